@@ -1,0 +1,118 @@
+//===- PAttnAttrs.td - pattn attributes and enums ----------*- tablegen -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Enums for cache encodings, scale granularities and page layouts, and the
+// lane attribute that describes one field of a per-token record.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_DIALECT_PATTN_IR_PATTNATTRS_TD
+#define PATTN_DIALECT_PATTN_IR_PATTNATTRS_TD
+
+include "pattn/Dialect/PAttn/IR/PAttnDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def PAttn_Encoding : I32EnumAttr<"Encoding", "KV cache element encoding", [
+    I32EnumAttrCase<"f16", 0>, I32EnumAttrCase<"bf16", 1>,
+    I32EnumAttrCase<"i8", 2>, I32EnumAttrCase<"f8e4m3", 3>,
+    I32EnumAttrCase<"f8e5m2", 4>, I32EnumAttrCase<"i4", 5>,
+    I32EnumAttrCase<"nvfp4", 6>]> {
+  let cppNamespace = "::mlir::pattn";
+  let genSpecializedAttr = 0;
+}
+
+def PAttn_ScaleGranularity : I32EnumAttr<"ScaleGranularity",
+    "granularity of a (outer) dequantization scale", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"tensor", 1>,
+    I32EnumAttrCase<"channel", 2>, I32EnumAttrCase<"token", 3>]> {
+  let cppNamespace = "::mlir::pattn";
+  let genSpecializedAttr = 0;
+}
+
+def PAttn_Layout : I32EnumAttr<"Layout", "order of a page's dimensions", [
+    I32EnumAttrCase<"nhd", 0>, I32EnumAttrCase<"hnd", 1>]> {
+  let cppNamespace = "::mlir::pattn";
+  let genSpecializedAttr = 0;
+}
+
+def PAttn_EncodingAttr : EnumAttr<PAttn_Dialect, PAttn_Encoding, "encoding"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "A KV cache element encoding";
+  let description = [{
+    How one element of a cached K or V head row is stored (SPEC §2):
+    `f16`/`bf16` values, `i8` codes, `f8e4m3` (E4M3FN) and `f8e5m2` codes,
+    `i4` signed codes packed two per byte with a +8 bias, or `nvfp4` (E2M1
+    codes with E4M3 scales per 16 elements and an fp32 outer scale).
+
+    Example: `#pattn.encoding<i4>`.
+  }];
+}
+
+def PAttn_ScaleGranularityAttr
+    : EnumAttr<PAttn_Dialect, PAttn_ScaleGranularity, "scale_granularity"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "Granularity of a dequantization scale";
+  let description = [{
+    `none` (no scale, codes are values), `tensor` (one fp32 scale, shape
+    [1]), `channel` (one per kv head and channel, shape [kv_heads, head_dim]),
+    or `token` (one per cached token and kv head, kept beside the pages).
+
+    Example: `#pattn.scale_granularity<channel>`.
+  }];
+}
+
+def PAttn_LayoutAttr : EnumAttr<PAttn_Dialect, PAttn_Layout, "layout"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "Order of a page's dimensions";
+  let description = [{
+    `nhd` stores a page as [block_size, kv_heads, row] (vLLM's flash layout),
+    `hnd` as [kv_heads, block_size, row] (FlashInfer/TensorRT-LLM), so one
+    head's tokens are contiguous.
+
+    Example: `#pattn.layout<hnd>`.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Lanes of a record
+//===----------------------------------------------------------------------===//
+
+def PAttn_LaneAttr : AttrDef<PAttn_Dialect, "Lane"> {
+  let mnemonic = "lane";
+  let summary = "One named field of a per-token cache record";
+  let description = [{
+    A lane holds `count` elements of `elementType` starting at byte `offset`
+    of a record. A lane whose values are codes names the lane that holds
+    their scales (`scaled_by`); the group size is count / scales.count.
+    Element types: f32, f16, bf16, f8E4M3FN, f8E5M2, f4E2M1FN, i8.
+
+    Example:
+    ```mlir
+    #pattn.lane<latent: 512 x f8E4M3FN at 0 scaled_by latent_scale>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"lane name">:$name,
+                        "::mlir::Type":$elementType,
+                        "uint32_t":$count,
+                        "uint32_t":$offset,
+                        StringRefParameter<"scale lane name", "\"\"">:$scaleLane);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bits of one element, bytes spanned by the lane, and its end offset.
+    unsigned getElementBits() const;
+    uint64_t getByteSize() const;
+    uint64_t getEnd() const { return getOffset() + getByteSize(); }
+    bool isScaled() const { return !getScaleLane().empty(); }
+  }];
+}
+
+#endif // PATTN_DIALECT_PATTN_IR_PATTNATTRS_TD

@@ -1,0 +1,230 @@
+//===- PAttnOps.td - pattn operations ----------------------*- tablegen -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The user-facing ops: binding storage as a typed cache, writing new K/V rows
+// or records into it, and decode attention over it. All have buffer
+// semantics; verifiers enforce the structural rules of SPEC §2-4.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_DIALECT_PATTN_IR_PATTNOPS_TD
+#define PATTN_DIALECT_PATTN_IR_PATTNOPS_TD
+
+include "pattn/Dialect/PAttn/IR/PAttnTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def PAttn_BindCacheOp : PAttn_Op<"bind_cache",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "View raw storage buffers as a typed paged cache";
+  let description = [{
+    Gives raw page storage a `!pattn.cache` (or `!pattn.record_cache`) type.
+    The verifier derives every buffer's shape from the result type and checks
+    the operands against it (dynamic dimensions match anything, but all
+    buffers must agree on the number of pages):
+
+    - `storage`: i8 bytes, see `!pattn.cache` / `!pattn.record_cache`;
+    - `group_scales`: f8E4M3FN, required exactly for nvfp4 caches;
+    - `token_scales`: f32 [blocks, block_size, kv_heads], required exactly
+      for `token` granularity.
+
+    Binding the same storage as records of two different types (e.g. a
+    per-token nvfp4 record read in tensor mode) is an error.
+
+    Example:
+    ```mlir
+    %v = pattn.bind_cache storage(%vs : memref<?x16x8x64xi8>)
+           group_scales(%vg : memref<?x16x8x8xf8E4M3FN>)
+        : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128,
+                       encoding = nvfp4, scale = tensor>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$storage,
+                       Optional<AnyMemRef>:$group_scales,
+                       Optional<AnyMemRef>:$token_scales);
+  let results = (outs PAttn_AnyCache:$cache);
+  let assemblyFormat = [{
+    `storage` `(` $storage `:` type($storage) `)`
+    (`group_scales` `(` $group_scales^ `:` type($group_scales) `)`)?
+    (`token_scales` `(` $token_scales^ `:` type($token_scales) `)`)?
+    attr-dict `:` qualified(type($cache))
+  }];
+  let hasVerifier = 1;
+}
+
+def PAttn_WriteCacheOp : PAttn_Op<"write_cache", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Quantize new K or V rows into cache slots";
+  let description = [{
+    Quantizes `values` [tokens, kv_heads, head_dim] (f16, bf16 or f32) with
+    the cache's encoding and stores token t at slot `slots[t]` (slot =
+    block * block_size + offset; -1 skips the token). `scale` is required
+    for `tensor` ([1]) and `channel` ([kv_heads, head_dim]) granularities and
+    for nvfp4's tensor outer scale, and absent otherwise: `token` caches
+    derive s = amax / max_code per token and store it in the token-scale
+    buffer. Codes are bit-exact to the pattn numerics library.
+
+    Example:
+    ```mlir
+    pattn.write_cache values(%k : memref<4x8x128xf16>)
+        into(%kc : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128,
+                                encoding = i8, scale = tensor>)
+        slots(%slots : memref<4xi64>) scale(%ks : memref<1xf32>)
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$values, PAttn_CacheType:$cache,
+                       AnyMemRef:$slots, Optional<AnyMemRef>:$scale);
+  let assemblyFormat = [{
+    `values` `(` $values `:` type($values) `)`
+    `into` `(` $cache `:` qualified(type($cache)) `)`
+    `slots` `(` $slots `:` type($slots) `)`
+    (`scale` `(` $scale^ `:` type($scale) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def PAttn_WriteRecordOp : PAttn_Op<"write_record", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Encode new tokens into per-token cache records";
+  let description = [{
+    Encodes `latent` [tokens, L] and `rope` [tokens, R] (f16, bf16 or f32;
+    L and R the counts of the record's `latent` and `rope` lanes) into one
+    record per token at `slots[t]` (-1 skips). Records in `tensor` mode take
+    their outer scale from `outer_scale` ([1], f32); `token` mode derives
+    s_t = token_amax / (6*448) and stores it in the record; `none` takes
+    no scale. Every byte of a written record is defined (pads are zero).
+
+    Example:
+    ```mlir
+    pattn.write_record latent(%l : memref<2x512xbf16>) rope(%r : memref<2x64xbf16>)
+        into(%c : !pattn.record_cache<block_size = 64,
+                                      record = !pattn.record<fp8_ds_mla>>)
+        slots(%s : memref<2xi64>)
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$latent, AnyMemRef:$rope,
+                       PAttn_RecordCacheType:$cache, AnyMemRef:$slots,
+                       Optional<AnyMemRef>:$outer_scale);
+  let assemblyFormat = [{
+    `latent` `(` $latent `:` type($latent) `)`
+    `rope` `(` $rope `:` type($rope) `)`
+    `into` `(` $cache `:` qualified(type($cache)) `)`
+    `slots` `(` $slots `:` type($slots) `)`
+    (`outer_scale` `(` $outer_scale^ `:` type($outer_scale) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Decode attention over paged, quantized K and V caches";
+  let description = [{
+    For each query token t of sequence b and head h (kv head h / g, g =
+    num_heads / kv_heads):
+
+    o[t,h] = softmax(softmax_scale * q[t,h] · dequant(K)ᵀ [+ masks]) · dequant(V)
+
+    with fp32 accumulation, over the `seq_lens[b]` keys found through
+    `block_table[b]` (-1 entries are unmapped and masked). Without
+    `query_start` each sequence has one query token (tokens == batch); with
+    it, sequence b owns tokens [query_start[b], query_start[b+1]) (1 to
+    `max_query_len` ≤ 8 of them, speculative decode), causal among
+    themselves. `softcap` > 0 turns logits into softcap·tanh(logits/softcap);
+    `window` W ≥ 1 keeps keys at positions > query position − W; `sinks`
+    [num_heads] add exp(sink − max) to the denominator. Zero-length sequences
+    and fully masked rows give zeros.
+
+    `k_scale`/`v_scale` are required exactly when the cache's granularity is
+    `tensor` ([1]) or `channel` ([kv_heads, head_dim]); `token` scales come
+    from the bound cache.
+
+    Example:
+    ```mlir
+    pattn.paged_attention query(%q : memref<4x32x128xf16>)
+        key(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128,
+                              encoding = i4, scale = channel>)
+        value(%v : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128,
+                                encoding = i8, scale = tensor>)
+        block_table(%bt : memref<4x64xi32>) seq_lens(%sl : memref<4xi32>)
+        k_scale(%ks : memref<8x128xf32>) v_scale(%vs : memref<1xf32>)
+        outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$query, PAttn_CacheType:$key,
+                       PAttn_CacheType:$value, AnyMemRef:$block_table,
+                       AnyMemRef:$seq_lens, Optional<AnyMemRef>:$query_start,
+                       Optional<AnyMemRef>:$k_scale,
+                       Optional<AnyMemRef>:$v_scale,
+                       Optional<AnyMemRef>:$sinks, AnyMemRef:$out,
+                       I64Attr:$num_heads,
+                       OptionalAttr<F32Attr>:$softmax_scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
+                       DefaultValuedAttr<I64Attr, "-1">:$window,
+                       DefaultValuedAttr<I64Attr, "1">:$max_query_len);
+  let assemblyFormat = [{
+    `query` `(` $query `:` type($query) `)`
+    `key` `(` $key `:` qualified(type($key)) `)`
+    `value` `(` $value `:` qualified(type($value)) `)`
+    `block_table` `(` $block_table `:` type($block_table) `)`
+    `seq_lens` `(` $seq_lens `:` type($seq_lens) `)`
+    (`query_start` `(` $query_start^ `:` type($query_start) `)`)?
+    (`k_scale` `(` $k_scale^ `:` type($k_scale) `)`)?
+    (`v_scale` `(` $v_scale^ `:` type($v_scale) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    `outs` `(` $out `:` type($out) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// softmax_scale, defaulting to 1/sqrt(head_dim).
+    float getEffectiveSoftmaxScale();
+  }];
+}
+
+def PAttn_MlaDecodeOp : PAttn_Op<"mla_decode", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Multi-head latent attention decode over a record cache";
+  let description = [{
+    DeepSeek-style MLA decode: every head attends to one shared latent head
+    whose key is `latent ‖ rope` and whose value is `latent`, both decoded
+    from the cache's records. `query` is [tokens, num_heads, L + R] and
+    `outs` [tokens, num_heads, L] (L, R: the counts of the record's `latent`
+    and `rope` lanes). `outer_scale` ([1], f32) is required exactly for
+    records in `tensor` mode. The block table, sequence lengths and
+    `query_start` follow `pattn.paged_attention`.
+
+    Example:
+    ```mlir
+    pattn.mla_decode query(%q : memref<4x16x576xbf16>)
+        cache(%c : !pattn.record_cache<block_size = 64,
+                   record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>)
+        block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>)
+        outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64}
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$query, PAttn_RecordCacheType:$cache,
+                       AnyMemRef:$block_table, AnyMemRef:$seq_lens,
+                       Optional<AnyMemRef>:$query_start,
+                       Optional<AnyMemRef>:$outer_scale, AnyMemRef:$out,
+                       I64Attr:$num_heads,
+                       OptionalAttr<F32Attr>:$softmax_scale,
+                       DefaultValuedAttr<I64Attr, "1">:$max_query_len);
+  let assemblyFormat = [{
+    `query` `(` $query `:` type($query) `)`
+    `cache` `(` $cache `:` qualified(type($cache)) `)`
+    `block_table` `(` $block_table `:` type($block_table) `)`
+    `seq_lens` `(` $seq_lens `:` type($seq_lens) `)`
+    (`query_start` `(` $query_start^ `:` type($query_start) `)`)?
+    (`outer_scale` `(` $outer_scale^ `:` type($outer_scale) `)`)?
+    `outs` `(` $out `:` type($out) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // PATTN_DIALECT_PATTN_IR_PATTNOPS_TD

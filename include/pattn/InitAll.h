@@ -1,0 +1,33 @@
+//===- InitAll.h - Register pattn and what its pipeline needs ---*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// One place that registers the pattn dialect, its passes, and the upstream
+// dialects, passes, interfaces and translations that the pattn pipeline uses,
+// for tools and for compilers that embed pattn.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_INITALL_H
+#define PATTN_INITALL_H
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace pattn {
+
+/// Inserts the pattn dialect and the upstream dialects its pipeline parses
+/// and produces (func, arith, math, memref, scf, vector, gpu, nvgpu, nvvm,
+/// llvm), the NVVM target attribute model, the convert-to-LLVM interfaces
+/// and the LLVM IR translations that `gpu-module-to-binary` needs.
+void registerAllDialects(mlir::DialectRegistry &registry);
+
+/// Registers pattn's passes and the upstream passes and pipelines.
+void registerAllPasses();
+
+} // namespace pattn
+
+#endif // PATTN_INITALL_H

@@ -1,0 +1,487 @@
+//===- PAttnDialect.cpp - pattn dialect, attributes and types -------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the pattn dialect's registration and its attributes
+// and types: the lane and record syntax (with presets printed by name), and
+// the type verifiers that enforce the structural rules of SPEC §2-3.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Numerics/Numerics.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::pattn;
+namespace numerics = ::pattn::numerics;
+
+#include "pattn/Dialect/PAttn/IR/PAttnDialect.cpp.inc"
+#include "pattn/Dialect/PAttn/IR/PAttnEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "pattn/Dialect/PAttn/IR/PAttnAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "pattn/Dialect/PAttn/IR/PAttnTypes.cpp.inc"
+
+void PAttnDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "pattn/Dialect/PAttn/IR/PAttnAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "pattn/Dialect/PAttn/IR/PAttnTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "pattn/Dialect/PAttn/IR/PAttnOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// LaneAttr
+//===----------------------------------------------------------------------===//
+
+/// Bits of a lane element, or 0 for a type a record cannot hold.
+static unsigned laneElementBits(Type type) {
+  if (isa<Float32Type>(type))
+    return 32;
+  if (isa<Float16Type, BFloat16Type>(type))
+    return 16;
+  if (isa<Float8E4M3FNType, Float8E5M2Type>(type) || type.isSignlessInteger(8))
+    return 8;
+  if (isa<Float4E2M1FNType>(type))
+    return 4;
+  return 0;
+}
+
+unsigned LaneAttr::getElementBits() const {
+  return laneElementBits(getElementType());
+}
+
+uint64_t LaneAttr::getByteSize() const {
+  return (uint64_t(getCount()) * getElementBits() + 7) / 8;
+}
+
+LogicalResult LaneAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               StringRef name, Type elementType,
+                               uint32_t count, uint32_t offset,
+                               StringRef scaleLane) {
+  if (name.empty())
+    return emitError() << "record lane needs a name";
+  unsigned bits = laneElementBits(elementType);
+  if (bits == 0)
+    return emitError() << "lane '" << name << "' has element type "
+                       << elementType
+                       << "; expected f32, f16, bf16, f8E4M3FN, f8E5M2, "
+                          "f4E2M1FN or i8";
+  if (count == 0)
+    return emitError() << "lane '" << name << "' is empty";
+  // A lane is addressed in bytes, so 4-bit lanes hold whole bytes.
+  if (uint64_t(count) * bits % 8 != 0)
+    return emitError() << "lane '" << name << "' of " << count << " x "
+                       << elementType << " does not fill whole bytes";
+  unsigned align = std::max(1u, bits / 8);
+  if (offset % align != 0)
+    return emitError() << "lane '" << name << "' at byte " << offset
+                       << " is misaligned for " << elementType << " (needs "
+                       << align << "-byte alignment)";
+  if (scaleLane == name)
+    return emitError() << "lane '" << name << "' cannot scale itself";
+  return success();
+}
+
+/// lane-body ::= name `:` count `x` type `at` offset (`scaled_by` name)?
+static LaneAttr parseLaneBody(AsmParser &parser) {
+  MLIRContext *context = parser.getContext();
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name, scaleLane;
+  uint32_t count = 0, offset = 0;
+  Type elementType;
+  if (parser.parseKeywordOrString(&name) || parser.parseColon() ||
+      parser.parseInteger(count) || parser.parseKeyword("x") ||
+      parser.parseType(elementType) || parser.parseKeyword("at") ||
+      parser.parseInteger(offset))
+    return {};
+  if (succeeded(parser.parseOptionalKeyword("scaled_by")) &&
+      parser.parseKeywordOrString(&scaleLane))
+    return {};
+  return LaneAttr::getChecked([&] { return parser.emitError(loc); }, context,
+                              name, elementType, count, offset, scaleLane);
+}
+
+static void printLaneBody(AsmPrinter &printer, LaneAttr lane) {
+  printer.printKeywordOrString(lane.getName());
+  printer << ": " << lane.getCount() << " x " << lane.getElementType()
+          << " at " << lane.getOffset();
+  if (lane.isScaled()) {
+    printer << " scaled_by ";
+    printer.printKeywordOrString(lane.getScaleLane());
+  }
+}
+
+Attribute LaneAttr::parse(AsmParser &parser, Type) {
+  if (parser.parseLess())
+    return {};
+  LaneAttr lane = parseLaneBody(parser);
+  if (!lane || parser.parseGreater())
+    return {};
+  return lane;
+}
+
+void LaneAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printLaneBody(printer, *this);
+  printer << ">";
+}
+
+//===----------------------------------------------------------------------===//
+// CacheType
+//===----------------------------------------------------------------------===//
+
+/// The numerics library's view of an IR encoding; both enums list SPEC §2's
+/// encodings in the same order.
+static numerics::Encoding toNumerics(Encoding encoding) {
+  return static_cast<numerics::Encoding>(static_cast<uint32_t>(encoding));
+}
+
+LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t blockSize, int64_t kvHeads,
+                                int64_t headDim, Encoding encoding,
+                                ScaleGranularity scale, Layout) {
+  if (blockSize < 16 || !llvm::isPowerOf2_64(blockSize))
+    return emitError() << "block_size " << blockSize
+                       << " must be a power of two >= 16";
+  if (kvHeads < 1)
+    return emitError() << "kv_heads " << kvHeads << " must be >= 1";
+  int64_t multiple = encoding == Encoding::nvfp4 ? 16 : 8;
+  if (headDim < multiple || headDim % multiple != 0)
+    return emitError() << "head_dim " << headDim
+                       << " must be a positive multiple of " << multiple
+                       << " for " << stringifyEncoding(encoding);
+  bool isFloat = encoding == Encoding::f16 || encoding == Encoding::bf16;
+  if (isFloat && scale != ScaleGranularity::none)
+    return emitError() << stringifyEncoding(encoding)
+                       << " caches store values and take no scale (got "
+                       << stringifyScaleGranularity(scale) << ")";
+  if (encoding == Encoding::nvfp4 && scale != ScaleGranularity::tensor &&
+      scale != ScaleGranularity::token)
+    return emitError() << "nvfp4's outer scale must be 'tensor' or 'token' "
+                          "(got "
+                       << stringifyScaleGranularity(scale) << ")";
+  return success();
+}
+
+int64_t CacheType::getRowBytes() const {
+  return numerics::rowBytes(toNumerics(getEncoding()), getHeadDim());
+}
+
+/// [blocks, block_size, kv_heads, inner] or [blocks, kv_heads, block_size,
+/// inner] depending on the layout.
+static SmallVector<int64_t> pagedShape(CacheType type, int64_t numBlocks,
+                                       int64_t inner) {
+  if (type.getLayout() == Layout::hnd)
+    return {numBlocks, type.getKvHeads(), type.getBlockSize(), inner};
+  return {numBlocks, type.getBlockSize(), type.getKvHeads(), inner};
+}
+
+SmallVector<int64_t> CacheType::getStorageShape(int64_t numBlocks) const {
+  return pagedShape(*this, numBlocks, getRowBytes());
+}
+
+SmallVector<int64_t> CacheType::getGroupScaleShape(int64_t numBlocks) const {
+  return pagedShape(*this, numBlocks, getHeadDim() / 16);
+}
+
+SmallVector<int64_t> CacheType::getTokenScaleShape(int64_t numBlocks) const {
+  return {numBlocks, getBlockSize(), getKvHeads()};
+}
+
+bool CacheType::needsGroupScales() const {
+  return getEncoding() == Encoding::nvfp4;
+}
+
+bool CacheType::needsTokenScales() const {
+  return getScale() == ScaleGranularity::token;
+}
+
+//===----------------------------------------------------------------------===//
+// RecordType
+//===----------------------------------------------------------------------===//
+
+static Type toMLIRType(MLIRContext *context, numerics::LaneElement element) {
+  switch (element) {
+  case numerics::LaneElement::F32:
+    return Float32Type::get(context);
+  case numerics::LaneElement::F16:
+    return Float16Type::get(context);
+  case numerics::LaneElement::BF16:
+    return BFloat16Type::get(context);
+  case numerics::LaneElement::E4M3:
+    return Float8E4M3FNType::get(context);
+  case numerics::LaneElement::E5M2:
+    return Float8E5M2Type::get(context);
+  case numerics::LaneElement::E2M1:
+    return Float4E2M1FNType::get(context);
+  case numerics::LaneElement::I8:
+    return IntegerType::get(context, 8);
+  }
+  llvm_unreachable("unknown lane element");
+}
+
+/// The lanes of a preset as attributes, in the numerics library's order.
+static SmallVector<LaneAttr> presetLanes(MLIRContext *context,
+                                         numerics::RecordPreset preset) {
+  SmallVector<LaneAttr> lanes;
+  for (const numerics::LaneDesc &lane : numerics::recordLayout(preset).lanes)
+    lanes.push_back(LaneAttr::get(
+        context, lane.name, toMLIRType(context, lane.element), lane.count,
+        lane.offset, lane.scaleLane));
+  return lanes;
+}
+
+/// A preset's mode when the IR does not spell one.
+static ScaleGranularity defaultPresetMode(numerics::RecordPreset preset) {
+  return preset == numerics::RecordPreset::FP8DsMla ? ScaleGranularity::none
+                                                    : ScaleGranularity::tensor;
+}
+
+static constexpr numerics::RecordPreset kPresets[] = {
+    numerics::RecordPreset::FP8DsMla, numerics::RecordPreset::NVFP4DsMla,
+    numerics::RecordPreset::NVFP4DsMlaFp8Rope};
+
+RecordType RecordType::getPresetChecked(
+    function_ref<InFlightDiagnostic()> emitError, MLIRContext *context,
+    StringRef presetName, std::optional<ScaleGranularity> mode) {
+  std::optional<numerics::RecordPreset> preset =
+      numerics::parseRecordPreset(presetName);
+  if (!preset) {
+    emitError() << "unknown record preset '" << presetName
+                << "'; expected fp8_ds_mla, nvfp4_ds_mla or "
+                   "nvfp4_ds_mla_fp8_rope";
+    return {};
+  }
+  ScaleGranularity resolved = mode.value_or(defaultPresetMode(*preset));
+  auto numericsMode = static_cast<numerics::RecordScaleMode>(
+      resolved == ScaleGranularity::token    ? 2
+      : resolved == ScaleGranularity::tensor ? 1
+                                             : 0);
+  if (resolved == ScaleGranularity::channel ||
+      !numerics::isValidRecordScaleMode(*preset, numericsMode)) {
+    emitError() << "record preset '" << presetName
+                << "' cannot be used in '"
+                << stringifyScaleGranularity(resolved) << "' mode";
+    return {};
+  }
+  return getChecked(emitError, context,
+                    numerics::recordLayout(*preset).bytes,
+                    presetLanes(context, *preset), resolved);
+}
+
+LogicalResult RecordType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 uint32_t bytes, ArrayRef<LaneAttr> lanes,
+                                 ScaleGranularity mode) {
+  // 16-byte multiples keep every record row loadable as 16-byte vectors.
+  if (bytes == 0 || bytes % 16 != 0)
+    return emitError() << "record size " << bytes
+                       << " must be a positive multiple of 16 bytes";
+  if (lanes.empty())
+    return emitError() << "record needs at least one lane";
+  if (mode == ScaleGranularity::channel)
+    return emitError() << "a record's outer scale is 'none', 'tensor' or "
+                          "'token', not 'channel'";
+
+  llvm::StringMap<LaneAttr> byName;
+  for (LaneAttr lane : lanes) {
+    if (!byName.try_emplace(lane.getName(), lane).second)
+      return emitError() << "record has two lanes named '" << lane.getName()
+                         << "'";
+    if (lane.getEnd() > bytes)
+      return emitError() << "lane '" << lane.getName() << "' spans bytes ["
+                         << lane.getOffset() << ", " << lane.getEnd()
+                         << ") and overruns the " << bytes << "-byte record";
+  }
+
+  SmallVector<LaneAttr> sorted(lanes);
+  llvm::sort(sorted, [](LaneAttr a, LaneAttr b) {
+    return a.getOffset() < b.getOffset();
+  });
+  for (auto [prev, next] : llvm::zip(sorted, llvm::drop_begin(sorted)))
+    if (next.getOffset() < prev.getEnd())
+      return emitError() << "lanes '" << prev.getName() << "' [" <<
+             prev.getOffset() << ", " << prev.getEnd() << ") and '"
+             << next.getName() << "' [" << next.getOffset() << ", "
+             << next.getEnd() << ") overlap";
+
+  bool hasE2M1 = false;
+  for (LaneAttr lane : lanes) {
+    bool isE2M1 = isa<Float4E2M1FNType>(lane.getElementType());
+    hasE2M1 |= isE2M1;
+    if (!lane.isScaled()) {
+      if (isE2M1)
+        return emitError() << "e2m1 lane '" << lane.getName()
+                           << "' needs a lane of e4m3 group scales";
+      continue;
+    }
+    LaneAttr scale = byName.lookup(lane.getScaleLane());
+    if (!scale)
+      return emitError() << "lane '" << lane.getName()
+                         << "' is scaled by unknown lane '"
+                         << lane.getScaleLane() << "'";
+    Type scaleType = scale.getElementType();
+    if (!isa<Float32Type, Float8E4M3FNType>(scaleType) || scale.isScaled())
+      return emitError() << "scale lane '" << scale.getName()
+                         << "' must hold unscaled f32 or f8E4M3FN values";
+    if (lane.getCount() % scale.getCount() != 0)
+      return emitError() << "lane '" << lane.getName() << "' has "
+                         << lane.getCount() << " elements, not a multiple "
+                         << "of the " << scale.getCount()
+                         << " scales in lane '" << scale.getName() << "'";
+    // NVFP4 is defined by e4m3 scales over groups of 16 e2m1 codes.
+    if (isE2M1 && (!isa<Float8E4M3FNType>(scaleType) ||
+                   lane.getCount() / scale.getCount() != 16))
+      return emitError() << "e2m1 lane '" << lane.getName()
+                         << "' needs one f8E4M3FN scale per 16 elements, "
+                            "but lane '"
+                         << scale.getName() << "' holds " << scale.getCount()
+                         << " x " << scaleType;
+  }
+
+  if (hasE2M1 && mode == ScaleGranularity::none)
+    return emitError() << "a record with e2m1 lanes needs a 'tensor' or "
+                          "'token' outer scale";
+  if (!hasE2M1 && mode != ScaleGranularity::none)
+    return emitError() << "an outer scale ('"
+                       << stringifyScaleGranularity(mode)
+                       << "') applies to e2m1 lanes, and this record has none";
+  if (mode == ScaleGranularity::token) {
+    LaneAttr tokenScale = byName.lookup("token_scale");
+    if (!tokenScale || !isa<Float32Type>(tokenScale.getElementType()) ||
+        tokenScale.getCount() != 1)
+      return emitError() << "a record in 'token' mode needs a 'token_scale' "
+                            "lane of 1 x f32";
+  }
+  return success();
+}
+
+LaneAttr RecordType::getLane(StringRef name) const {
+  for (LaneAttr lane : getLanes())
+    if (lane.getName() == name)
+      return lane;
+  return {};
+}
+
+std::optional<StringRef> RecordType::getPresetName() const {
+  for (numerics::RecordPreset preset : kPresets) {
+    const numerics::RecordLayout &layout = numerics::recordLayout(preset);
+    if (layout.bytes != getBytes())
+      continue;
+    // Lanes are uniqued attributes: equal lanes compare equal as handles.
+    if (ArrayRef<LaneAttr>(presetLanes(getContext(), preset)) == getLanes())
+      return StringRef(layout.name.data(), layout.name.size());
+  }
+  return std::nullopt;
+}
+
+/// record ::= `<` preset (`,` mode)? `>`
+///          | `<` bytes `bytes` `,` mode `,` `{` lane (`,` lane)* `}` `>`
+Type RecordType::parse(AsmParser &parser) {
+  MLIRContext *context = parser.getContext();
+  SMLoc loc = parser.getCurrentLocation();
+  auto emitError = [&] { return parser.emitError(loc); };
+  if (parser.parseLess())
+    return {};
+
+  auto parseMode = [&]() -> FailureOr<ScaleGranularity> {
+    StringRef keyword;
+    SMLoc modeLoc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    std::optional<ScaleGranularity> mode = symbolizeScaleGranularity(keyword);
+    if (!mode)
+      return parser.emitError(modeLoc)
+             << "expected record mode 'none', 'tensor' or 'token'";
+    return *mode;
+  };
+
+  std::string preset;
+  if (succeeded(parser.parseOptionalKeywordOrString(&preset))) {
+    std::optional<ScaleGranularity> mode;
+    if (succeeded(parser.parseOptionalComma())) {
+      FailureOr<ScaleGranularity> parsed = parseMode();
+      if (failed(parsed))
+        return {};
+      mode = *parsed;
+    }
+    if (parser.parseGreater())
+      return {};
+    return getPresetChecked(emitError, context, preset, mode);
+  }
+
+  uint32_t bytes = 0;
+  if (parser.parseInteger(bytes) || parser.parseKeyword("bytes") ||
+      parser.parseComma())
+    return {};
+  FailureOr<ScaleGranularity> mode = parseMode();
+  if (failed(mode) || parser.parseComma())
+    return {};
+  SmallVector<LaneAttr> lanes;
+  auto parseLane = [&]() -> ParseResult {
+    LaneAttr lane = parseLaneBody(parser);
+    if (!lane)
+      return failure();
+    lanes.push_back(lane);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces, parseLane) ||
+      parser.parseGreater())
+    return {};
+  return getChecked(emitError, context, bytes, lanes, *mode);
+}
+
+void RecordType::print(AsmPrinter &printer) const {
+  printer << "<";
+  if (std::optional<StringRef> preset = getPresetName()) {
+    printer << *preset;
+    if (getMode() != defaultPresetMode(*numerics::parseRecordPreset(*preset)))
+      printer << ", " << stringifyScaleGranularity(getMode());
+    printer << ">";
+    return;
+  }
+  printer << getBytes() << " bytes, " << stringifyScaleGranularity(getMode())
+          << ", {";
+  llvm::interleaveComma(getLanes(), printer,
+                        [&](LaneAttr lane) { printLaneBody(printer, lane); });
+  printer << "}>";
+}
+
+//===----------------------------------------------------------------------===//
+// RecordCacheType
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+RecordCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
+                        int64_t blockSize, RecordType record) {
+  if (blockSize < 16 || !llvm::isPowerOf2_64(blockSize))
+    return emitError() << "block_size " << blockSize
+                       << " must be a power of two >= 16";
+  if (!record)
+    return emitError() << "record cache needs a !pattn.record type";
+  return success();
+}
+
+SmallVector<int64_t> RecordCacheType::getStorageShape(int64_t numBlocks) const {
+  return {numBlocks, getBlockSize(), int64_t(getRecord().getBytes())};
+}

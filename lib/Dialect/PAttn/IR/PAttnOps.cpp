@@ -1,0 +1,445 @@
+//===- PAttnOps.cpp - pattn operation verifiers ---------------------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the verifiers and memory effects of the pattn ops.
+// Every structural rule of SPEC §2-4 that can be checked on the IR is checked
+// here, with a message that names the operand and the expected shape.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::pattn;
+
+#define GET_OP_CLASSES
+#include "pattn/Dialect/PAttn/IR/PAttnOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shared checks
+//===----------------------------------------------------------------------===//
+
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os, [&](int64_t dim) {
+    if (ShapedType::isDynamic(dim))
+      os << "?";
+    else
+      os << dim;
+  });
+  os << "]";
+  return text;
+}
+
+/// Checks that operand `name` is a contiguous memref whose shape matches
+/// `expected` (a dynamic dimension on either side matches anything).
+static LogicalResult checkShape(Operation *op, StringRef name, Value value,
+                                ArrayRef<int64_t> expected) {
+  auto type = cast<MemRefType>(value.getType());
+  if (!type.getLayout().isIdentity())
+    return op->emitOpError() << name << " must be a contiguous memref "
+                             << "(identity layout), got " << type;
+  bool matches = type.getRank() == int64_t(expected.size());
+  for (auto [dim, want] : llvm::zip(type.getShape(), expected))
+    matches &= ShapedType::isDynamic(dim) || ShapedType::isDynamic(want) ||
+               dim == want;
+  if (!matches)
+    return op->emitOpError() << name << " must have shape "
+                             << formatShape(expected) << ", got " << type;
+  return success();
+}
+
+/// Checks the element type of operand `name` against `allowed`.
+static LogicalResult checkElement(Operation *op, StringRef name, Value value,
+                                  function_ref<bool(Type)> allowed,
+                                  StringRef description) {
+  Type element = cast<MemRefType>(value.getType()).getElementType();
+  if (!allowed(element))
+    return op->emitOpError() << name << " must hold " << description
+                             << " elements, got " << element;
+  return success();
+}
+
+static bool isI32(Type t) { return t.isSignlessInteger(32); }
+static bool isF32(Type t) { return t.isF32(); }
+static bool isHalf(Type t) { return t.isF16() || t.isBF16(); }
+static bool isActivation(Type t) { return t.isF16() || t.isBF16() || t.isF32(); }
+static bool isSlotIndex(Type t) {
+  return t.isSignlessInteger(32) || t.isSignlessInteger(64);
+}
+
+static int64_t dimOf(Value value, unsigned index) {
+  return cast<MemRefType>(value.getType()).getDimSize(index);
+}
+
+/// A dimension value that is known and equal, or unknown on one side.
+static bool dimsAgree(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// Checks a K, V or write scale operand against a cache's granularity:
+/// tensor scales are [1], channel scales [kv_heads, head_dim], and other
+/// granularities take no operand.
+static LogicalResult checkScaleOperand(Operation *op, StringRef name,
+                                       CacheType cache, Value scale) {
+  ScaleGranularity granularity = cache.getScale();
+  bool wanted = granularity == ScaleGranularity::tensor ||
+                granularity == ScaleGranularity::channel;
+  if (!wanted && scale)
+    return op->emitOpError()
+           << name << " given, but the cache's scale granularity is '"
+           << stringifyScaleGranularity(granularity) << "'"
+           << (granularity == ScaleGranularity::token
+                   ? " (token scales are bound with the cache)"
+                   : "");
+  if (wanted && !scale)
+    return op->emitOpError() << name << " is required by the cache's '"
+                             << stringifyScaleGranularity(granularity)
+                             << "' scale granularity";
+  if (!scale)
+    return success();
+  SmallVector<int64_t> shape = {1};
+  if (granularity == ScaleGranularity::channel)
+    shape = {cache.getKvHeads(), cache.getHeadDim()};
+  if (failed(checkShape(op, name, scale, shape)) ||
+      failed(checkElement(op, name, scale, isF32, "f32")))
+    return failure();
+  return success();
+}
+
+/// The sequence metadata shared by paged_attention and mla_decode: the block
+/// table, the lengths, the optional query starts, and the query-token bound.
+static LogicalResult checkSequenceOperands(Operation *op, Value query,
+                                           Value blockTable, Value seqLens,
+                                           Value queryStart,
+                                           int64_t maxQueryLen) {
+  if (failed(checkShape(op, "block_table", blockTable,
+                        {ShapedType::kDynamic, ShapedType::kDynamic})) ||
+      failed(checkElement(op, "block_table", blockTable, isI32, "i32")))
+    return failure();
+  int64_t batch = dimOf(blockTable, 0);
+  if (failed(checkShape(op, "seq_lens", seqLens, {batch})) ||
+      failed(checkElement(op, "seq_lens", seqLens, isI32, "i32")))
+    return failure();
+  if (maxQueryLen < 1 || maxQueryLen > 8)
+    return op->emitOpError() << "max_query_len " << maxQueryLen
+                             << " must be in [1, 8] query tokens per sequence";
+  if (queryStart) {
+    int64_t starts =
+        ShapedType::isDynamic(batch) ? ShapedType::kDynamic : batch + 1;
+    return failure(
+        failed(checkShape(op, "query_start", queryStart, {starts})) ||
+        failed(checkElement(op, "query_start", queryStart, isI32, "i32")));
+  }
+  if (maxQueryLen != 1)
+    return op->emitOpError() << "max_query_len " << maxQueryLen
+                             << " needs query_start to say where each "
+                                "sequence's query tokens begin";
+  if (!dimsAgree(dimOf(query, 0), batch))
+    return op->emitOpError()
+           << "without query_start each sequence has one query token, but "
+              "the query has "
+           << dimOf(query, 0) << " tokens for a batch of " << batch;
+  return success();
+}
+
+static LogicalResult checkSoftmaxScale(Operation *op,
+                                       std::optional<APFloat> scale) {
+  if (!scale)
+    return success();
+  float value = scale->convertToFloat();
+  if (!(std::isfinite(value) && value > 0.0f))
+    return op->emitOpError() << "softmax_scale " << value
+                             << " must be finite and positive";
+  return success();
+}
+
+/// Records that `op` reads every memref or cache operand except `written`,
+/// which it writes.
+static void addEffects(
+    Operation *op, OpOperand *written,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (&operand == written)
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+    else
+      effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                           SideEffects::DefaultResource::get());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// BindCacheOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BindCacheOp::verify() {
+  Operation *op = getOperation();
+  auto isByte = [](Type t) { return t.isSignlessInteger(8); };
+  if (failed(checkElement(op, "storage", getStorage(), isByte, "i8 (byte)")))
+    return failure();
+
+  SmallVector<Value> paged = {getStorage()};
+  if (auto recordCache = dyn_cast<RecordCacheType>(getType())) {
+    if (getGroupScales() || getTokenScales())
+      return emitOpError() << "a record cache keeps its scales inside the "
+                              "records and binds no scale buffers";
+    if (failed(checkShape(op, "storage", getStorage(),
+                          recordCache.getStorageShape(ShapedType::kDynamic))))
+      return failure();
+  } else {
+    auto cache = cast<CacheType>(getType());
+    if (failed(checkShape(op, "storage", getStorage(),
+                          cache.getStorageShape(ShapedType::kDynamic))))
+      return failure();
+    if (cache.needsGroupScales() != bool(getGroupScales()))
+      return emitOpError() << (getGroupScales() ? "group_scales given for"
+                                                : "group_scales required by")
+                           << " a " << stringifyEncoding(cache.getEncoding())
+                           << " cache";
+    if (cache.needsTokenScales() != bool(getTokenScales()))
+      return emitOpError() << (getTokenScales() ? "token_scales given for"
+                                                : "token_scales required by")
+                           << " a cache with '"
+                           << stringifyScaleGranularity(cache.getScale())
+                           << "' scales";
+    if (Value groupScales = getGroupScales()) {
+      auto isE4M3 = [](Type t) { return isa<Float8E4M3FNType>(t); };
+      if (failed(checkShape(op, "group_scales", groupScales,
+                            cache.getGroupScaleShape(ShapedType::kDynamic))) ||
+          failed(checkElement(op, "group_scales", groupScales, isE4M3,
+                              "f8E4M3FN")))
+        return failure();
+      paged.push_back(groupScales);
+    }
+    if (Value tokenScales = getTokenScales()) {
+      if (failed(checkShape(op, "token_scales", tokenScales,
+                            cache.getTokenScaleShape(ShapedType::kDynamic))) ||
+          failed(checkElement(op, "token_scales", tokenScales, isF32, "f32")))
+        return failure();
+      paged.push_back(tokenScales);
+    }
+  }
+
+  // Every buffer describes the same pages.
+  for (Value buffer : paged)
+    if (!dimsAgree(dimOf(buffer, 0), dimOf(getStorage(), 0)))
+      return emitOpError() << "buffers disagree on the number of pages ("
+                           << dimOf(getStorage(), 0) << " vs "
+                           << dimOf(buffer, 0) << ")";
+
+  // One storage has one meaning: bytes written as one cache type (say an
+  // nvfp4 record with per-token scales) must never be read as another.
+  for (Operation *user : getStorage().getUsers()) {
+    auto other = dyn_cast<BindCacheOp>(user);
+    if (!other || other == *this || other.getStorage() != getStorage() ||
+        other.getType() == getType())
+      continue;
+    return emitOpError() << "binds storage that is also bound as "
+                         << other.getType()
+                         << "; a cache is read with the type it was written "
+                            "with";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// WriteCacheOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WriteCacheOp::verify() {
+  Operation *op = getOperation();
+  CacheType cache = getCache().getType();
+  if (failed(checkShape(op, "values", getValues(),
+                        {ShapedType::kDynamic, cache.getKvHeads(),
+                         cache.getHeadDim()})) ||
+      failed(checkElement(op, "values", getValues(), isActivation,
+                          "f16, bf16 or f32")) ||
+      failed(checkShape(op, "slots", getSlots(), {dimOf(getValues(), 0)})) ||
+      failed(checkElement(op, "slots", getSlots(), isSlotIndex, "i32 or i64")))
+    return failure();
+  return checkScaleOperand(op, "scale", cache, getScale());
+}
+
+void WriteCacheOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addEffects(getOperation(), &getCacheMutable(), effects);
+}
+
+//===----------------------------------------------------------------------===//
+// WriteRecordOp
+//===----------------------------------------------------------------------===//
+
+/// The latent and rope lanes an MLA op reads or writes.
+static FailureOr<std::pair<LaneAttr, LaneAttr>>
+getMlaLanes(Operation *op, RecordType record) {
+  LaneAttr latent = record.getLane("latent");
+  LaneAttr rope = record.getLane("rope");
+  if (!latent || !rope)
+    return op->emitOpError()
+           << "needs a record with 'latent' and 'rope' lanes, got " << record;
+  return std::make_pair(latent, rope);
+}
+
+/// The outer scale operand of a record op: required in tensor mode only.
+static LogicalResult checkOuterScale(Operation *op, RecordType record,
+                                     Value outerScale) {
+  bool wanted = record.getMode() == ScaleGranularity::tensor;
+  if (wanted != bool(outerScale))
+    return op->emitOpError()
+           << "outer_scale " << (wanted ? "is required by" : "given for")
+           << " a record in '" << stringifyScaleGranularity(record.getMode())
+           << "' mode";
+  if (!outerScale)
+    return success();
+  return failure(failed(checkShape(op, "outer_scale", outerScale, {1})) ||
+                 failed(checkElement(op, "outer_scale", outerScale, isF32,
+                                     "f32")));
+}
+
+LogicalResult WriteRecordOp::verify() {
+  Operation *op = getOperation();
+  RecordType record = getCache().getType().getRecord();
+  FailureOr<std::pair<LaneAttr, LaneAttr>> lanes = getMlaLanes(op, record);
+  if (failed(lanes))
+    return failure();
+  auto [latent, rope] = *lanes;
+  int64_t tokens = dimOf(getLatent(), 0);
+  if (failed(checkShape(op, "latent", getLatent(),
+                        {ShapedType::kDynamic, latent.getCount()})) ||
+      failed(checkElement(op, "latent", getLatent(), isActivation,
+                          "f16, bf16 or f32")) ||
+      failed(checkShape(op, "rope", getRope(), {tokens, rope.getCount()})) ||
+      failed(checkElement(op, "rope", getRope(), isActivation,
+                          "f16, bf16 or f32")) ||
+      failed(checkShape(op, "slots", getSlots(), {tokens})) ||
+      failed(checkElement(op, "slots", getSlots(), isSlotIndex, "i32 or i64")))
+    return failure();
+  return checkOuterScale(op, record, getOuterScale());
+}
+
+void WriteRecordOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addEffects(getOperation(), &getCacheMutable(), effects);
+}
+
+//===----------------------------------------------------------------------===//
+// PagedAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PagedAttentionOp::verify() {
+  Operation *op = getOperation();
+  CacheType key = getKey().getType(), value = getValue().getType();
+  if (key.getBlockSize() != value.getBlockSize() ||
+      key.getKvHeads() != value.getKvHeads() ||
+      key.getHeadDim() != value.getHeadDim())
+    return emitOpError() << "K and V caches must share block_size, kv_heads "
+                            "and head_dim (one block table addresses both)";
+
+  int64_t numHeads = static_cast<int64_t>(getNumHeads());
+  if (numHeads < 1 || numHeads % key.getKvHeads() != 0)
+    return emitOpError() << "num_heads " << numHeads
+                         << " must be a positive multiple of kv_heads "
+                         << key.getKvHeads();
+  if (failed(checkShape(op, "query", getQuery(),
+                        {ShapedType::kDynamic, numHeads, key.getHeadDim()})) ||
+      failed(checkElement(op, "query", getQuery(), isHalf, "f16 or bf16")))
+    return failure();
+  auto queryType = cast<MemRefType>(getQuery().getType());
+  auto outType = cast<MemRefType>(getOut().getType());
+  if (failed(checkShape(op, "outs", getOut(), queryType.getShape())))
+    return failure();
+  if (outType.getElementType() != queryType.getElementType())
+    return emitOpError() << "outs must hold " << queryType.getElementType()
+                         << " like the query, got "
+                         << outType.getElementType();
+
+  if (failed(checkSequenceOperands(op, getQuery(), getBlockTable(),
+                                   getSeqLens(), getQueryStart(),
+                                   static_cast<int64_t>(getMaxQueryLen()))) ||
+      failed(checkScaleOperand(op, "k_scale", key, getKScale())) ||
+      failed(checkScaleOperand(op, "v_scale", value, getVScale())))
+    return failure();
+  if (Value sinks = getSinks())
+    if (failed(checkShape(op, "sinks", sinks, {numHeads})) ||
+        failed(checkElement(op, "sinks", sinks, isF32, "f32")))
+      return failure();
+
+  if (failed(checkSoftmaxScale(op, getSoftmaxScale())))
+    return failure();
+  float softcap = getSoftcap().convertToFloat();
+  if (!(std::isfinite(softcap) && softcap >= 0.0f))
+    return emitOpError() << "softcap " << softcap
+                         << " must be finite and >= 0 (0 turns it off)";
+  int64_t window = static_cast<int64_t>(getWindow());
+  if (window != -1 && window < 1)
+    return emitOpError() << "window " << window
+                         << " must be >= 1, or -1 for no window";
+  return success();
+}
+
+float PagedAttentionOp::getEffectiveSoftmaxScale() {
+  if (std::optional<APFloat> scale = getSoftmaxScale())
+    return scale->convertToFloat();
+  return 1.0f / std::sqrt(float(getKey().getType().getHeadDim()));
+}
+
+void PagedAttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addEffects(getOperation(), &getOutMutable(), effects);
+}
+
+//===----------------------------------------------------------------------===//
+// MlaDecodeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MlaDecodeOp::verify() {
+  Operation *op = getOperation();
+  RecordType record = getCache().getType().getRecord();
+  FailureOr<std::pair<LaneAttr, LaneAttr>> lanes = getMlaLanes(op, record);
+  if (failed(lanes))
+    return failure();
+  auto [latent, rope] = *lanes;
+  int64_t numHeads = static_cast<int64_t>(getNumHeads());
+  if (numHeads < 1)
+    return emitOpError() << "num_heads " << numHeads << " must be >= 1";
+  int64_t keyDim = int64_t(latent.getCount()) + rope.getCount();
+  if (failed(checkShape(op, "query", getQuery(),
+                        {ShapedType::kDynamic, numHeads, keyDim})) ||
+      failed(checkElement(op, "query", getQuery(), isHalf, "f16 or bf16")) ||
+      failed(checkShape(op, "outs", getOut(),
+                        {dimOf(getQuery(), 0), numHeads,
+                         int64_t(latent.getCount())})))
+    return failure();
+  Type queryElement = cast<MemRefType>(getQuery().getType()).getElementType();
+  Type outElement = cast<MemRefType>(getOut().getType()).getElementType();
+  if (outElement != queryElement)
+    return emitOpError() << "outs must hold " << queryElement
+                         << " like the query, got " << outElement;
+  if (failed(checkSequenceOperands(op, getQuery(), getBlockTable(),
+                                   getSeqLens(), getQueryStart(),
+                                   static_cast<int64_t>(getMaxQueryLen()))) ||
+      failed(checkOuterScale(op, record, getOuterScale())))
+    return failure();
+  return checkSoftmaxScale(op, getSoftmaxScale());
+}
+
+void MlaDecodeOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addEffects(getOperation(), &getOutMutable(), effects);
+}

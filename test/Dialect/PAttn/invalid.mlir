@@ -1,0 +1,855 @@
+// RUN: pattn-opt %s --split-input-file --verify-diagnostics
+
+// One case per verifier rule of the pattn dialect, in the order of SPEC §2-4:
+// lanes, records, caches, then each op.
+
+//===----------------------------------------------------------------------===//
+// #pattn.lane
+//===----------------------------------------------------------------------===//
+
+// expected-error @below {{lane 'x' has element type 'f64'; expected f32, f16, bf16, f8E4M3FN, f8E5M2, f4E2M1FN or i8}}
+func.func private @f() attributes {a = #pattn.lane<x: 4 x f64 at 0>}
+
+// -----
+
+// expected-error @below {{lane 'x' is empty}}
+func.func private @f() attributes {a = #pattn.lane<x: 0 x f32 at 0>}
+
+// -----
+
+// expected-error @below {{lane 'x' of 3 x 'f4E2M1FN' does not fill whole bytes}}
+func.func private @f() attributes {a = #pattn.lane<x: 3 x f4E2M1FN at 0>}
+
+// -----
+
+// expected-error @below {{lane 's' at byte 2 is misaligned for 'f32' (needs 4-byte alignment)}}
+func.func private @f() attributes {a = #pattn.lane<s: 1 x f32 at 2>}
+
+// -----
+
+// expected-error @below {{lane 'h' at byte 5 is misaligned for 'bf16' (needs 2-byte alignment)}}
+func.func private @f() attributes {a = #pattn.lane<h: 4 x bf16 at 5>}
+
+// -----
+
+// expected-error @below {{lane 'x' cannot scale itself}}
+func.func private @f() attributes {a = #pattn.lane<x: 4 x f32 at 0 scaled_by x>}
+
+// -----
+
+// expected-error @below {{record lane needs a name}}
+func.func private @f() attributes {a = #pattn.lane<"": 4 x f32 at 0>}
+
+//===----------------------------------------------------------------------===//
+// !pattn.record
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @below {{record size 40 must be a positive multiple of 16 bytes}}
+func.func private @f(!pattn.record<40 bytes, none, {a: 8 x f32 at 0}>)
+
+// -----
+
+// expected-error @below {{record needs at least one lane}}
+func.func private @f(!pattn.record<16 bytes, none, {}>)
+
+// -----
+
+// expected-error @below {{record has two lanes named 'a'}}
+func.func private @f(!pattn.record<32 bytes, none, {a: 4 x f32 at 0, a: 4 x f32 at 16}>)
+
+// -----
+
+// expected-error @below {{lane 'b' spans bytes [16, 48) and overruns the 32-byte record}}
+func.func private @f(!pattn.record<32 bytes, none, {a: 4 x f32 at 0, b: 8 x f32 at 16}>)
+
+// -----
+
+// expected-error @below {{lanes 'a' [0, 16) and 'b' [12, 20) overlap}}
+func.func private @f(!pattn.record<32 bytes, none, {b: 2 x f32 at 12, a: 4 x f32 at 0}>)
+
+// -----
+
+// expected-error @below {{lane 'v' is scaled by unknown lane 'sc'}}
+func.func private @f(!pattn.record<32 bytes, none, {v: 16 x f8E4M3FN at 0 scaled_by sc}>)
+
+// -----
+
+// expected-error @below {{scale lane 's' must hold unscaled f32 or f8E4M3FN values}}
+func.func private @f(!pattn.record<32 bytes, none, {v: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x bf16 at 16}>)
+
+// -----
+
+// expected-error @below {{scale lane 's' must hold unscaled f32 or f8E4M3FN values}}
+func.func private @f(!pattn.record<32 bytes, none, {v: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x f32 at 16 scaled_by t, t: 1 x f32 at 20}>)
+
+// -----
+
+// A scale lane of the wrong count: 16 values cannot share 3 scales.
+// expected-error @below {{lane 'v' has 16 elements, not a multiple of the 3 scales in lane 's'}}
+func.func private @f(!pattn.record<32 bytes, none, {v: 16 x f8E4M3FN at 0 scaled_by s, s: 3 x f32 at 16}>)
+
+// -----
+
+// expected-error @below {{e2m1 lane 'q' needs a lane of e4m3 group scales}}
+func.func private @f(!pattn.record<32 bytes, tensor, {q: 32 x f4E2M1FN at 0}>)
+
+// -----
+
+// expected-error @below {{e2m1 lane 'q' needs one f8E4M3FN scale per 16 elements, but lane 'sf' holds 1 x 'f8E4M3FN'}}
+func.func private @f(!pattn.record<32 bytes, tensor, {q: 32 x f4E2M1FN at 0 scaled_by sf, sf: 1 x f8E4M3FN at 16}>)
+
+// -----
+
+// expected-error @below {{e2m1 lane 'q' needs one f8E4M3FN scale per 16 elements, but lane 'sf' holds 2 x 'f32'}}
+func.func private @f(!pattn.record<32 bytes, tensor, {q: 32 x f4E2M1FN at 0 scaled_by sf, sf: 2 x f32 at 16}>)
+
+// -----
+
+// expected-error @below {{a record with e2m1 lanes needs a 'tensor' or 'token' outer scale}}
+func.func private @f(!pattn.record<32 bytes, none, {q: 32 x f4E2M1FN at 0 scaled_by sf, sf: 2 x f8E4M3FN at 16}>)
+
+// -----
+
+// expected-error @below {{an outer scale ('tensor') applies to e2m1 lanes, and this record has none}}
+func.func private @f(!pattn.record<32 bytes, tensor, {v: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x f32 at 16}>)
+
+// -----
+
+// expected-error @below {{a record in 'token' mode needs a 'token_scale' lane of 1 x f32}}
+func.func private @f(!pattn.record<32 bytes, token, {q: 32 x f4E2M1FN at 0 scaled_by sf, sf: 2 x f8E4M3FN at 16}>)
+
+// -----
+
+// expected-error @below {{a record's outer scale is 'none', 'tensor' or 'token', not 'channel'}}
+func.func private @f(!pattn.record<32 bytes, channel, {a: 4 x f32 at 0}>)
+
+// -----
+
+// expected-error @below {{expected record mode 'none', 'tensor' or 'token'}}
+func.func private @f(!pattn.record<32 bytes, static, {a: 4 x f32 at 0}>)
+
+// -----
+
+// expected-error @below {{unknown record preset 'fp4_ds_mla'; expected fp8_ds_mla, nvfp4_ds_mla or nvfp4_ds_mla_fp8_rope}}
+func.func private @f(!pattn.record<fp4_ds_mla>)
+
+// -----
+
+// Only the 368-byte record has room for a per-token outer scale.
+// expected-error @below {{record preset 'nvfp4_ds_mla' cannot be used in 'token' mode}}
+func.func private @f(!pattn.record<nvfp4_ds_mla, token>)
+
+// -----
+
+// expected-error @below {{record preset 'fp8_ds_mla' cannot be used in 'tensor' mode}}
+func.func private @f(!pattn.record<fp8_ds_mla, tensor>)
+
+// -----
+
+// expected-error @below {{record preset 'nvfp4_ds_mla_fp8_rope' cannot be used in 'none' mode}}
+func.func private @f(!pattn.record<nvfp4_ds_mla_fp8_rope, none>)
+
+//===----------------------------------------------------------------------===//
+// !pattn.record_cache and !pattn.cache
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @below {{block_size 24 must be a power of two >= 16}}
+func.func private @f(!pattn.record_cache<block_size = 24, record = !pattn.record<fp8_ds_mla>>)
+
+// -----
+
+// expected-error @below {{block_size 8 must be a power of two >= 16}}
+func.func private @f(!pattn.cache<block_size = 8, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>)
+
+// -----
+
+// expected-error @below {{block_size 48 must be a power of two >= 16}}
+func.func private @f(!pattn.cache<block_size = 48, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>)
+
+// -----
+
+// expected-error @below {{kv_heads 0 must be >= 1}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 0, head_dim = 128, encoding = i8, scale = tensor>)
+
+// -----
+
+// expected-error @below {{head_dim 100 must be a positive multiple of 8 for i4}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 100, encoding = i4, scale = channel>)
+
+// -----
+
+// expected-error @below {{head_dim 0 must be a positive multiple of 8 for f16}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 0, encoding = f16, scale = none>)
+
+// -----
+
+// expected-error @below {{head_dim 24 must be a positive multiple of 16 for nvfp4}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 24, encoding = nvfp4, scale = tensor>)
+
+// -----
+
+// expected-error @below {{bf16 caches store values and take no scale (got tensor)}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 64, encoding = bf16, scale = tensor>)
+
+// -----
+
+// expected-error @below {{nvfp4's outer scale must be 'tensor' or 'token' (got channel)}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 64, encoding = nvfp4, scale = channel>)
+
+// -----
+
+// expected-error @below {{nvfp4's outer scale must be 'tensor' or 'token' (got none)}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 64, encoding = nvfp4, scale = none>)
+
+//===----------------------------------------------------------------------===//
+// pattn.bind_cache
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%s: memref<?x16x8x64xf16>) {
+  // expected-error @below {{'pattn.bind_cache' op storage must hold i8 (byte) elements, got 'f16'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x64xf16>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+  return
+}
+
+// -----
+
+// An i4 row of 128 elements is 64 bytes, not 128.
+func.func @f(%s: memref<?x16x8x128xi8>) {
+  // expected-error @below {{storage must have shape [?, 16, 8, 64], got 'memref<?x16x8x128xi8>'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x256xi8>) {
+  // expected-error @below {{storage must have shape [?, 8, 16, 256], got 'memref<?x16x8x256xi8>'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x256xi8>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none, layout = hnd>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8xi8>) {
+  // expected-error @below {{storage must have shape [?, 16, 8, 128]}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8xi8>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<4x16x8x128xi8, strided<[16384, 1024, 128, 1], offset: 7>>) {
+  // expected-error @below {{storage must be a contiguous memref (identity layout)}}
+  %c = pattn.bind_cache storage(%s : memref<4x16x8x128xi8, strided<[16384, 1024, 128, 1], offset: 7>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x64xi8>) {
+  // expected-error @below {{group_scales required by a nvfp4 cache}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x64xi8>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x128xi8>, %g: memref<?x16x8x8xf8E4M3FN>) {
+  // expected-error @below {{group_scales given for a i8 cache}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8>) group_scales(%g : memref<?x16x8x8xf8E4M3FN>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x64xi8>, %g: memref<?x16x8x16xf8E4M3FN>) {
+  // expected-error @below {{group_scales must have shape [?, 16, 8, 8], got 'memref<?x16x8x16xf8E4M3FN>'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x64xi8>) group_scales(%g : memref<?x16x8x16xf8E4M3FN>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x64xi8>, %g: memref<?x16x8x8xi8>) {
+  // expected-error @below {{group_scales must hold f8E4M3FN elements, got 'i8'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x64xi8>) group_scales(%g : memref<?x16x8x8xi8>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x128xi8>) {
+  // expected-error @below {{token_scales required by a cache with 'token' scales}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = token>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x128xi8>, %t: memref<?x16x8xf32>) {
+  // expected-error @below {{token_scales given for a cache with 'tensor' scales}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8>) token_scales(%t : memref<?x16x8xf32>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x128xi8>, %t: memref<?x8x16xf32>) {
+  // expected-error @below {{token_scales must have shape [?, 16, 8], got 'memref<?x8x16xf32>'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8>) token_scales(%t : memref<?x8x16xf32>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x16x8x128xi8>, %t: memref<?x16x8xf16>) {
+  // expected-error @below {{token_scales must hold f32 elements, got 'f16'}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8>) token_scales(%t : memref<?x16x8xf16>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<10x16x8x128xi8>, %t: memref<12x16x8xf32>) {
+  // expected-error @below {{buffers disagree on the number of pages (10 vs 12)}}
+  %c = pattn.bind_cache storage(%s : memref<10x16x8x128xi8>) token_scales(%t : memref<12x16x8xf32>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x64x656xi8>, %t: memref<?x64x1xf32>) {
+  // expected-error @below {{a record cache keeps its scales inside the records and binds no scale buffers}}
+  %c = pattn.bind_cache storage(%s : memref<?x64x656xi8>) token_scales(%t : memref<?x64x1xf32>) : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<?x64x432xi8>) {
+  // expected-error @below {{storage must have shape [?, 64, 368], got 'memref<?x64x432xi8>'}}
+  %c = pattn.bind_cache storage(%s : memref<?x64x432xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+  return
+}
+
+// -----
+
+// Records written with per-token outer scales must not be read in tensor mode.
+func.func @f(%s: memref<?x64x368xi8>) {
+  // expected-error @below {{binds storage that is also bound as '!pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope>>'}}
+  %w = pattn.bind_cache storage(%s : memref<?x64x368xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+  %r = pattn.bind_cache storage(%s : memref<?x64x368xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, tensor>>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// pattn.write_cache
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x64xf16>, %s: memref<4xi64>, %k: memref<1xf32>) {
+  // expected-error @below {{'pattn.write_cache' op values must have shape [?, 8, 128], got 'memref<4x8x64xf16>'}}
+  pattn.write_cache values(%v : memref<4x8x64xf16>) into(%c : !c) slots(%s : memref<4xi64>) scale(%k : memref<1xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x128xi32>, %s: memref<4xi64>, %k: memref<1xf32>) {
+  // expected-error @below {{values must hold f16, bf16 or f32 elements, got 'i32'}}
+  pattn.write_cache values(%v : memref<4x8x128xi32>) into(%c : !c) slots(%s : memref<4xi64>) scale(%k : memref<1xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<5xi64>, %k: memref<1xf32>) {
+  // expected-error @below {{slots must have shape [4], got 'memref<5xi64>'}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<5xi64>) scale(%k : memref<1xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xf32>, %k: memref<1xf32>) {
+  // expected-error @below {{slots must hold i32 or i64 elements, got 'f32'}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xf32>) scale(%k : memref<1xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>) {
+  // expected-error @below {{scale is required by the cache's 'tensor' scale granularity}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xi64>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>) {
+  // expected-error @below {{scale is required by the cache's 'tensor' scale granularity}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xi64>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>, %k: memref<1xf32>) {
+  // expected-error @below {{scale given, but the cache's scale granularity is 'none'}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xi64>) scale(%k : memref<1xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = token>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>, %k: memref<1xf32>) {
+  // expected-error @below {{scale given, but the cache's scale granularity is 'token' (token scales are bound with the cache)}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xi64>) scale(%k : memref<1xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>, %k: memref<1024xf32>) {
+  // expected-error @below {{scale must have shape [8, 128], got 'memref<1024xf32>'}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xi64>) scale(%k : memref<1024xf32>)
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>, %k: memref<1xf16>) {
+  // expected-error @below {{scale must hold f32 elements, got 'f16'}}
+  pattn.write_cache values(%v : memref<4x8x128xf16>) into(%c : !c) slots(%s : memref<4xi64>) scale(%k : memref<1xf16>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// pattn.write_record
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<32 bytes, none, {vals: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x f32 at 16}>>
+func.func @f(%c: !r, %l: memref<2x16xf32>, %p: memref<2x4xf32>, %s: memref<2xi64>) {
+  // expected-error @below {{'pattn.write_record' op needs a record with 'latent' and 'rope' lanes}}
+  pattn.write_record latent(%l : memref<2x16xf32>) rope(%p : memref<2x4xf32>) into(%c : !r) slots(%s : memref<2xi64>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %l: memref<2x576xbf16>, %p: memref<2x64xbf16>, %s: memref<2xi64>) {
+  // expected-error @below {{latent must have shape [?, 512], got 'memref<2x576xbf16>'}}
+  pattn.write_record latent(%l : memref<2x576xbf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<3x64xbf16>, %s: memref<2xi64>) {
+  // expected-error @below {{rope must have shape [2, 64], got 'memref<3x64xbf16>'}}
+  pattn.write_record latent(%l : memref<2x512xbf16>) rope(%p : memref<3x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %l: memref<2x512xi8>, %p: memref<2x64xbf16>, %s: memref<2xi64>) {
+  // expected-error @below {{latent must hold f16, bf16 or f32 elements, got 'i8'}}
+  pattn.write_record latent(%l : memref<2x512xi8>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<2x64xbf16>, %s: memref<2xi16>) {
+  // expected-error @below {{slots must hold i32 or i64 elements, got 'i16'}}
+  pattn.write_record latent(%l : memref<2x512xbf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi16>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<2x64xbf16>, %s: memref<2xi64>) {
+  // expected-error @below {{outer_scale is required by a record in 'tensor' mode}}
+  pattn.write_record latent(%l : memref<2x512xbf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<2x64xbf16>, %s: memref<2xi64>, %o: memref<1xf32>) {
+  // expected-error @below {{outer_scale given for a record in 'token' mode}}
+  pattn.write_record latent(%l : memref<2x512xbf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>) outer_scale(%o : memref<1xf32>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<2x64xbf16>, %s: memref<2xi64>, %o: memref<2xf32>) {
+  // expected-error @below {{outer_scale must have shape [1], got 'memref<2xf32>'}}
+  pattn.write_record latent(%l : memref<2x512xbf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>) outer_scale(%o : memref<2xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// pattn.paged_attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 64, encoding = f16, scale = none>
+func.func @f(%k: !k, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{'pattn.paged_attention' op K and V caches must share block_size, kv_heads and head_dim (one block table addresses both)}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+!v = !pattn.cache<block_size = 32, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{K and V caches must share block_size}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x12x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x12x128xf16>) {
+  // expected-error @below {{num_heads 12 must be a positive multiple of kv_heads 8}}
+  pattn.paged_attention query(%q : memref<4x12x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x12x128xf16>) {num_heads = 12 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{query must have shape [?, 16, 128], got 'memref<4x32x128xf16>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf32>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf32>) {
+  // expected-error @below {{query must hold f16 or bf16 elements, got 'f32'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf32>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf32>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x64xf16>) {
+  // expected-error @below {{outs must have shape [4, 32, 128], got 'memref<4x32x64xf16>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x64xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xbf16>) {
+  // expected-error @below {{outs must hold 'f16' like the query, got 'bf16'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xbf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi64>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{block_table must hold i32 elements, got 'i64'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi64>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<32xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{block_table must have shape [?, ?], got 'memref<32xi32>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<32xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<3xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{seq_lens must have shape [4], got 'memref<3xi32>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<3xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{seq_lens must hold i32 elements, got 'f32'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{max_query_len 9 must be in [1, 8] query tokens per sequence}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 9 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{max_query_len 0 must be in [1, 8] query tokens per sequence}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 0 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<8x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<8x32x128xf16>) {
+  // expected-error @below {{max_query_len 2 needs query_start to say where each sequence's query tokens begin}}
+  pattn.paged_attention query(%q : memref<8x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<8x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<8x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<8x32x128xf16>) {
+  // expected-error @below {{without query_start each sequence has one query token, but the query has 8 tokens for a batch of 4}}
+  pattn.paged_attention query(%q : memref<8x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<8x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<8x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<4xi32>, %o: memref<8x32x128xf16>) {
+  // expected-error @below {{query_start must have shape [5], got 'memref<4xi32>'}}
+  pattn.paged_attention query(%q : memref<8x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<4xi32>) outs(%o : memref<8x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{k_scale is required by the cache's 'channel' scale granularity}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<1xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{k_scale given, but the cache's scale granularity is 'none'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) k_scale(%s : memref<1xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+func.func @f(%k: !k, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<128x8xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{v_scale must have shape [8, 128], got 'memref<128x8xf32>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) v_scale(%s : memref<128x8xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = token>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<1xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{v_scale given, but the cache's scale granularity is 'token' (token scales are bound with the cache)}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) v_scale(%s : memref<1xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<8xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{sinks must have shape [32], got 'memref<8xf32>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) sinks(%s : memref<8xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<32xf16>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{sinks must hold f32 elements, got 'f16'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) sinks(%s : memref<32xf16>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{softmax_scale -1.000000e+00 must be finite and positive}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, softmax_scale = -1.0 : f32}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{softmax_scale INF must be finite and positive}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, softmax_scale = 0x7F800000 : f32}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{softcap -5.000000e+00 must be finite and >= 0 (0 turns it off)}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, softcap = -5.0 : f32}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{window 0 must be >= 1, or -1 for no window}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, window = 0 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{window -2 must be >= 1, or -1 for no window}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, window = -2 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16, strided<[8192, 256, 1]>>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{query must be a contiguous memref (identity layout)}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16, strided<[8192, 256, 1]>>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// pattn.mla_decode
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x512xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
+  // expected-error @below {{'pattn.mla_decode' op query must have shape [?, 16, 576], got 'memref<4x16x512xbf16>'}}
+  pattn.mla_decode query(%q : memref<4x16x512xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x576xbf16>) {
+  // expected-error @below {{outs must have shape [4, 16, 512], got 'memref<4x16x576xbf16>'}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x576xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xf16>) {
+  // expected-error @below {{outs must hold 'bf16' like the query, got 'f16'}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x0x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x0x512xbf16>) {
+  // expected-error @below {{num_heads 0 must be >= 1}}
+  pattn.mla_decode query(%q : memref<4x0x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x0x512xbf16>) {num_heads = 0 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
+  // expected-error @below {{outer_scale is required by a record in 'tensor' mode}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<1xf32>, %o: memref<4x16x512xbf16>) {
+  // expected-error @below {{outer_scale given for a record in 'none' mode}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outer_scale(%s : memref<1xf32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<32 bytes, none, {latent: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x f32 at 16}>>
+func.func @f(%c: !r, %q: memref<4x16x16xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x16xbf16>) {
+  // expected-error @below {{needs a record with 'latent' and 'rope' lanes}}
+  pattn.mla_decode query(%q : memref<4x16x16xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x16xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
+  // expected-error @below {{softmax_scale 0.000000e+00 must be finite and positive}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, softmax_scale = 0.0 : f32}
+  return
+}

@@ -1,0 +1,160 @@
+// RUN: pattn-opt %s --split-input-file | pattn-opt --split-input-file | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --mlir-print-op-generic | pattn-opt --split-input-file | FileCheck %s
+
+// Every attribute, type and op of the dialect, printed and parsed back.
+
+// CHECK-LABEL: func.func private @attributes()
+// CHECK-SAME: e0 = #pattn.encoding<f16>, e1 = #pattn.encoding<bf16>, e2 = #pattn.encoding<i8>
+// CHECK-SAME: e3 = #pattn.encoding<f8e4m3>, e4 = #pattn.encoding<f8e5m2>, e5 = #pattn.encoding<i4>
+// CHECK-SAME: e6 = #pattn.encoding<nvfp4>
+// CHECK-SAME: g0 = #pattn.scale_granularity<none>, g1 = #pattn.scale_granularity<tensor>
+// CHECK-SAME: g2 = #pattn.scale_granularity<channel>, g3 = #pattn.scale_granularity<token>
+// CHECK-SAME: l0 = #pattn.layout<nhd>, l1 = #pattn.layout<hnd>
+// CHECK-SAME: lane0 = #pattn.lane<latent: 512 x f8E4M3FN at 0 scaled_by latent_scale>
+// CHECK-SAME: lane1 = #pattn.lane<"odd name": 2 x f4E2M1FN at 7>
+func.func private @attributes() attributes {
+  e0 = #pattn.encoding<f16>, e1 = #pattn.encoding<bf16>, e2 = #pattn.encoding<i8>,
+  e3 = #pattn.encoding<f8e4m3>, e4 = #pattn.encoding<f8e5m2>, e5 = #pattn.encoding<i4>,
+  e6 = #pattn.encoding<nvfp4>,
+  g0 = #pattn.scale_granularity<none>, g1 = #pattn.scale_granularity<tensor>,
+  g2 = #pattn.scale_granularity<channel>, g3 = #pattn.scale_granularity<token>,
+  l0 = #pattn.layout<nhd>, l1 = #pattn.layout<hnd>,
+  lane0 = #pattn.lane<latent: 512 x f8E4M3FN at 0 scaled_by latent_scale>,
+  lane1 = #pattn.lane<"odd name": 2 x f4E2M1FN at 7>
+}
+
+// -----
+
+// CHECK-LABEL: func.func private @cache_types
+// CHECK-SAME: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+// CHECK-SAME: !pattn.cache<block_size = 32, kv_heads = 1, head_dim = 64, encoding = bf16, scale = none, layout = hnd>
+// CHECK-SAME: !pattn.cache<block_size = 128, kv_heads = 4, head_dim = 256, encoding = i8, scale = tensor>
+// CHECK-SAME: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = token>
+// CHECK-SAME: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 96, encoding = f8e5m2, scale = none>
+// CHECK-SAME: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 8, encoding = i4, scale = channel>
+// CHECK-SAME: !pattn.cache<block_size = 64, kv_heads = 2, head_dim = 16, encoding = nvfp4, scale = tensor, layout = hnd>
+func.func private @cache_types(
+  !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>,
+  !pattn.cache<block_size = 32, kv_heads = 1, head_dim = 64, encoding = bf16, scale = none, layout = hnd>,
+  !pattn.cache<block_size = 128, kv_heads = 4, head_dim = 256, encoding = i8, scale = tensor, layout = nhd>,
+  !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = token>,
+  !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 96, encoding = f8e5m2, scale = none>,
+  !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 8, encoding = i4, scale = channel>,
+  !pattn.cache<block_size = 64, kv_heads = 2, head_dim = 16, encoding = nvfp4, scale = tensor, layout = hnd>)
+
+// -----
+
+// Presets print by name; a layout written out lane by lane that equals a
+// preset prints as the preset too.
+// CHECK-LABEL: func.func private @record_types
+// CHECK-SAME: !pattn.record<fp8_ds_mla>
+// CHECK-SAME: !pattn.record<nvfp4_ds_mla>
+// CHECK-SAME: !pattn.record<nvfp4_ds_mla_fp8_rope>
+// CHECK-SAME: !pattn.record<nvfp4_ds_mla_fp8_rope, token>
+// CHECK-SAME: !pattn.record<fp8_ds_mla>
+// CHECK-SAME: !pattn.record<32 bytes, none, {vals: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x f32 at 16}>
+// CHECK-SAME: !pattn.record<48 bytes, tensor, {q: 32 x f4E2M1FN at 0 scaled_by sf, sf: 2 x f8E4M3FN at 16, "raw bits": 8 x i8 at 18, h: 4 x f16 at 26}>
+// CHECK-SAME: !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+// CHECK-SAME: !pattn.record_cache<block_size = 16, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+func.func private @record_types(
+  !pattn.record<fp8_ds_mla>,
+  !pattn.record<nvfp4_ds_mla, tensor>,
+  !pattn.record<nvfp4_ds_mla_fp8_rope>,
+  !pattn.record<nvfp4_ds_mla_fp8_rope, token>,
+  !pattn.record<656 bytes, none, {latent: 512 x f8E4M3FN at 0 scaled_by latent_scale,
+                                  latent_scale: 4 x f32 at 512, rope: 64 x bf16 at 528}>,
+  !pattn.record<32 bytes, none, {vals: 16 x f8E4M3FN at 0 scaled_by s, s: 1 x f32 at 16}>,
+  !pattn.record<48 bytes, tensor, {q: 32 x f4E2M1FN at 0 scaled_by sf, sf: 2 x f8E4M3FN at 16,
+                                   "raw bits": 8 x i8 at 18, h: 4 x f16 at 26}>,
+  !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>,
+  !pattn.record_cache<block_size = 16, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>)
+
+// -----
+
+!i4c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+!nvt = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = token, layout = hnd>
+!f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+!rec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+
+// CHECK-LABEL: func.func @bind_and_write
+func.func @bind_and_write(%s4: memref<?x16x8x64xi8>, %snv: memref<7x8x16x64xi8>,
+                          %gnv: memref<7x8x16x8xf8E4M3FN>, %tnv: memref<7x16x8xf32>,
+                          %s16: memref<?x16x8x256xi8>, %srec: memref<?x64x432xi8>,
+                          %vals: memref<?x8x128xbf16>, %slots: memref<?xi32>,
+                          %cs: memref<8x128xf32>, %ts: memref<1xf32>,
+                          %lat: memref<3x512xf32>, %rope: memref<3x64xf32>,
+                          %rslots: memref<3xi64>) {
+  // CHECK: %[[I4:.*]] = pattn.bind_cache storage(%{{.*}} : memref<?x16x8x64xi8>) : !pattn.cache<{{.*}}encoding = i4, scale = channel>
+  %k = pattn.bind_cache storage(%s4 : memref<?x16x8x64xi8>) : !i4c
+  // CHECK: pattn.bind_cache storage(%{{.*}} : memref<7x8x16x64xi8>) group_scales(%{{.*}} : memref<7x8x16x8xf8E4M3FN>) token_scales(%{{.*}} : memref<7x16x8xf32>)
+  %v = pattn.bind_cache storage(%snv : memref<7x8x16x64xi8>)
+         group_scales(%gnv : memref<7x8x16x8xf8E4M3FN>)
+         token_scales(%tnv : memref<7x16x8xf32>) : !nvt
+  // CHECK: pattn.bind_cache storage(%{{.*}} : memref<?x16x8x256xi8>) : !pattn.cache<{{.*}}encoding = f16, scale = none>
+  %f = pattn.bind_cache storage(%s16 : memref<?x16x8x256xi8>) : !f16c
+  // CHECK: %[[REC:.*]] = pattn.bind_cache storage(%{{.*}} : memref<?x64x432xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+  %r = pattn.bind_cache storage(%srec : memref<?x64x432xi8>) : !rec
+  // CHECK: pattn.write_cache values(%{{.*}} : memref<?x8x128xbf16>) into(%[[I4]] : {{.*}}) slots(%{{.*}} : memref<?xi32>) scale(%{{.*}} : memref<8x128xf32>)
+  pattn.write_cache values(%vals : memref<?x8x128xbf16>) into(%k : !i4c)
+      slots(%slots : memref<?xi32>) scale(%cs : memref<8x128xf32>)
+  // CHECK: pattn.write_cache values(%{{.*}} : memref<?x8x128xbf16>) into(%{{.*}} : {{.*}}nvfp4{{.*}}) slots(%{{.*}} : memref<?xi32>){{$}}
+  pattn.write_cache values(%vals : memref<?x8x128xbf16>) into(%v : !nvt)
+      slots(%slots : memref<?xi32>)
+  // CHECK: pattn.write_cache values(%{{.*}} : memref<?x8x128xbf16>) into(%{{.*}} : {{.*}}f16{{.*}}) slots(%{{.*}} : memref<?xi32>){{$}}
+  pattn.write_cache values(%vals : memref<?x8x128xbf16>) into(%f : !f16c)
+      slots(%slots : memref<?xi32>)
+  // CHECK: pattn.write_record latent(%{{.*}} : memref<3x512xf32>) rope(%{{.*}} : memref<3x64xf32>) into(%[[REC]] : {{.*}}) slots(%{{.*}} : memref<3xi64>) outer_scale(%{{.*}} : memref<1xf32>)
+  pattn.write_record latent(%lat : memref<3x512xf32>) rope(%rope : memref<3x64xf32>)
+      into(%r : !rec) slots(%rslots : memref<3xi64>) outer_scale(%ts : memref<1xf32>)
+  return
+}
+
+// -----
+
+!k8 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 64, encoding = f8e5m2, scale = tensor>
+!v4 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 64, encoding = i4, scale = channel, layout = hnd>
+!kvb = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 64, encoding = bf16, scale = none>
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%k: !k8, %v: !v4, %kv: !kvb,
+                     %q: memref<2x24x64xf16>, %bt: memref<2x8xi32>, %sl: memref<2xi32>,
+                     %ks: memref<1xf32>, %vs: memref<4x64xf32>, %o: memref<2x24x64xf16>,
+                     %qs: memref<3xi32>, %q6: memref<6x24x64xbf16>,
+                     %sinks: memref<24xf32>, %o6: memref<6x24x64xbf16>) {
+  // CHECK: pattn.paged_attention query(%{{.*}} : memref<2x24x64xf16>) key(%{{.*}} : {{.*}}) value(%{{.*}} : {{.*}}) block_table(%{{.*}} : memref<2x8xi32>) seq_lens(%{{.*}} : memref<2xi32>) k_scale(%{{.*}} : memref<1xf32>) v_scale(%{{.*}} : memref<4x64xf32>) outs(%{{.*}} : memref<2x24x64xf16>) {num_heads = 24 : i64}
+  pattn.paged_attention query(%q : memref<2x24x64xf16>) key(%k : !k8) value(%v : !v4)
+      block_table(%bt : memref<2x8xi32>) seq_lens(%sl : memref<2xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%vs : memref<4x64xf32>)
+      outs(%o : memref<2x24x64xf16>) {num_heads = 24 : i64}
+  // CHECK: pattn.paged_attention {{.*}} query_start(%{{.*}} : memref<3xi32>) sinks(%{{.*}} : memref<24xf32>) outs(%{{.*}} : memref<6x24x64xbf16>)
+  // CHECK-SAME: max_query_len = 3 : i64, num_heads = 24 : i64, softcap = 5.000000e+01 : f32, softmax_scale = 1.250000e-01 : f32, window = 128 : i64
+  pattn.paged_attention query(%q6 : memref<6x24x64xbf16>) key(%kv : !kvb) value(%kv : !kvb)
+      block_table(%bt : memref<2x8xi32>) seq_lens(%sl : memref<2xi32>)
+      query_start(%qs : memref<3xi32>) sinks(%sinks : memref<24xf32>)
+      outs(%o6 : memref<6x24x64xbf16>)
+      {num_heads = 24 : i64, softmax_scale = 0.125 : f32, softcap = 50.0 : f32,
+       window = 128 : i64, max_query_len = 3 : i64}
+  return
+}
+
+// -----
+
+!fp8rec = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+!nvrec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+
+// CHECK-LABEL: func.func @mla
+func.func @mla(%c: !fp8rec, %n: !nvrec, %q: memref<4x128x576xbf16>, %bt: memref<4x16xi32>,
+               %sl: memref<4xi32>, %o: memref<4x128x512xbf16>, %s: memref<1xf32>,
+               %qh: memref<?x16x576xf16>, %qs: memref<?xi32>, %oh: memref<?x16x512xf16>) {
+  // CHECK: pattn.mla_decode query(%{{.*}} : memref<4x128x576xbf16>) cache(%{{.*}} : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>) block_table(%{{.*}} : memref<4x16xi32>) seq_lens(%{{.*}} : memref<4xi32>) outs(%{{.*}} : memref<4x128x512xbf16>) {num_heads = 128 : i64}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !fp8rec)
+      block_table(%bt : memref<4x16xi32>) seq_lens(%sl : memref<4xi32>)
+      outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64}
+  // CHECK: pattn.mla_decode {{.*}} query_start(%{{.*}} : memref<?xi32>) outer_scale(%{{.*}} : memref<1xf32>) outs(%{{.*}} : memref<?x16x512xf16>) {max_query_len = 8 : i64, num_heads = 16 : i64, softmax_scale = 4.166{{.*}} : f32}
+  pattn.mla_decode query(%qh : memref<?x16x576xf16>) cache(%n : !nvrec)
+      block_table(%bt : memref<4x16xi32>) seq_lens(%sl : memref<4xi32>)
+      query_start(%qs : memref<?xi32>) outer_scale(%s : memref<1xf32>)
+      outs(%oh : memref<?x16x512xf16>)
+      {num_heads = 16 : i64, max_query_len = 8 : i64, softmax_scale = 0.041666 : f32}
+  return
+}
