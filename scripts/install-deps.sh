@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what pattn builds and tests with on Debian 12 (bookworm): LLVM/MLIR
+# 22 from Debian's packages, CMake, Ninja, GoogleTest. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  libgtest-dev python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "pattn: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
