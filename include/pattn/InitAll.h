@@ -20,8 +20,8 @@ class DialectRegistry;
 namespace pattn {
 
 /// Inserts the pattn dialect and the upstream dialects its pipeline parses
-/// and produces (func, arith, math, memref, scf, vector, gpu, nvgpu, nvvm,
-/// llvm), the NVVM target attribute model, the convert-to-LLVM interfaces
+/// and produces (func, arith, bufferization, math, memref, scf, vector, gpu,
+/// nvgpu, nvvm, llvm), the NVVM target attribute model, the convert-to-LLVM interfaces
 /// and the LLVM IR translations that `gpu-module-to-binary` needs.
 void registerAllDialects(mlir::DialectRegistry &registry);
 

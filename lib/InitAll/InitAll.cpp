@@ -13,8 +13,10 @@
 
 #include "pattn/InitAll.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+#include "pattn/Dialect/PAttn/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -32,6 +34,7 @@
 
 void pattn::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::pattn::PAttnDialect, mlir::arith::ArithDialect,
+                  mlir::bufferization::BufferizationDialect,
                   mlir::func::FuncDialect, mlir::gpu::GPUDialect,
                   mlir::LLVM::LLVMDialect, mlir::math::MathDialect,
                   mlir::memref::MemRefDialect, mlir::NVVM::NVVMDialect,
@@ -42,4 +45,7 @@ void pattn::registerAllDialects(mlir::DialectRegistry &registry) {
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-void pattn::registerAllPasses() { mlir::registerAllPasses(); }
+void pattn::registerAllPasses() {
+  mlir::registerAllPasses();
+  pattn::registerPasses();
+}

@@ -69,6 +69,28 @@ std::optional<int> binadeSpan(std::span<const float> scales) {
   return *largest - *smallest;
 }
 
+FoldLegality checkFoldLegality(std::span<const float> scales,
+                               float softmaxScale) {
+  const FoldNormalizer normalizer = computeFoldNormalizer(scales, softmaxScale);
+  FoldLegality result{FoldLegality::Verdict::Legal, binadeSpan(scales).value_or(0),
+                      normalizer.exponent, normalizer.exponent,
+                      normalizer.badIndex};
+  if (normalizer.status != Status::Ok) {
+    result.verdict = FoldLegality::Verdict::NonFinite;
+    return result;
+  }
+  if (normalizer.maxMagnitude != 0.0f)
+    result.wantedExponent = std::ilogb(normalizer.maxMagnitude) + 1;
+  // Channels more than 24 binades below the largest would lose their low
+  // bits (and flush to zero) in the folded fp16 query.
+  if (result.binadeSpan > kFoldBinadeBudget)
+    result.verdict = FoldLegality::Verdict::TooWide;
+  // Clamped from above, N no longer bounds |s|, so |q'| may exceed |q|.
+  else if (result.wantedExponent > result.exponent)
+    result.verdict = FoldLegality::Verdict::Clamped;
+  return result;
+}
+
 /// q * (scale / normalizer) with the ratio rounded to fp32 as the kernel
 /// computes it; a 24-bit by 11- or 8-bit product is exact in double, so the
 /// encoder's rounding is the only one after the ratio.

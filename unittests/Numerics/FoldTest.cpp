@@ -216,3 +216,41 @@ TEST(OutputChannelScaleTest, OneFp32Rounding) {
 }
 
 } // namespace
+
+TEST(FoldLegalityTest, TwentyFourBinadesFoldTwentyFiveDoNot) {
+  const std::vector<float> inside = {1.0f, 0x1p-24f, 0.0f};
+  const FoldLegality legal = checkFoldLegality(inside, 1.0f);
+  EXPECT_EQ(legal.verdict, FoldLegality::Verdict::Legal);
+  EXPECT_EQ(legal.binadeSpan, 24);
+  EXPECT_EQ(legal.exponent, 1);
+
+  const std::vector<float> outside = {1.0f, 0x1.fffffep-25f};
+  const FoldLegality wide = checkFoldLegality(outside, 1.0f);
+  EXPECT_EQ(wide.verdict, FoldLegality::Verdict::TooWide);
+  EXPECT_EQ(wide.binadeSpan, 25);
+}
+
+TEST(FoldLegalityTest, ClampedNormalizerIsNotLegal) {
+  // FLT_MAX wants N = 2^128; softmax_scale 2 clamps the exponent to 125.
+  const std::vector<float> scales = {FLT_MAX, 1e38f};
+  const FoldLegality clamped = checkFoldLegality(scales, 2.0f);
+  EXPECT_EQ(clamped.verdict, FoldLegality::Verdict::Clamped);
+  EXPECT_EQ(clamped.wantedExponent, 128);
+  EXPECT_EQ(clamped.exponent, 125);
+  // The largest table that still folds: max just below 2^125.
+  const std::vector<float> edge = {0x1.fffffep124f};
+  EXPECT_EQ(checkFoldLegality(edge, 2.0f).verdict,
+            FoldLegality::Verdict::Legal);
+}
+
+TEST(FoldLegalityTest, NonFiniteAndEmptyTables) {
+  const std::vector<float> bad = {1.0f, std::nanf(""), 2.0f};
+  const FoldLegality nan = checkFoldLegality(bad, 1.0f);
+  EXPECT_EQ(nan.verdict, FoldLegality::Verdict::NonFinite);
+  EXPECT_EQ(nan.badIndex, 1u);
+  const std::vector<float> zeros = {0.0f, -0.0f};
+  const FoldLegality zero = checkFoldLegality(zeros, 1.0f);
+  EXPECT_EQ(zero.verdict, FoldLegality::Verdict::Legal);
+  EXPECT_EQ(zero.exponent, 0);
+  EXPECT_EQ(zero.binadeSpan, 0);
+}

@@ -228,6 +228,25 @@ int maxFoldExponent(float softmaxScale);
 std::optional<int> binadeSpan(std::span<const float> scales);
 inline constexpr int kFoldBinadeBudget = 24;
 
+/// Whether a static per-channel K table can be folded into an fp16/bf16 query
+/// exactly, and if not, why. The device-side guard of a dynamic table
+/// (pattn.scale_normalizer's flag) computes the same predicate.
+struct FoldLegality {
+  enum class Verdict {
+    Legal,     ///< fold with N = 2^exponent
+    NonFinite, ///< an entry is NaN or infinite (at badIndex)
+    TooWide,   ///< the table spans more than kFoldBinadeBudget binades
+    Clamped,   ///< the power of two above max |s| exceeds the clamp
+  };
+  Verdict verdict;
+  int binadeSpan;     ///< ilogb(max) - ilogb(min nonzero); 0 if all zero
+  int exponent;       ///< the (clamped) normalizer exponent
+  int wantedExponent; ///< ilogb(max |s|) + 1 before clamping
+  size_t badIndex;    ///< first non-finite entry, or scales.size()
+};
+FoldLegality checkFoldLegality(std::span<const float> scales,
+                               float softmaxScale);
+
 /// The folded query element q' = T(q * (s / N)) with one rounding: the
 /// product of the f16 (bf16) value q and the fp32 ratio s / N is exact in
 /// double and rounded once to f16 (bf16). Inputs and outputs are raw bits.

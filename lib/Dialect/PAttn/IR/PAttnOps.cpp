@@ -377,6 +377,17 @@ LogicalResult PagedAttentionOp::verify() {
     if (failed(checkShape(op, "sinks", sinks, {numHeads})) ||
         failed(checkElement(op, "sinks", sinks, isF32, "f32")))
       return failure();
+  if (Value outScale = getOutScale())
+    if (failed(checkShape(op, "out_scale", outScale,
+                          {key.getKvHeads(), key.getHeadDim()})) ||
+        failed(checkElement(op, "out_scale", outScale, isF32, "f32")))
+      return failure();
+  if (bool(getGuard()) != getGuardValue().has_value())
+    return emitOpError() << "guard and guard_value come together";
+  if (Value guard = getGuard())
+    if (failed(checkShape(op, "guard", guard, {1})) ||
+        failed(checkElement(op, "guard", guard, isI32, "i32")))
+      return failure();
 
   if (failed(checkSoftmaxScale(op, getSoftmaxScale())))
     return failure();
@@ -439,6 +450,96 @@ LogicalResult MlaDecodeOp::verify() {
 }
 
 void MlaDecodeOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addEffects(getOperation(), &getOutMutable(), effects);
+}
+
+//===----------------------------------------------------------------------===//
+// RescaleViewOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RescaleViewOp::verify() {
+  CacheType source = getSource().getType(), result = getType();
+  if (source.getScale() != ScaleGranularity::channel)
+    return emitOpError() << "views a 'channel'-scaled cache, got '"
+                         << stringifyScaleGranularity(source.getScale())
+                         << "'";
+  if (result.getScale() != ScaleGranularity::tensor &&
+      result.getScale() != ScaleGranularity::none)
+    return emitOpError() << "views the cache at 'tensor' or 'none' scale, got '"
+                         << stringifyScaleGranularity(result.getScale())
+                         << "'";
+  if (CacheType::get(getContext(), source.getBlockSize(), source.getKvHeads(),
+                     source.getHeadDim(), source.getEncoding(),
+                     result.getScale(), source.getLayout()) != result)
+    return emitOpError() << "may change only the scale granularity";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScaleNormalizerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaleNormalizerOp::verify() {
+  Operation *op = getOperation();
+  if (failed(checkShape(op, "scales", getScales(),
+                        {ShapedType::kDynamic, ShapedType::kDynamic})) ||
+      failed(checkElement(op, "scales", getScales(), isF32, "f32")) ||
+      failed(checkShape(op, "outs", getOut(), {1})) ||
+      failed(checkElement(op, "outs", getOut(), isF32, "f32")) ||
+      failed(checkShape(op, "flag", getFlag(), {1})) ||
+      failed(checkElement(op, "flag", getFlag(), isI32, "i32")))
+    return failure();
+  return checkSoftmaxScale(op, getSoftmaxScale());
+}
+
+void ScaleNormalizerOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  effects.emplace_back(MemoryEffects::Read::get(), &getScalesMutable(),
+                       SideEffects::DefaultResource::get());
+  effects.emplace_back(MemoryEffects::Write::get(), &getOutMutable(),
+                       SideEffects::DefaultResource::get());
+  effects.emplace_back(MemoryEffects::Write::get(), &getFlagMutable(),
+                       SideEffects::DefaultResource::get());
+}
+
+//===----------------------------------------------------------------------===//
+// FoldQueryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FoldQueryOp::verify() {
+  Operation *op = getOperation();
+  int64_t numHeads = static_cast<int64_t>(getNumHeads());
+  if (failed(checkShape(op, "scales", getScales(),
+                        {ShapedType::kDynamic, ShapedType::kDynamic})) ||
+      failed(checkElement(op, "scales", getScales(), isF32, "f32")))
+    return failure();
+  int64_t kvHeads = dimOf(getScales(), 0), headDim = dimOf(getScales(), 1);
+  if (numHeads < 1 || (!ShapedType::isDynamic(kvHeads) &&
+                       (kvHeads < 1 || numHeads % kvHeads != 0)))
+    return emitOpError() << "num_heads " << numHeads
+                         << " must be a positive multiple of the scales' "
+                            "kv_heads "
+                         << kvHeads;
+  if (failed(checkShape(op, "query", getQuery(),
+                        {ShapedType::kDynamic, numHeads, headDim})) ||
+      failed(checkElement(op, "query", getQuery(), isHalf, "f16 or bf16")) ||
+      failed(checkShape(op, "outs", getOut(),
+                        cast<MemRefType>(getQuery().getType()).getShape())))
+    return failure();
+  if (cast<MemRefType>(getOut().getType()).getElementType() !=
+      cast<MemRefType>(getQuery().getType()).getElementType())
+    return emitOpError() << "outs must hold the query's element type";
+  if (Value normalizer = getNormalizer())
+    if (failed(checkShape(op, "normalizer", normalizer, {1})) ||
+        failed(checkElement(op, "normalizer", normalizer, isF32, "f32")))
+      return failure();
+  return success();
+}
+
+void FoldQueryOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
   addEffects(getOperation(), &getOutMutable(), effects);

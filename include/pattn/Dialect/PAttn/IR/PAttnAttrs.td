@@ -43,6 +43,12 @@ def PAttn_Layout : I32EnumAttr<"Layout", "order of a page's dimensions", [
   let genSpecializedAttr = 0;
 }
 
+def PAttn_Backend : I32EnumAttr<"Backend", "attention lowering", [
+    I32EnumAttrCase<"xqa", 0>, I32EnumAttrCase<"portable", 1>]> {
+  let cppNamespace = "::mlir::pattn";
+  let genSpecializedAttr = 0;
+}
+
 def PAttn_EncodingAttr : EnumAttr<PAttn_Dialect, PAttn_Encoding, "encoding"> {
   let assemblyFormat = "`<` $value `>`";
   let summary = "A KV cache element encoding";
@@ -78,6 +84,19 @@ def PAttn_LayoutAttr : EnumAttr<PAttn_Dialect, PAttn_Layout, "layout"> {
     head's tokens are contiguous.
 
     Example: `#pattn.layout<hnd>`.
+  }];
+}
+
+def PAttn_BackendAttr : EnumAttr<PAttn_Dialect, PAttn_Backend, "backend"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "The lowering chosen for an attention op";
+  let description = [{
+    Recorded by `--pattn-select-backend`: `xqa` (tensor cores: mma.sync
+    m16n8k16 with fp32 accumulation, cp.async, ldmatrix, split-KV) or
+    `portable` (fp32 math, any legal shape). See SPEC §6 and
+    docs/Passes.md for the eligibility table.
+
+    Example: `backend = #pattn.backend<xqa>`.
   }];
 }
 

@@ -143,6 +143,15 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     `tensor` ([1]) or `channel` ([kv_heads, head_dim]); `token` scales come
     from the bound cache.
 
+    Forms produced by the passes (users may write them too):
+    - `out_scale` [kv_heads, head_dim] (f32) multiplies the fp32 output
+      before its single rounding: o[t,h,c] *= out_scale[h / g, c]. The fold
+      pass moves V channel scales here.
+    - `guard` (memref<1xi32>) with `guard_value`: the op runs only when
+      guard[0] == guard_value, read on the device (no host sync). The fold
+      pass guards the folded and the unfolded form of a dynamic K table.
+    - `backend`: the lowering chosen by `--pattn-select-backend`.
+
     Example:
     ```mlir
     pattn.paged_attention query(%q : memref<4x32x128xf16>)
@@ -160,12 +169,16 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
                        AnyMemRef:$seq_lens, Optional<AnyMemRef>:$query_start,
                        Optional<AnyMemRef>:$k_scale,
                        Optional<AnyMemRef>:$v_scale,
-                       Optional<AnyMemRef>:$sinks, AnyMemRef:$out,
+                       Optional<AnyMemRef>:$sinks,
+                       Optional<AnyMemRef>:$out_scale,
+                       Optional<AnyMemRef>:$guard, AnyMemRef:$out,
                        I64Attr:$num_heads,
                        OptionalAttr<F32Attr>:$softmax_scale,
                        DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
                        DefaultValuedAttr<I64Attr, "-1">:$window,
-                       DefaultValuedAttr<I64Attr, "1">:$max_query_len);
+                       DefaultValuedAttr<I64Attr, "1">:$max_query_len,
+                       OptionalAttr<I32Attr>:$guard_value,
+                       OptionalAttr<PAttn_BackendAttr>:$backend);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `key` `(` $key `:` qualified(type($key)) `)`
@@ -176,6 +189,8 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     (`k_scale` `(` $k_scale^ `:` type($k_scale) `)`)?
     (`v_scale` `(` $v_scale^ `:` type($v_scale) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`out_scale` `(` $out_scale^ `:` type($out_scale) `)`)?
+    (`guard` `(` $guard^ `:` type($guard) `)`)?
     `outs` `(` $out `:` type($out) `)`
     attr-dict
   }];
@@ -213,7 +228,8 @@ def PAttn_MlaDecodeOp : PAttn_Op<"mla_decode", [AttrSizedOperandSegments,
                        Optional<AnyMemRef>:$outer_scale, AnyMemRef:$out,
                        I64Attr:$num_heads,
                        OptionalAttr<F32Attr>:$softmax_scale,
-                       DefaultValuedAttr<I64Attr, "1">:$max_query_len);
+                       DefaultValuedAttr<I64Attr, "1">:$max_query_len,
+                       OptionalAttr<PAttn_BackendAttr>:$backend);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `cache` `(` $cache `:` qualified(type($cache)) `)`
@@ -221,6 +237,99 @@ def PAttn_MlaDecodeOp : PAttn_Op<"mla_decode", [AttrSizedOperandSegments,
     `seq_lens` `(` $seq_lens `:` type($seq_lens) `)`
     (`query_start` `(` $query_start^ `:` type($query_start) `)`)?
     (`outer_scale` `(` $outer_scale^ `:` type($outer_scale) `)`)?
+    `outs` `(` $out `:` type($out) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Internal forms of the fold (SPEC §5)
+//===----------------------------------------------------------------------===//
+
+def PAttn_RescaleViewOp : PAttn_Op<"rescale_view", [Pure]> {
+  let summary = "View a channel-scaled cache at tensor or unit scale";
+  let description = [{
+    The same storage, read with another scale granularity. The fold pass
+    uses it once the per-channel scales have moved elsewhere: a K cache
+    whose channel scales were folded into the query is read at the scalar
+    normalizer (`tensor`), a V cache whose channel scales moved to the
+    output at unit scale (`none`). Everything but the granularity must
+    match, and only `channel` caches can be viewed this way.
+
+    Example:
+    ```mlir
+    %kt = pattn.rescale_view %k
+        : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128,
+                       encoding = i4, scale = channel>
+       to !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128,
+                       encoding = i4, scale = tensor>
+    ```
+  }];
+  let arguments = (ins PAttn_CacheType:$source);
+  let results = (outs PAttn_CacheType:$result);
+  let assemblyFormat = [{
+    $source attr-dict `:` qualified(type($source)) `to` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def PAttn_ScaleNormalizerOp : PAttn_Op<"scale_normalizer", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "The power-of-two normalizer of a per-channel scale table";
+  let description = [{
+    Computes, on the device, N = 2^(ilogb(m)+1) with m = max |scales| over
+    the finite entries (N = 1 when m = 0), the exponent clamped to
+    [-126, 126 - ilogb(max(softmax_scale, 1))], and writes it to `outs`
+    ([1], f32). `flag` ([1], i32) receives 1 when the table can be folded
+    exactly (every entry finite, at most 24 binades between the largest and
+    the smallest nonzero magnitude, N not clamped from above) and 0 otherwise.
+    Lowered to a single-block reduction: no host readback, so it can be
+    captured in a CUDA graph.
+
+    Example:
+    ```mlir
+    pattn.scale_normalizer scales(%ks : memref<8x128xf32>)
+        outs(%n : memref<1xf32>) flag(%ok : memref<1xi32>)
+        {softmax_scale = 0.0883883 : f32}
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$scales, AnyMemRef:$out, AnyMemRef:$flag,
+                       F32Attr:$softmax_scale);
+  let assemblyFormat = [{
+    `scales` `(` $scales `:` type($scales) `)`
+    `outs` `(` $out `:` type($out) `)`
+    `flag` `(` $flag `:` type($flag) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def PAttn_FoldQueryOp : PAttn_Op<"fold_query", [
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Fold per-channel K scales into the query, one rounding";
+  let description = [{
+    outs[t, h, c] = T(query[t, h, c] * (scales[h / g, c] / N)), where T is
+    the query's type (f16 or bf16), g = num_heads / kv_heads, and the
+    product is rounded once (it is exact in fp64). N is `normalizer[0]`
+    when given; without it the scales are already divided by N (a static
+    table folded at compile time). Since N is a power of two strictly above
+    every |scale|, |outs| ≤ |query| and nothing overflows.
+
+    Example:
+    ```mlir
+    pattn.fold_query query(%q : memref<4x32x128xf16>)
+        scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>)
+        outs(%qf : memref<4x32x128xf16>) {num_heads = 32 : i64}
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$query, AnyMemRef:$scales,
+                       Optional<AnyMemRef>:$normalizer, AnyMemRef:$out,
+                       I64Attr:$num_heads);
+  let assemblyFormat = [{
+    `query` `(` $query `:` type($query) `)`
+    `scales` `(` $scales `:` type($scales) `)`
+    (`normalizer` `(` $normalizer^ `:` type($normalizer) `)`)?
     `outs` `(` $out `:` type($out) `)`
     attr-dict
   }];

@@ -1,0 +1,96 @@
+//===- Eligibility.h - XQA versus portable: the one rule table --*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The single source of truth for choosing between the XQA (tensor-core) and
+// the portable (fp32) lowering of an attention op (SPEC §6). It is part of
+// pattn's public C++ API: a compiler embedding pattn can ask it about a
+// configuration without building IR, and --pattn-select-backend asks it
+// about every op. Target-neutral: chips are names and compute capabilities.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_DIALECT_PATTN_TRANSFORMS_ELIGIBILITY_H
+#define PATTN_DIALECT_PATTN_TRANSFORMS_ELIGIBILITY_H
+
+#include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace pattn {
+
+/// The chips pattn compiles for.
+enum class Chip : uint8_t {
+  SM80, SM86, SM87, SM89, SM90, SM90a, SM100, SM100a, SM120, SM120a
+};
+
+/// "sm_90a" -> Chip::SM90a; nullopt for anything else (sm_75, "h100", ...).
+std::optional<Chip> parseChip(llvm::StringRef name);
+llvm::StringRef stringifyChip(Chip chip);
+/// 80, 86, 87, 89, 90, 90, 100, 100, 120, 120.
+unsigned computeCapability(Chip chip);
+llvm::ArrayRef<Chip> supportedChips();
+/// "sm_80, sm_86, ..., sm_120a", for diagnostics.
+std::string supportedChipList();
+
+/// Where the per-channel K scales of an op stand, as far as the XQA path is
+/// concerned: XQA reads K at a scalar scale, so channel scales must have
+/// been folded into the query.
+enum class KeyScaleFold : uint8_t {
+  NotNeeded,       ///< K has no channel scales (or they were folded)
+  StaticUnfolded,  ///< a foldable static table the fold pass has not folded
+  StaticTooWide,   ///< a static table spanning more than 24 binades
+  StaticClamped,   ///< a static table whose normalizer exceeds the clamp
+  DynamicUnfolded, ///< a dynamic table without the fold's device guard
+  GuardedFolded,   ///< the folded half of a device-guarded pair
+  GuardedFallback, ///< the unfolded half of a device-guarded pair
+};
+
+/// Everything the rule table looks at.
+struct AttentionConfig {
+  Chip chip = Chip::SM90a;
+  mlir::Type activation;  ///< the query's element type
+  int64_t headDim = 0;    ///< of Q and K (for MLA: latent + rope)
+  int64_t numHeads = 0;
+  int64_t kvHeads = 1;
+  int64_t queryTokens = 1; ///< max query tokens per sequence
+  int64_t blockSize = 16;
+  mlir::pattn::Encoding keyEncoding = mlir::pattn::Encoding::f16;
+  mlir::pattn::Encoding valueEncoding = mlir::pattn::Encoding::f16;
+  KeyScaleFold keyFold = KeyScaleFold::NotNeeded;
+  int keyBinadeSpan = 0;      ///< for StaticTooWide
+  int keyWantedExponent = 0;  ///< for StaticClamped
+  int keyMaxExponent = 0;     ///< for StaticClamped
+  float softcap = 0.0f;
+};
+
+/// The verdict: XQA when no condition failed. Each failure is one sentence
+/// naming the condition and the offending value, e.g.
+/// "head_dim 96 not in {64, 128, 256}".
+struct Eligibility {
+  llvm::SmallVector<std::string> failures;
+  bool isXqa() const { return failures.empty(); }
+  /// "xqa" or "portable: <failure>; <failure>".
+  std::string explain() const;
+};
+
+/// Evaluates every row of SPEC §6 against `config`.
+Eligibility checkXqaEligibility(const AttentionConfig &config);
+
+/// Prints the table (condition, pattn's rule, ONNX Runtime's) as Markdown.
+void printEligibilityTable(llvm::raw_ostream &os);
+
+} // namespace pattn
+
+#endif // PATTN_DIALECT_PATTN_TRANSFORMS_ELIGIBILITY_H

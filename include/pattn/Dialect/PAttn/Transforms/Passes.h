@@ -1,0 +1,50 @@
+//===- Passes.h - pattn dialect passes --------------------------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Declares the passes of the pattn dialect and the named pipeline that runs
+// them in order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_H
+#define PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Pass/Pass.h"
+
+#include <string>
+
+namespace pattn {
+
+/// The `force` option of --pattn-select-backend.
+enum class ForceBackend { Auto, Xqa, Portable };
+
+#define GEN_PASS_DECL
+#include "pattn/Dialect/PAttn/Transforms/Passes.h.inc"
+
+/// Options of the `pattn-fold-and-select` pipeline.
+struct FoldAndSelectOptions
+    : public mlir::PassPipelineOptions<FoldAndSelectOptions> {
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip")};
+  Option<ForceBackend> force{
+      *this, "force", llvm::cl::desc("auto, xqa or portable"),
+      llvm::cl::init(ForceBackend::Auto),
+      llvm::cl::values(
+          clEnumValN(ForceBackend::Auto, "auto", "choose by eligibility"),
+          clEnumValN(ForceBackend::Xqa, "xqa", "require XQA"),
+          clEnumValN(ForceBackend::Portable, "portable", "portable only"))};
+};
+
+/// Adds --pattn-fold-channel-scales then --pattn-select-backend.
+void buildFoldAndSelectPipeline(mlir::OpPassManager &pm,
+                                const FoldAndSelectOptions &options);
+
+/// Registers the passes and the `pattn-fold-and-select` pipeline.
+void registerPasses();
+
+} // namespace pattn
+
+#endif // PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_H

@@ -1,0 +1,121 @@
+//===- Passes.td - pattn dialect passes --------------------*- tablegen -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_TD
+#define PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PAttnFoldChannelScales
+    : Pass<"pattn-fold-channel-scales", "::mlir::ModuleOp"> {
+  let summary = "Fold per-channel K scales into the query with power-of-two "
+                "normalization; move per-channel V scales to the output";
+  let description = [{
+    Per-channel K scales cannot stay per element in a tensor-core kernel, so
+    they are folded into the query: for every `pattn.paged_attention` whose K
+    cache has `channel` scales,
+
+      q'[t,h,c] = T(q[t,h,c] * (s_k[h/g, c] / N)),   one rounding,
+
+    and attention reads K at the scalar scale N. N is the power of two
+    strictly above m = max |s_k| (N = 1 when m = 0), its exponent clamped to
+    [-126, 126 - ilogb(max(softmax_scale, 1))]. Dividing by a power of two is
+    exact, so |q'| <= |q|: the fp16 overflow of the unnormalized fold
+    (q = 100, s = 1000 gives inf, and a zero code then NaN) cannot happen.
+
+    1. Static tables (a constant `memref.global`, or `bufferization.to_buffer`
+       of an `arith.constant`) are folded at compile time with pattn's
+       numerics library: the table s / N becomes a new constant global and N
+       a one-element constant global. Non-finite entries are an error. A
+       table spanning more than 24 binades, or whose normalizer would be
+       clamped, is left alone; `--pattn-select-backend` explains why it runs
+       portable.
+    2. Dynamic tables get `pattn.scale_normalizer` (a device reduction that
+       also sets a flag telling whether the table folds exactly) and
+       `pattn.fold_query`, and the op becomes a guarded pair: the folded form
+       runs when the flag is 1, the original when it is 0. No host sync.
+    3. V `channel` scales move to the op's `out_scale` (o *= s_v in fp32
+       before the output's single rounding) and V is read at unit scale.
+
+    `tensor`, `token` and nvfp4 group scales are untouched, mixed
+    granularities work, and running the pass twice changes nothing.
+
+    Example:
+    ```mlir
+    // before
+    pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !i4_channel) ...
+        k_scale(%ks : memref<8x128xf32>) ...
+    // after (static %ks)
+    pattn.fold_query query(%q : ...) scales(%ks_over_n : memref<8x128xf32>) outs(%qf : ...)
+    %kt = pattn.rescale_view %k : !i4_channel to !i4_tensor
+    pattn.paged_attention query(%qf : ...) key(%kt : !i4_tensor) ... k_scale(%n : memref<1xf32>) ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numStaticFolds", "static-folds",
+              "K tables folded at compile time">,
+    Statistic<"numGuardedFolds", "guarded-folds",
+              "dynamic K tables folded behind a device guard">,
+    Statistic<"numUnfoldable", "unfoldable",
+              "static K tables left unfolded (too wide or clamped)">,
+    Statistic<"numValueMoves", "value-moves",
+              "V channel scales moved to the output">
+  ];
+}
+
+def PAttnSelectBackend : Pass<"pattn-select-backend", "::mlir::ModuleOp"> {
+  let summary = "Choose the XQA or the portable lowering of each attention op";
+  let description = [{
+    Evaluates the eligibility table of SPEC §6 (`pattn::checkXqaEligibility`,
+    see docs/Passes.md) for every `pattn.paged_attention` and
+    `pattn.mla_decode` on the chip given by `chip`, records the choice as
+    `backend = #pattn.backend<xqa|portable>`, and emits a remark naming every
+    failed condition:
+
+      remark: portable: head_dim 96 not in {64, 128, 256}
+
+    Steps:
+    1. Parse `chip`; an unknown chip or one below sm_80 is an error listing
+       the supported chips.
+    2. For each op, describe it as an `AttentionConfig`: activation type,
+       head_dim, g, query tokens, block size, encodings, softcap, and the
+       state of its K channel scales (static tables are measured: their
+       binade span and normalizer clamp).
+    3. `force=auto` records the verdict; `force=portable` records portable
+       for every op; `force=xqa` records xqa, and is an error naming the
+       failed conditions on an ineligible op.
+
+    `print-table` prints the rule table, pattn's next to ONNX Runtime's.
+
+    Example: `pattn-opt --pattn-select-backend="chip=sm_90a force=auto"`.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"\"",
+           "Target chip: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, "
+           "sm_100a, sm_120 or sm_120a">,
+    Option<"force", "force", "::pattn::ForceBackend",
+           /*default=*/"::pattn::ForceBackend::Auto",
+           "Backend choice: auto (by eligibility), xqa (error when "
+           "ineligible) or portable",
+           [{::llvm::cl::values(
+             clEnumValN(::pattn::ForceBackend::Auto, "auto",
+                        "choose by eligibility"),
+             clEnumValN(::pattn::ForceBackend::Xqa, "xqa",
+                        "require XQA; an ineligible op is an error"),
+             clEnumValN(::pattn::ForceBackend::Portable, "portable",
+                        "use the portable path everywhere"))}]>,
+    Option<"printTable", "print-table", "bool", /*default=*/"false",
+           "Print the eligibility table to stderr">
+  ];
+  let statistics = [
+    Statistic<"numXqa", "xqa-ops", "attention ops lowered with XQA">,
+    Statistic<"numPortable", "portable-ops",
+              "attention ops lowered with the portable path">
+  ];
+}
+
+#endif // PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_TD

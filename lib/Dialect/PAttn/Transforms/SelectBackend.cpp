@@ -1,0 +1,187 @@
+//===- SelectBackend.cpp - Choose XQA or portable per op --------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements --pattn-select-backend. It describes each attention
+// op as a pattn::AttentionConfig, asks the eligibility table, records the
+// answer as a typed attribute and explains it in a remark, so a user always
+// sees why an op did not get the tensor-core path.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
+#include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
+#include "pattn/Dialect/PAttn/Transforms/Passes.h"
+#include "pattn/Numerics/Numerics.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/DebugLog.h"
+#include "llvm/Support/raw_ostream.h"
+
+#define DEBUG_TYPE "pattn-select-backend"
+
+namespace pattn {
+#define GEN_PASS_DEF_PATTNSELECTBACKEND
+#include "pattn/Dialect/PAttn/Transforms/Passes.h.inc"
+} // namespace pattn
+
+using namespace mlir;
+using namespace mlir::pattn;
+using ::pattn::AttentionConfig;
+using ::pattn::KeyScaleFold;
+namespace numerics = ::pattn::numerics;
+
+/// Where the K channel scales of `op` stand.
+static void describeKeyScales(PagedAttentionOp op, AttentionConfig &config) {
+  if (std::optional<int32_t> guard = op.getGuardValue()) {
+    config.keyFold = *guard == 1 ? KeyScaleFold::GuardedFolded
+                                 : KeyScaleFold::GuardedFallback;
+    return;
+  }
+  if (op.getKey().getType().getScale() != ScaleGranularity::channel) {
+    config.keyFold = KeyScaleFold::NotNeeded;
+    return;
+  }
+  std::optional<SmallVector<float>> table =
+      ::pattn::getConstantScaleTable(op.getKScale());
+  if (!table) {
+    config.keyFold = KeyScaleFold::DynamicUnfolded;
+    return;
+  }
+  numerics::FoldLegality legality =
+      numerics::checkFoldLegality(*table, op.getEffectiveSoftmaxScale());
+  config.keyBinadeSpan = legality.binadeSpan;
+  config.keyWantedExponent = legality.wantedExponent;
+  config.keyMaxExponent = legality.exponent;
+  switch (legality.verdict) {
+  case numerics::FoldLegality::Verdict::TooWide:
+    config.keyFold = KeyScaleFold::StaticTooWide;
+    break;
+  case numerics::FoldLegality::Verdict::Clamped:
+    config.keyFold = KeyScaleFold::StaticClamped;
+    break;
+  case numerics::FoldLegality::Verdict::Legal:
+  case numerics::FoldLegality::Verdict::NonFinite:
+    config.keyFold = KeyScaleFold::StaticUnfolded;
+    break;
+  }
+}
+
+static AttentionConfig describe(PagedAttentionOp op, ::pattn::Chip chip) {
+  CacheType key = op.getKey().getType();
+  AttentionConfig config;
+  config.chip = chip;
+  config.activation = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  config.headDim = key.getHeadDim();
+  config.numHeads = static_cast<int64_t>(op.getNumHeads());
+  config.kvHeads = key.getKvHeads();
+  config.queryTokens = static_cast<int64_t>(op.getMaxQueryLen());
+  config.blockSize = key.getBlockSize();
+  config.keyEncoding = key.getEncoding();
+  config.valueEncoding = op.getValue().getType().getEncoding();
+  config.softcap = op.getSoftcap().convertToFloat();
+  describeKeyScales(op, config);
+  return config;
+}
+
+/// The cache encoding that reads like a record lane's codes.
+static Encoding laneEncoding(LaneAttr lane) {
+  Type type = lane.getElementType();
+  if (isa<Float4E2M1FNType>(type))
+    return Encoding::nvfp4;
+  if (isa<Float8E4M3FNType>(type))
+    return Encoding::f8e4m3;
+  if (isa<Float8E5M2Type>(type))
+    return Encoding::f8e5m2;
+  if (type.isBF16())
+    return Encoding::bf16;
+  if (type.isSignlessInteger(8))
+    return Encoding::i8;
+  return Encoding::f16;
+}
+
+/// MLA is attention with one KV head of latent + rope channels.
+static AttentionConfig describe(MlaDecodeOp op, ::pattn::Chip chip) {
+  RecordType record = op.getCache().getType().getRecord();
+  LaneAttr latent = record.getLane("latent"), rope = record.getLane("rope");
+  AttentionConfig config;
+  config.chip = chip;
+  config.activation = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  config.headDim = int64_t(latent.getCount()) + rope.getCount();
+  config.numHeads = static_cast<int64_t>(op.getNumHeads());
+  config.kvHeads = 1;
+  config.queryTokens = static_cast<int64_t>(op.getMaxQueryLen());
+  config.blockSize = op.getCache().getType().getBlockSize();
+  config.keyEncoding = laneEncoding(latent);
+  config.valueEncoding = laneEncoding(latent);
+  return config;
+}
+
+namespace {
+struct SelectBackendPass
+    : public ::pattn::impl::PAttnSelectBackendBase<SelectBackendPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+  /// Decides one op; false when force=xqa meets an ineligible op.
+  template <typename OpTy>
+  bool decide(OpTy op, ::pattn::Chip chip);
+};
+} // namespace
+
+template <typename OpTy>
+bool SelectBackendPass::decide(OpTy op, ::pattn::Chip chip) {
+  AttentionConfig config = describe(op, chip);
+  ::pattn::Eligibility eligibility = ::pattn::checkXqaEligibility(config);
+  LDBG() << op->getName() << " at " << op.getLoc() << ": "
+         << eligibility.explain();
+
+  Backend backend = eligibility.isXqa() ? Backend::xqa : Backend::portable;
+  std::string reason = eligibility.explain();
+  if (force == ::pattn::ForceBackend::Portable) {
+    backend = Backend::portable;
+    reason = "portable: forced";
+  } else if (force == ::pattn::ForceBackend::Xqa && !eligibility.isXqa()) {
+    op.emitError() << "force=xqa, but the op is not eligible for XQA on "
+                   << ::pattn::stringifyChip(chip) << ": "
+                   << llvm::join(eligibility.failures, "; ");
+    return false;
+  }
+  if (backend == Backend::xqa) {
+    reason = ("xqa: eligible on " + ::pattn::stringifyChip(chip)).str();
+    ++numXqa;
+  } else {
+    ++numPortable;
+  }
+  op.setBackendAttr(BackendAttr::get(op.getContext(), backend));
+  op.emitRemark() << reason;
+  return true;
+}
+
+void SelectBackendPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (printTable)
+    ::pattn::printEligibilityTable(llvm::errs());
+
+  std::optional<::pattn::Chip> chipValue = ::pattn::parseChip(chip);
+  if (!chipValue) {
+    module.emitError() << (chip.empty() ? "pattn-select-backend needs chip="
+                                        : "unsupported chip '" + chip + "'")
+                       << "; supported chips: "
+                       << ::pattn::supportedChipList();
+    return signalPassFailure();
+  }
+
+  bool ok = true;
+  module.walk([&](Operation *op) {
+    if (auto attention = dyn_cast<PagedAttentionOp>(op))
+      ok &= decide(attention, *chipValue);
+    else if (auto mla = dyn_cast<MlaDecodeOp>(op))
+      ok &= decide(mla, *chipValue);
+  });
+  if (!ok)
+    signalPassFailure();
+}
