@@ -853,3 +853,131 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
   pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, softmax_scale = 0.0 : f32}
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Internal forms: out_scale, guard, rescale_view, scale_normalizer, fold_query
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<1xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{out_scale must have shape [8, 128], got 'memref<1xf32>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) out_scale(%s : memref<1xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %g: memref<1xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{guard and guard_value come together}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) guard(%g : memref<1xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{guard and guard_value come together}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, guard_value = 1 : i32}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %g: memref<1xf32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{guard must hold i32 elements, got 'f32'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) guard(%g : memref<1xf32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, guard_value = 0 : i32}
+  return
+}
+
+// -----
+
+func.func @f(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>) {
+  // expected-error @below {{'pattn.rescale_view' op views a 'channel'-scaled cache, got 'tensor'}}
+  %v = pattn.rescale_view %k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor> to !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = none>
+  return
+}
+
+// -----
+
+func.func @f(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = channel>) {
+  // expected-error @below {{views the cache at 'tensor' or 'none' scale, got 'token'}}
+  %v = pattn.rescale_view %k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = channel> to !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
+  return
+}
+
+// -----
+
+func.func @f(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = channel>) {
+  // expected-error @below {{may change only the scale granularity}}
+  %v = pattn.rescale_view %k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = channel> to !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<8x128xf32>, %n: memref<2xf32>, %g: memref<1xi32>) {
+  // expected-error @below {{'pattn.scale_normalizer' op outs must have shape [1], got 'memref<2xf32>'}}
+  pattn.scale_normalizer scales(%s : memref<8x128xf32>) outs(%n : memref<2xf32>) flag(%g : memref<1xi32>) {softmax_scale = 1.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<8x128xf32>, %n: memref<1xf32>, %g: memref<1xi64>) {
+  // expected-error @below {{flag must hold i32 elements, got 'i64'}}
+  pattn.scale_normalizer scales(%s : memref<8x128xf32>) outs(%n : memref<1xf32>) flag(%g : memref<1xi64>) {softmax_scale = 1.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<8x128xf16>, %n: memref<1xf32>, %g: memref<1xi32>) {
+  // expected-error @below {{scales must hold f32 elements, got 'f16'}}
+  pattn.scale_normalizer scales(%s : memref<8x128xf16>) outs(%n : memref<1xf32>) flag(%g : memref<1xi32>) {softmax_scale = 1.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%s: memref<8x128xf32>, %n: memref<1xf32>, %g: memref<1xi32>) {
+  // expected-error @below {{softmax_scale -2.000000e+00 must be finite and positive}}
+  pattn.scale_normalizer scales(%s : memref<8x128xf32>) outs(%n : memref<1xf32>) flag(%g : memref<1xi32>) {softmax_scale = -2.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<4x12x128xf16>, %s: memref<8x128xf32>, %o: memref<4x12x128xf16>) {
+  // expected-error @below {{'pattn.fold_query' op num_heads 12 must be a positive multiple of the scales' kv_heads 8}}
+  pattn.fold_query query(%q : memref<4x12x128xf16>) scales(%s : memref<8x128xf32>) outs(%o : memref<4x12x128xf16>) {num_heads = 12 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<4x32x64xf16>, %s: memref<8x128xf32>, %o: memref<4x32x64xf16>) {
+  // expected-error @below {{query must have shape [?, 32, 128], got 'memref<4x32x64xf16>'}}
+  pattn.fold_query query(%q : memref<4x32x64xf16>) scales(%s : memref<8x128xf32>) outs(%o : memref<4x32x64xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %o: memref<4x32x128xbf16>) {
+  // expected-error @below {{outs must hold the query's element type}}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) outs(%o : memref<4x32x128xbf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf16>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{normalizer must hold f32 elements, got 'f16'}}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf16>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}

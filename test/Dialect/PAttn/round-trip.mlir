@@ -158,3 +158,43 @@ func.func @mla(%c: !fp8rec, %n: !nvrec, %q: memref<4x128x576xbf16>, %bt: memref<
       {num_heads = 16 : i64, max_query_len = 8 : i64, softmax_scale = 0.041666 : f32}
   return
 }
+
+// -----
+
+// The internal forms of the fold and the backend choice.
+!i4c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = channel>
+!i4t = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+!i8c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = channel>
+!i8u = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = none>
+
+// CHECK-LABEL: func.func @fold_forms
+func.func @fold_forms(%k: !i4c, %v: !i8c, %q: memref<4x32x128xf16>, %ks: memref<8x128xf32>,
+                      %vs: memref<8x128xf32>, %n: memref<1xf32>, %flag: memref<1xi32>,
+                      %qf: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>,
+                      %o: memref<4x32x128xf16>, %r: !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>,
+                      %mq: memref<4x16x576xbf16>, %mo: memref<4x16x512xbf16>) {
+  // CHECK: %[[KT:.*]] = pattn.rescale_view %{{.*}} : !pattn.cache<{{.*}}scale = channel> to !pattn.cache<{{.*}}scale = tensor>
+  %kt = pattn.rescale_view %k : !i4c to !i4t
+  // CHECK: pattn.rescale_view %{{.*}} : !pattn.cache<{{.*}}encoding = i8, scale = channel> to !pattn.cache<{{.*}}encoding = i8, scale = none>
+  %vu = pattn.rescale_view %v : !i8c to !i8u
+  // CHECK: pattn.scale_normalizer scales(%{{.*}} : memref<8x128xf32>) outs(%{{.*}} : memref<1xf32>) flag(%{{.*}} : memref<1xi32>) {softmax_scale = 0.0883789062 : f32}
+  pattn.scale_normalizer scales(%ks : memref<8x128xf32>) outs(%n : memref<1xf32>) flag(%flag : memref<1xi32>) {softmax_scale = 0.08837890625 : f32}
+  // CHECK: pattn.fold_query query(%{{.*}} : memref<4x32x128xf16>) scales(%{{.*}} : memref<8x128xf32>) normalizer(%{{.*}} : memref<1xf32>) outs(%{{.*}} : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  // CHECK: pattn.fold_query query(%{{.*}} : memref<4x32x128xf16>) scales(%{{.*}} : memref<8x128xf32>) outs(%{{.*}} : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) outs(%qf : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  // CHECK: pattn.paged_attention query(%{{.*}}) key(%[[KT]] : {{.*}}) value({{.*}}) block_table({{.*}}) seq_lens({{.*}}) k_scale(%{{.*}} : memref<1xf32>) out_scale(%{{.*}} : memref<8x128xf32>) guard(%{{.*}} : memref<1xi32>) outs(%{{.*}}) {backend = #pattn.backend<xqa>, guard_value = 1 : i32, num_heads = 32 : i64}
+  pattn.paged_attention query(%qf : memref<4x32x128xf16>) key(%kt : !i4t) value(%vu : !i8u)
+      block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>)
+      k_scale(%n : memref<1xf32>) out_scale(%vs : memref<8x128xf32>) guard(%flag : memref<1xi32>)
+      outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, guard_value = 1 : i32, backend = #pattn.backend<xqa>}
+  // CHECK: pattn.mla_decode {{.*}} {backend = #pattn.backend<portable>, num_heads = 16 : i64}
+  pattn.mla_decode query(%mq : memref<4x16x576xbf16>) cache(%r : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>)
+      block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%mo : memref<4x16x512xbf16>)
+      {num_heads = 16 : i64, backend = #pattn.backend<portable>}
+  return
+}
+
+// CHECK-LABEL: func.func private @backend_attrs()
+// CHECK-SAME: a = #pattn.backend<xqa>, b = #pattn.backend<portable>
+func.func private @backend_attrs() attributes {a = #pattn.backend<xqa>, b = #pattn.backend<portable>}
