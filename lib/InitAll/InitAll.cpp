@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/InitAll.h"
+#include "pattn/Conversion/Passes.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/Dialect/PAttn/Transforms/Passes.h"
 
@@ -48,4 +49,5 @@ void pattn::registerAllDialects(mlir::DialectRegistry &registry) {
 void pattn::registerAllPasses() {
   mlir::registerAllPasses();
   pattn::registerPasses();
+  pattn::registerPAttnConversionPasses();
 }

@@ -1,0 +1,56 @@
+//===- Passes.td - pattn conversion passes -----------------*- tablegen -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_CONVERSION_PASSES_TD
+#define PATTN_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower pattn ops to GPU kernels and stream-ordered launches";
+  let description = [{
+    Replaces every pattn op in a host function by launches of kernels
+    generated into `gpu.module @pattn_kernels`, built from upstream dialects
+    (scf, arith, math, vector, memref, gpu). Each op gets kernels specialized
+    on its types and static shapes:
+
+    - `pattn.write_cache`: one block per (token, kv head), one thread per
+      element pair; quantizes and packs every encoding bit-exactly to pattn's
+      numerics library (slot -1 skips the token). Per-token and nvfp4 scales
+      are derived in the kernel.
+    - `pattn.write_record`: one block per token, the three record presets.
+    - `pattn.paged_attention` (both backends, today through the portable
+      kernel) and `pattn.mla_decode`: a split-KV fp32 decode kernel (grid:
+      splits x (tokens * heads)) writing partial results to a stream-ordered
+      workspace, then a merge kernel that applies sinks, `out_scale`, and the
+      single output rounding. The split count is a function of the block
+      table's width only, so the launch is CUDA-graph capturable.
+    - `pattn.scale_normalizer` (a single-block reduction) and
+      `pattn.fold_query` (one rounding via round-to-odd in fp32).
+    - guarded ops read the guard on the device and exit when it does not
+      match.
+
+    Host functions get a trailing `!llvm.ptr` stream argument; every launch
+    and temporary allocation is ordered on it (no host sync, no stream of
+    its own), and the function returns the runtime's i32 status
+    (`pattnRuntimeTakeStatus`). Caches must come from `pattn.bind_cache` in
+    the same function.
+
+    Example: `pattn-opt --convert-pattn-to-gpu model.mlir`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"keysPerSplit", "keys-per-split", "int64_t", /*default=*/"512",
+           "Keys one decode block processes (a multiple of 128)">
+  ];
+}
+
+#endif // PATTN_CONVERSION_PASSES_TD

@@ -1,0 +1,349 @@
+//===- CacheKernels.cpp - Quantizing cache writes on the GPU --------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the kernels of pattn.write_cache and
+// pattn.write_record. Every byte they store is the byte pattn's numerics
+// library computes for the same input: scales are derived with the same
+// fp32 operations in the same order, and codes go through KernelBuilder's
+// encoders, which mirror the library's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+#include "Kernels.h"
+
+using namespace mlir;
+using namespace mlir::pattn;
+using namespace ::pattn;
+
+gpu::GPUFuncOp KernelModule::create(OpBuilder &builder, Location loc,
+                                    StringRef name, TypeRange arguments,
+                                    TypeRange workgroupBuffers) {
+  builder.setInsertionPointToEnd(module.getBody());
+  std::string unique = (name + "_" + Twine(counter++)).str();
+  auto kernel = gpu::GPUFuncOp::create(
+      builder, loc, unique, builder.getFunctionType(arguments, {}),
+      workgroupBuffers, TypeRange());
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                  builder.getUnitAttr());
+  builder.setInsertionPointToStart(&kernel.front());
+  return kernel;
+}
+
+/// max |x[i]| over i in [begin, begin + count), each thread on its own.
+static Value rangeAbsMax(KernelBuilder &kb, int64_t count,
+                         function_ref<Value(Value)> element) {
+  return kb.forLoop(kb.index(0), kb.index(count), kb.index(1), {kb.f32(0.0f)},
+                    [&](Value i, ValueRange c) -> SmallVector<Value> {
+                      return {kb.fmax(c[0], kb.fabs(element(i)))};
+                    })[0];
+}
+
+/// The e2m1 codes of an nvfp4 group and its e4m3 scale, as the numerics
+/// library computes them: sf = e4m3(amax / 6 / outer), code = e2m1(x /
+/// (decode(sf) * outer)); a zero group, outer or decoded scale writes zeros.
+struct Nvfp4Group {
+  Value scaleCode;                          ///< i32
+  Value zero;                               ///< i1: write zeros
+  Value denominator;                        ///< f32
+  Value code(KernelBuilder &kb, Value x) const {
+    Value code = kb.encodeMinifloat(kb.fdiv(x, denominator),
+                                    MinifloatFormat::e2m1());
+    return kb.select(zero, kb.i32(0), kb.andi(code, kb.i32(0xF)));
+  }
+};
+
+static Nvfp4Group nvfp4Group(KernelBuilder &kb, Value amax, Value outer) {
+  Value ratio = kb.fdiv(kb.fdiv(amax, kb.f32(6.0f)), outer);
+  Value sf = kb.encodeMinifloat(ratio, MinifloatFormat::e4m3());
+  Value denominator = kb.fmul(kb.decodeE4M3(sf), outer);
+  auto isZero = [&](Value v) {
+    return kb.cmpf(arith::CmpFPredicate::OEQ, v, kb.f32(0.0f));
+  };
+  Value zero = kb.lor(kb.lor(isZero(amax), isZero(outer)), isZero(denominator));
+  return {kb.select(zero, kb.i32(0), sf), zero, denominator};
+}
+
+/// The index of slot `slot` of `slots` as (page, offset), or nothing.
+static std::pair<Value, Value> slotAddress(KernelBuilder &kb, Value slot,
+                                           int64_t blockSize) {
+  Value slot64 = kb.toI64(slot);
+  Value page = kb.toIndex(kb.divs(slot64, kb.i64(blockSize)));
+  Value offset = kb.toIndex(kb.rems(slot64, kb.i64(blockSize)));
+  return {page, offset};
+}
+
+auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
+                                            WriteCacheOp op,
+                                            const CacheBuffers &cache) -> gpu::GPUFuncOp {
+  OpBuilder builder(op.getContext());
+  Location loc = op.getLoc();
+  CacheType type = cache.type;
+  Encoding encoding = type.getEncoding();
+  ScaleGranularity granularity = type.getScale();
+  int64_t headDim = type.getHeadDim();
+
+  SmallVector<Value> operands = {op.getValues(), op.getSlots(), cache.storage};
+  if (cache.groupScales)
+    operands.push_back(cache.groupScales);
+  if (cache.tokenScales)
+    operands.push_back(cache.tokenScales);
+  if (op.getScale())
+    operands.push_back(op.getScale());
+  gpu::GPUFuncOp kernel = kernels.create(
+      builder, loc, "pattn_write_cache", ValueRange(operands).getTypes(), {});
+  KernelBuilder kb(builder, loc);
+  unsigned arg = 0;
+  auto next = [&]() { return kernel.getArgument(arg++); };
+  Value values = next(), slots = next(), storage = next();
+  Value groupScales = cache.groupScales ? next() : Value();
+  Value tokenScales = cache.tokenScales ? next() : Value();
+  Value scale = op.getScale() ? next() : Value();
+
+  Value token = kb.blockId(gpu::Dimension::x);
+  Value kvHead = kb.blockId(gpu::Dimension::y);
+  Value tid = kb.threadId();
+  Value slot = kb.load(slots, {token});
+  Value live = kb.cmpi(arith::CmpIPredicate::sge, slot,
+                       arith::ConstantIntOp::create(
+                           builder, loc, slot.getType(), 0));
+  auto element = [&](Value channel) {
+    return kb.toF32(kb.load(values, {token, kvHead, channel}));
+  };
+
+  kb.ifThen(live, [&] {
+    auto [page, offset] = slotAddress(kb, slot, type.getBlockSize());
+    auto rowAddress = [&](Value byte) -> SmallVector<Value> {
+      if (type.getLayout() == Layout::hnd)
+        return {page, kvHead, offset, byte};
+      return {page, offset, kvHead, byte};
+    };
+
+    // Per-token scale: amax / max code (nvfp4: the outer scale
+    // amax / (6 * 448)), stored once per row.
+    Value tokenScale;
+    if (granularity == ScaleGranularity::token) {
+      float maxCode = encoding == Encoding::i8       ? 127.0f
+                      : encoding == Encoding::i4     ? 7.0f
+                      : encoding == Encoding::f8e4m3 ? 448.0f
+                      : encoding == Encoding::f8e5m2 ? 57344.0f
+                                                     : 2688.0f;
+      tokenScale = kb.fdiv(rangeAbsMax(kb, headDim, element), kb.f32(maxCode));
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
+        kb.store(tokenScale, tokenScales, {page, offset, kvHead});
+      });
+    }
+    auto scaleOf = [&](Value channel) -> Value {
+      switch (granularity) {
+      case ScaleGranularity::tensor:
+        return kb.load(scale, {kb.index(0)});
+      case ScaleGranularity::channel:
+        return kb.load(scale, {kvHead, channel});
+      case ScaleGranularity::token:
+        return tokenScale;
+      case ScaleGranularity::none:
+        return kb.f32(1.0f);
+      }
+      llvm_unreachable("unknown granularity");
+    };
+
+    // One thread per pair of elements: a pair fills one byte of a 4-bit row.
+    kb.forLoop(tid, kb.index(headDim / 2), kb.index(kBlockThreads), {},
+               [&](Value pair, ValueRange) -> SmallVector<Value> {
+      Value c0 = kb.mul(pair, kb.index(2));
+      Value c1 = kb.add(c0, kb.index(1));
+      Value x0 = element(c0), x1 = element(c1);
+      switch (encoding) {
+      case Encoding::f16:
+      case Encoding::bf16: {
+        bool isF16 = encoding == Encoding::f16;
+        Value b0 = isF16 ? kb.encodeF16Bits(x0) : kb.encodeBF16Bits(x0);
+        Value b1 = isF16 ? kb.encodeF16Bits(x1) : kb.encodeBF16Bits(x1);
+        kb.storeU16Bytes(b0, storage, rowAddress(kb.mul(c0, kb.index(2))));
+        kb.storeU16Bytes(b1, storage, rowAddress(kb.mul(c1, kb.index(2))));
+        break;
+      }
+      case Encoding::i8:
+      case Encoding::f8e4m3:
+      case Encoding::f8e5m2:
+        kb.storeByte(kb.quantize(encoding, x0, scaleOf(c0)), storage,
+                     rowAddress(c0));
+        kb.storeByte(kb.quantize(encoding, x1, scaleOf(c1)), storage,
+                     rowAddress(c1));
+        break;
+      case Encoding::i4: {
+        Value low = kb.quantize(encoding, x0, scaleOf(c0));
+        Value high = kb.quantize(encoding, x1, scaleOf(c1));
+        kb.storeByte(kb.ori(low, kb.shl(high, kb.i32(4))), storage,
+                     rowAddress(pair));
+        break;
+      }
+      case Encoding::nvfp4: {
+        Value outer = scaleOf(c0);
+        Value groupBegin = kb.mul(kb.divs(c0, kb.index(16)), kb.index(16));
+        Value amax = rangeAbsMax(kb, 16, [&](Value i) {
+          return element(kb.add(groupBegin, i));
+        });
+        Nvfp4Group group = nvfp4Group(kb, amax, outer);
+        Value byte = kb.ori(group.code(kb, x0), kb.shl(group.code(kb, x1), kb.i32(4)));
+        kb.storeByte(byte, storage, rowAddress(pair));
+        kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin), [&] {
+          kb.storeByte(group.scaleCode, groupScales,
+                       rowAddress(kb.divs(c0, kb.index(16))));
+        });
+        break;
+      }
+      }
+      return {};
+    });
+  });
+  gpu::ReturnOp::create(builder, loc);
+  return kernel;
+}
+
+auto ::pattn::buildWriteRecordKernel(KernelModule &kernels,
+                                             WriteRecordOp op,
+                                             const RecordBuffers &cache) -> gpu::GPUFuncOp {
+  OpBuilder builder(op.getContext());
+  Location loc = op.getLoc();
+  RecordType record = cache.type.getRecord();
+  LaneAttr latent = record.getLane("latent"), rope = record.getLane("rope");
+  LaneAttr latentScale = record.getLane(latent.getScaleLane());
+  LaneAttr ropeScale =
+      rope.isScaled() ? record.getLane(rope.getScaleLane()) : LaneAttr();
+  LaneAttr tokenLane = record.getLane("token_scale");
+  bool e2m1 = isa<Float4E2M1FNType>(latent.getElementType());
+
+  SmallVector<Value> operands = {op.getLatent(), op.getRope(), op.getSlots(),
+                                 cache.storage};
+  if (op.getOuterScale())
+    operands.push_back(op.getOuterScale());
+  gpu::GPUFuncOp kernel = kernels.create(
+      builder, loc, "pattn_write_record", ValueRange(operands).getTypes(), {});
+  KernelBuilder kb(builder, loc);
+  Value latentIn = kernel.getArgument(0), ropeIn = kernel.getArgument(1);
+  Value slots = kernel.getArgument(2), storage = kernel.getArgument(3);
+  Value outerScale = op.getOuterScale() ? kernel.getArgument(4) : Value();
+
+  Value token = kb.blockId(gpu::Dimension::x);
+  Value tid = kb.threadId();
+  Value slot = kb.load(slots, {token});
+  Value live = kb.cmpi(arith::CmpIPredicate::sge, slot,
+                       arith::ConstantIntOp::create(builder, loc,
+                                                    slot.getType(), 0));
+  auto latentAt = [&](Value i) { return kb.toF32(kb.load(latentIn, {token, i})); };
+  auto ropeAt = [&](Value i) { return kb.toF32(kb.load(ropeIn, {token, i})); };
+
+  kb.ifThen(live, [&] {
+    auto [page, offset] =
+        slotAddress(kb, slot, cache.type.getBlockSize());
+    auto byteAt = [&](int64_t laneOffset, Value byte) -> SmallVector<Value> {
+      return {page, offset, kb.add(kb.index(laneOffset), byte)};
+    };
+    Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
+
+    // Zero every byte outside the lanes first, so a record is fully defined.
+    SmallVector<std::pair<uint64_t, uint64_t>> gaps;
+    uint64_t cursor = 0;
+    SmallVector<LaneAttr> sorted(record.getLanes());
+    llvm::sort(sorted, [](LaneAttr a, LaneAttr b) {
+      return a.getOffset() < b.getOffset();
+    });
+    for (LaneAttr lane : sorted) {
+      if (lane.getOffset() > cursor)
+        gaps.push_back({cursor, lane.getOffset()});
+      cursor = std::max<uint64_t>(cursor, lane.getEnd());
+    }
+    if (cursor < record.getBytes())
+      gaps.push_back({cursor, record.getBytes()});
+    for (auto [begin, end] : gaps)
+      kb.forLoop(kb.add(tid, kb.index(begin)), kb.index(end),
+                 kb.index(kBlockThreads), {},
+                 [&](Value byte, ValueRange) -> SmallVector<Value> {
+                   kb.storeByte(kb.i32(0), storage, {page, offset, byte});
+                   return {};
+                 });
+
+    // The latent's outer scale (e2m1 latents only).
+    Value outer;
+    if (e2m1) {
+      if (record.getMode() == ScaleGranularity::token)
+        outer = kb.fdiv(rangeAbsMax(kb, latent.getCount(), latentAt),
+                        kb.f32(2688.0f));
+      else
+        outer = kb.load(outerScale, {kb.index(0)});
+    }
+    if (tokenLane)
+      kb.ifThen(isFirst, [&] {
+        Value stored = record.getMode() == ScaleGranularity::token
+                           ? outer
+                           : kb.f32(0.0f);
+        kb.storeF32Bytes(stored, storage, byteAt(tokenLane.getOffset(), kb.index(0)));
+      });
+
+    int64_t group = latent.getCount() / latentScale.getCount();
+    kb.forLoop(tid, kb.index(latent.getCount() / 2), kb.index(kBlockThreads), {},
+               [&](Value pair, ValueRange) -> SmallVector<Value> {
+      Value c0 = kb.mul(pair, kb.index(2));
+      Value c1 = kb.add(c0, kb.index(1));
+      Value groupIndex = kb.divs(c0, kb.index(group));
+      Value groupBegin = kb.mul(groupIndex, kb.index(group));
+      Value amax = rangeAbsMax(kb, group, [&](Value i) {
+        return latentAt(kb.add(groupBegin, i));
+      });
+      Value isGroupStart = kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin);
+      if (e2m1) {
+        Nvfp4Group nv = nvfp4Group(kb, amax, outer);
+        Value byte = kb.ori(nv.code(kb, latentAt(c0)),
+                            kb.shl(nv.code(kb, latentAt(c1)), kb.i32(4)));
+        kb.storeByte(byte, storage, byteAt(latent.getOffset(), pair));
+        kb.ifThen(isGroupStart, [&] {
+          kb.storeByte(nv.scaleCode, storage,
+                       byteAt(latentScale.getOffset(), groupIndex));
+        });
+      } else {
+        // fp8_ds_mla: one fp32 scale amax / 448 per tile.
+        Value tileScale = kb.fdiv(amax, kb.f32(448.0f));
+        for (Value c : {c0, c1})
+          kb.storeByte(kb.quantize(Encoding::f8e4m3, latentAt(c), tileScale),
+                       storage, byteAt(latent.getOffset(), c));
+        kb.ifThen(isGroupStart, [&] {
+          kb.storeF32Bytes(tileScale, storage,
+                           byteAt(latentScale.getOffset(),
+                                  kb.mul(groupIndex, kb.index(4))));
+        });
+      }
+      return {};
+    });
+
+    // The rope: 16-bit values, or e4m3 with one fp32 scale rope_amax / 448.
+    Value ropeScaleValue;
+    if (ropeScale) {
+      ropeScaleValue =
+          kb.fdiv(rangeAbsMax(kb, rope.getCount(), ropeAt), kb.f32(448.0f));
+      kb.ifThen(isFirst, [&] {
+        kb.storeF32Bytes(ropeScaleValue, storage,
+                         byteAt(ropeScale.getOffset(), kb.index(0)));
+      });
+    }
+    Type ropeType = rope.getElementType();
+    kb.forLoop(tid, kb.index(rope.getCount()), kb.index(kBlockThreads), {},
+               [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value x = ropeAt(c);
+      if (ropeScale)
+        kb.storeByte(kb.quantize(Encoding::f8e4m3, x, ropeScaleValue), storage,
+                     byteAt(rope.getOffset(), c));
+      else
+        kb.storeU16Bytes(ropeType.isBF16() ? kb.encodeBF16Bits(x)
+                                           : kb.encodeF16Bits(x),
+                         storage,
+                         byteAt(rope.getOffset(), kb.mul(c, kb.index(2))));
+      return {};
+    });
+  });
+  gpu::ReturnOp::create(builder, loc);
+  return kernel;
+}

@@ -1,0 +1,701 @@
+//===- DecodeKernels.cpp - The portable split-KV decode kernels -----------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the portable (fp32) decode of pattn.paged_attention
+// and pattn.mla_decode. A decode block owns one (query token, head) and one
+// split of the keys: 128 threads score 128 keys at a time into shared
+// memory, then accumulate the softmax-weighted values with each thread
+// owning a slice of the output channels (online softmax across chunks). A
+// merge block per (token, head) combines the splits, adds the sinks, applies
+// the output channel scale and rounds once. Caches are read through a
+// KVSource, so paged caches of every encoding and MLA records share the
+// kernel skeleton.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+#include "Kernels.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::pattn;
+using namespace ::pattn;
+
+namespace {
+
+/// A cached token as the kernel addresses it.
+struct Row {
+  Value page;   ///< physical page (index)
+  Value offset; ///< slot within the page (index)
+  Value kvHead; ///< index
+};
+
+/// Reads dequantized K and V elements. Host operands are collected first;
+/// once the kernel exists, `bind` maps them to the kernel's arguments.
+class KVSource {
+public:
+  virtual ~KVSource() = default;
+  /// Channels of K (the query's head_dim) and of V (the output's).
+  virtual int64_t keyDim() const = 0;
+  virtual int64_t valueDim() const = 0;
+  virtual int64_t kvHeads() const = 0;
+  /// fp32 dot of K[row] with the workgroup query `query` (which already
+  /// carries any K channel scales), all K scales applied.
+  virtual Value keyDot(KernelBuilder &kb, const Row &row, Value query) = 0;
+  /// fp32 V[row][channel], all V scales applied.
+  virtual Value valueAt(KernelBuilder &kb, const Row &row, Value channel) = 0;
+  /// The K channel-scale table [kv_heads, head_dim] to multiply into the
+  /// query, or null.
+  virtual Value keyChannelScale() const { return Value(); }
+
+  SmallVector<Value> hostOperands;
+  /// Kernel-side values, parallel to hostOperands.
+  SmallVector<Value> kernelOperands;
+  void bind(ValueRange arguments) { kernelOperands.assign(arguments.begin(), arguments.end()); }
+
+protected:
+  /// Registers a host operand (may be null) and returns its position.
+  int add(Value value) {
+    if (!value)
+      return -1;
+    hostOperands.push_back(value);
+    return hostOperands.size() - 1;
+  }
+  Value get(int position) const {
+    return position < 0 ? Value() : kernelOperands[position];
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Paged caches
+//===----------------------------------------------------------------------===//
+
+/// One side (K or V) of a paged cache.
+struct PagedSide {
+  CacheType type;
+  int storage = -1, groupScales = -1, tokenScales = -1, scale = -1;
+};
+
+class PagedSource : public KVSource {
+public:
+  PagedSource(const CacheBuffers &key, Value keyScale,
+              const CacheBuffers &value, Value valueScale) {
+    this->key = describe(key, keyScale);
+    this->value = describe(value, valueScale);
+    keyScaleHost = keyScale;
+  }
+
+  int64_t keyDim() const override { return key.type.getHeadDim(); }
+  int64_t valueDim() const override { return value.type.getHeadDim(); }
+  int64_t kvHeads() const override { return key.type.getKvHeads(); }
+
+  Value keyChannelScale() const override {
+    return key.type.getScale() == ScaleGranularity::channel ? get(key.scale)
+                                                            : Value();
+  }
+
+  Value keyDot(KernelBuilder &kb, const Row &row, Value query) override {
+    Value dim = kb.index(key.type.getHeadDim());
+    SmallVector<Value> sum = kb.forLoop(
+        kb.index(0), dim, kb.index(1), {kb.f32(0.0f)},
+        [&](Value channel, ValueRange carried) -> SmallVector<Value> {
+          Value element = rawElement(kb, key, row, channel);
+          Value q = kb.load(query, {channel});
+          return {kb.fma(q, element, carried[0])};
+        });
+    return kb.fmul(sum[0], outerScale(kb, key, row));
+  }
+
+  Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
+    Value element = rawElement(kb, value, row, channel);
+    if (value.type.getScale() == ScaleGranularity::channel)
+      element = kb.fmul(element, kb.load(get(value.scale), {row.kvHead, channel}));
+    return kb.fmul(element, outerScale(kb, value, row));
+  }
+
+private:
+  PagedSide key, value;
+  Value keyScaleHost;
+
+  PagedSide describe(const CacheBuffers &buffers, Value scale) {
+    PagedSide side;
+    side.type = buffers.type;
+    side.storage = add(buffers.storage);
+    side.groupScales = add(buffers.groupScales);
+    side.tokenScales = add(buffers.tokenScales);
+    side.scale = add(scale);
+    return side;
+  }
+
+  /// Indices of byte `byte` of `row` in the storage (or of entry `byte` in
+  /// the group-scale buffer, which shares the page layout).
+  SmallVector<Value> address(const PagedSide &side, const Row &row,
+                             Value byte) const {
+    if (side.type.getLayout() == Layout::hnd)
+      return {row.page, row.kvHead, row.offset, byte};
+    return {row.page, row.offset, row.kvHead, byte};
+  }
+
+  /// The code's value before any scale but nvfp4's group scale.
+  Value rawElement(KernelBuilder &kb, const PagedSide &side, const Row &row,
+                   Value channel) {
+    Value storage = get(side.storage);
+    switch (side.type.getEncoding()) {
+    case Encoding::f16:
+    case Encoding::bf16: {
+      Value bits = kb.loadU16Bytes(
+          storage, address(side, row, kb.mul(channel, kb.index(2))));
+      return side.type.getEncoding() == Encoding::f16 ? kb.decodeF16Bits(bits)
+                                                      : kb.decodeBF16Bits(bits);
+    }
+    case Encoding::i8: {
+      Value byte = kb.loadByte(storage, address(side, row, channel));
+      // Sign-extend the byte: (b ^ 0x80) - 0x80.
+      Value signedCode = kb.sub(
+          arith::XOrIOp::create(kb.b, kb.loc, byte, kb.i32(0x80)), kb.i32(0x80));
+      return kb.toF32(signedCode);
+    }
+    case Encoding::f8e4m3:
+      return kb.decodeE4M3(kb.loadByte(storage, address(side, row, channel)));
+    case Encoding::f8e5m2:
+      return kb.decodeE5M2(kb.loadByte(storage, address(side, row, channel)));
+    case Encoding::i4:
+    case Encoding::nvfp4: {
+      Value byte = kb.loadByte(
+          storage, address(side, row, kb.divs(channel, kb.index(2))));
+      // Element 2i is the low nibble, 2i+1 the high one.
+      Value shift = kb.mul(kb.toI32(kb.rems(channel, kb.index(2))), kb.i32(4));
+      Value nibble = kb.andi(kb.shru(byte, shift), kb.i32(0xF));
+      if (side.type.getEncoding() == Encoding::i4)
+        return kb.toF32(kb.sub(nibble, kb.i32(8)));
+      Value group = kb.loadByte(get(side.groupScales),
+                                address(side, row, kb.divs(channel, kb.index(16))));
+      return kb.fmul(kb.decodeE2M1(nibble), kb.decodeE4M3(group));
+    }
+    }
+    llvm_unreachable("unknown encoding");
+  }
+
+  /// The scale applied once per row: tensor, token, or 1 (none, channel).
+  Value outerScale(KernelBuilder &kb, const PagedSide &side, const Row &row) {
+    switch (side.type.getScale()) {
+    case ScaleGranularity::tensor:
+      return kb.load(get(side.scale), {kb.index(0)});
+    case ScaleGranularity::token:
+      return kb.load(get(side.tokenScales), {row.page, row.offset, row.kvHead});
+    case ScaleGranularity::none:
+    case ScaleGranularity::channel:
+      return kb.f32(1.0f);
+    }
+    llvm_unreachable("unknown granularity");
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Record caches (MLA)
+//===----------------------------------------------------------------------===//
+
+class RecordSource : public KVSource {
+public:
+  RecordSource(const RecordBuffers &cache, Value outerScale)
+      : record(cache.type.getRecord()) {
+    storage = add(cache.storage);
+    outer = add(outerScale);
+    latent = record.getLane("latent");
+    rope = record.getLane("rope");
+  }
+
+  int64_t keyDim() const override {
+    return int64_t(latent.getCount()) + rope.getCount();
+  }
+  int64_t valueDim() const override { return latent.getCount(); }
+  int64_t kvHeads() const override { return 1; }
+
+  Value keyDot(KernelBuilder &kb, const Row &row, Value query) override {
+    Value latentSum = laneDot(kb, row, latent, query, 0);
+    Value ropeSum = laneDot(kb, row, rope, query, latent.getCount());
+    return kb.fadd(latentSum, ropeSum);
+  }
+
+  Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
+    return kb.fmul(laneElement(kb, row, latent, channel),
+                   laneOuterScale(kb, row, latent));
+  }
+
+private:
+  RecordType record;
+  LaneAttr latent, rope;
+  int storage = -1, outer = -1;
+
+  Value laneDot(KernelBuilder &kb, const Row &row, LaneAttr lane, Value query,
+                int64_t queryOffset) {
+    SmallVector<Value> sum = kb.forLoop(
+        kb.index(0), kb.index(lane.getCount()), kb.index(1), {kb.f32(0.0f)},
+        [&](Value channel, ValueRange carried) -> SmallVector<Value> {
+          Value q = kb.load(query, {kb.add(channel, kb.index(queryOffset))});
+          return {kb.fma(q, laneElement(kb, row, lane, channel), carried[0])};
+        });
+    return kb.fmul(sum[0], laneOuterScale(kb, row, lane));
+  }
+
+  SmallVector<Value> byteAddress(KernelBuilder &kb, const Row &row,
+                                 Value byte) const {
+    return {row.page, row.offset, byte};
+  }
+
+  /// Element `channel` of `lane`, with its scale lane applied.
+  Value laneElement(KernelBuilder &kb, const Row &row, LaneAttr lane,
+                    Value channel) {
+    Value value = decodeLaneValue(kb, row, lane, channel);
+    if (!lane.isScaled())
+      return value;
+    LaneAttr scaleLane = record.getLane(lane.getScaleLane());
+    int64_t group = lane.getCount() / scaleLane.getCount();
+    Value scale =
+        decodeLaneValue(kb, row, scaleLane, kb.divs(channel, kb.index(group)));
+    return kb.fmul(value, scale);
+  }
+
+  /// The raw value of element `channel` of `lane`.
+  Value decodeLaneValue(KernelBuilder &kb, const Row &row, LaneAttr lane,
+                        Value channel) {
+    Value base = kb.index(lane.getOffset());
+    Type type = lane.getElementType();
+    Value data = get(storage);
+    if (type.isF32())
+      return kb.loadF32Bytes(
+          data, byteAddress(kb, row, kb.add(base, kb.mul(channel, kb.index(4)))));
+    if (type.isF16() || type.isBF16()) {
+      Value bits = kb.loadU16Bytes(
+          data, byteAddress(kb, row, kb.add(base, kb.mul(channel, kb.index(2)))));
+      return type.isF16() ? kb.decodeF16Bits(bits) : kb.decodeBF16Bits(bits);
+    }
+    if (isa<Float4E2M1FNType>(type)) {
+      Value byte = kb.loadByte(
+          data, byteAddress(kb, row, kb.add(base, kb.divs(channel, kb.index(2)))));
+      Value shift = kb.mul(kb.toI32(kb.rems(channel, kb.index(2))), kb.i32(4));
+      return kb.decodeE2M1(kb.andi(kb.shru(byte, shift), kb.i32(0xF)));
+    }
+    Value byte = kb.loadByte(data, byteAddress(kb, row, kb.add(base, channel)));
+    if (isa<Float8E4M3FNType>(type))
+      return kb.decodeE4M3(byte);
+    if (isa<Float8E5M2Type>(type))
+      return kb.decodeE5M2(byte);
+    Value signedCode = kb.sub(
+        arith::XOrIOp::create(kb.b, kb.loc, byte, kb.i32(0x80)), kb.i32(0x80));
+    return kb.toF32(signedCode);
+  }
+
+  /// The record's outer scale for e2m1 lanes; 1 for every other lane.
+  Value laneOuterScale(KernelBuilder &kb, const Row &row, LaneAttr lane) {
+    if (!isa<Float4E2M1FNType>(lane.getElementType()))
+      return kb.f32(1.0f);
+    if (record.getMode() == ScaleGranularity::token)
+      return decodeLaneValue(kb, row, record.getLane("token_scale"),
+                             kb.index(0));
+    return kb.load(get(outer), {kb.index(0)});
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The kernel skeleton
+//===----------------------------------------------------------------------===//
+
+/// What the skeleton needs to know about the attention op.
+struct DecodeParams {
+  Location loc;
+  Value query, blockTable, seqLens, queryStart, guard, sinks, outScale, out;
+  int32_t guardValue = 0;
+  int64_t numHeads;
+  int64_t blockSize;
+  float softmaxScale;
+  float softcap = 0.0f;
+  int64_t window = -1;
+};
+
+MemRefType workspaceOutputType(MLIRContext *context, int64_t valueDim) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
+                         Float32Type::get(context));
+}
+
+MemRefType workspaceStatsType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2},
+                         Float32Type::get(context));
+}
+
+/// True when the guard (if any) lets this launch run.
+Value guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
+  if (!guard)
+    return kb.boolean(true);
+  Value flag = kb.load(guard, {kb.index(0)});
+  return kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(guardValue));
+}
+
+/// (sequence, query tokens of it, this token's position among them) of
+/// query token `token`.
+std::tuple<Value, Value, Value> findSequence(KernelBuilder &kb, Value token,
+                                             Value queryStart,
+                                             Value blockTable) {
+  if (!queryStart)
+    return {token, kb.i32(1), kb.i32(0)};
+  // The batch is small (one entry per sequence): a linear scan is fine.
+  Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
+  Value token32 = kb.toI32(token);
+  SmallVector<Value> found = kb.forLoop(
+      kb.index(0), batch, kb.index(1), {kb.index(0)},
+      [&](Value b, ValueRange carried) -> SmallVector<Value> {
+        Value begin = kb.load(queryStart, {b});
+        Value owns = kb.cmpi(arith::CmpIPredicate::sge, token32, begin);
+        return {kb.select(owns, b, carried[0])};
+      });
+  Value sequence = found[0];
+  Value begin = kb.load(queryStart, {sequence});
+  Value end = kb.load(queryStart, {kb.add(sequence, kb.index(1))});
+  return {sequence, kb.sub(end, begin), kb.sub(token32, begin)};
+}
+
+Value negInf(KernelBuilder &kb) {
+  return kb.f32(-std::numeric_limits<float>::infinity());
+}
+
+Value isNegInf(KernelBuilder &kb, Value x) {
+  return kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf(kb));
+}
+
+/// exp(x - m), or 0 when x is -inf (also when m is).
+Value weight(KernelBuilder &kb, Value x, Value m) {
+  Value e = kb.exp(kb.fsub(x, m));
+  return kb.select(isNegInf(kb, x), kb.f32(0.0f), e);
+}
+
+gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
+                                 const DecodeParams &p, int64_t keysPerSplit,
+                                 SmallVectorImpl<Value> &hostOperands) {
+  MLIRContext *context = p.query.getContext();
+  OpBuilder builder(context);
+  Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
+  int64_t keyDim = source.keyDim(), valueDim = source.valueDim();
+  int64_t group = p.numHeads / source.kvHeads();
+
+  // Kernel arguments: the op's buffers, the source's, then the workspace.
+  hostOperands.assign({p.query, p.blockTable, p.seqLens});
+  if (p.queryStart)
+    hostOperands.push_back(p.queryStart);
+  if (p.guard)
+    hostOperands.push_back(p.guard);
+  unsigned sourceBegin = hostOperands.size();
+  llvm::append_range(hostOperands, source.hostOperands);
+  SmallVector<Type> argTypes = llvm::to_vector(
+      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
+  argTypes.push_back(workspaceOutputType(context, valueDim));
+  argTypes.push_back(workspaceStatsType(context));
+
+  auto workgroup = [&](int64_t size, Type element) -> Type {
+    return MemRefType::get({size}, element, AffineMap(),
+                           gpu::AddressSpaceAttr::get(
+                               context, gpu::AddressSpace::Workgroup));
+  };
+  gpu::GPUFuncOp kernel = kernels.create(
+      builder, p.loc, "pattn_decode", argTypes,
+      {workgroup(keyDim, f32), workgroup(kBlockThreads, f32),
+       workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
+  KernelBuilder kb(builder, p.loc);
+
+  unsigned arg = 0;
+  auto next = [&]() { return kernel.getArgument(arg++); };
+  Value query = next(), blockTable = next(), seqLens = next();
+  Value queryStart = p.queryStart ? next() : Value();
+  Value guard = p.guard ? next() : Value();
+  source.bind(kernel.getArguments().slice(sourceBegin, source.hostOperands.size()));
+  arg = sourceBegin + source.hostOperands.size();
+  Value partialOut = next(), partialStats = next();
+  Value querySmem = kernel.getWorkgroupAttributions()[0];
+  Value logits = kernel.getWorkgroupAttributions()[1];
+  Value pages = kernel.getWorkgroupAttributions()[2];
+  Value offsets = kernel.getWorkgroupAttributions()[3];
+
+  Value tid = kb.threadId();
+  Value split = kb.blockId(gpu::Dimension::x);
+  Value tokenHead = kb.blockId(gpu::Dimension::y);
+  Value token = kb.divs(tokenHead, kb.index(p.numHeads));
+  Value head = kb.rems(tokenHead, kb.index(p.numHeads));
+  Value kvHead = kb.divs(head, kb.index(group));
+  int64_t slices = llvm::divideCeil(valueDim, kBlockThreads);
+
+  kb.ifThen(guardAllows(kb, guard, p.guardValue), [&] {
+    auto [sequence, queryTokens, position] =
+        findSequence(kb, token, queryStart, blockTable);
+    Value length = kb.load(seqLens, {sequence});
+    // Query token i of n sits at kv position L - n + i and sees keys up to
+    // its own position (causal among the speculative tokens).
+    Value queryPos = kb.add(kb.sub(length, queryTokens), position);
+    Value end = kb.mins(length, kb.add(queryPos, kb.i32(1)));
+    Value begin = kb.i32(0);
+    if (p.window > 0)
+      begin = kb.maxs(begin, kb.add(kb.sub(queryPos, kb.i32(p.window)), kb.i32(1)));
+    Value splitBegin = kb.mul(kb.toI32(split), kb.i32(keysPerSplit));
+    Value first = kb.maxs(begin, splitBegin);
+    Value last = kb.mins(end, kb.add(splitBegin, kb.i32(keysPerSplit)));
+    Value maxBlocks = kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
+
+    // The query in shared memory as fp32, times the K channel scales (kept
+    // out of the key loop: they multiply the same channel of every key).
+    Value channelScale = source.keyChannelScale();
+    kb.forLoop(tid, kb.index(keyDim), kb.index(kBlockThreads), {},
+               [&](Value c, ValueRange) -> SmallVector<Value> {
+                 Value q = kb.toF32(kb.load(query, {token, head, c}));
+                 if (channelScale)
+                   q = kb.fmul(q, kb.load(channelScale, {kvHead, c}));
+                 kb.store(q, querySmem, {c});
+                 return {};
+               });
+    kb.barrier();
+
+    SmallVector<Value> init = {negInf(kb), kb.f32(0.0f)};
+    for (int64_t s = 0; s < slices; ++s)
+      init.push_back(kb.f32(0.0f));
+    SmallVector<Value> state = kb.forLoop(
+        kb.toIndex(first), kb.toIndex(kb.maxs(first, last)),
+        kb.index(kBlockThreads), init,
+        [&](Value chunk, ValueRange carried) -> SmallVector<Value> {
+          Value key = kb.add(chunk, tid);
+          Value key32 = kb.toI32(key);
+          Value inRange = kb.cmpi(arith::CmpIPredicate::slt, key32, last);
+          // Clamp so the block-table read stays in bounds for idle threads.
+          Value blockIndex = kb.mins(kb.divs(key32, kb.i32(p.blockSize)),
+                                     kb.sub(maxBlocks, kb.i32(1)));
+          Value page = kb.load(blockTable, {sequence, kb.toIndex(blockIndex)});
+          Value valid = kb.land(inRange, kb.cmpi(arith::CmpIPredicate::sge,
+                                                 page, kb.i32(0)));
+          Value offset = kb.rems(key32, kb.i32(p.blockSize));
+          Row row{kb.toIndex(kb.maxs(page, kb.i32(0))), kb.toIndex(offset),
+                  kvHead};
+          Value logit = kb.ifElse(
+              valid, {kb.b.getF32Type()},
+              [&]() -> SmallVector<Value> {
+                Value score = kb.fmul(source.keyDot(kb, row, querySmem),
+                                      kb.f32(p.softmaxScale));
+                if (p.softcap > 0.0f)
+                  score = kb.fmul(kb.f32(p.softcap),
+                                  kb.tanh(kb.fdiv(score, kb.f32(p.softcap))));
+                return {score};
+              },
+              [&]() -> SmallVector<Value> { return {negInf(kb)}; })[0];
+          kb.store(logit, logits, {tid});
+          kb.store(kb.select(valid, page, kb.i32(-1)), pages, {tid});
+          kb.store(offset, offsets, {tid});
+          kb.barrier();
+
+          // Every thread reduces the chunk itself: 128 shared-memory reads,
+          // and no second barrier round.
+          Value count = kb.toIndex(kb.mins(kb.sub(last, kb.toI32(chunk)),
+                                           kb.i32(kBlockThreads)));
+          Value chunkMax = kb.forLoop(
+              kb.index(0), count, kb.index(1), {negInf(kb)},
+              [&](Value i, ValueRange c) -> SmallVector<Value> {
+                return {kb.fmax(c[0], kb.load(logits, {i}))};
+              })[0];
+          Value oldMax = carried[0];
+          Value newMax = kb.fmax(oldMax, chunkMax);
+          // Rescale what was accumulated under the old maximum.
+          Value alpha = kb.select(isNegInf(kb, oldMax), kb.f32(0.0f),
+                                  kb.exp(kb.fsub(oldMax, newMax)));
+          SmallVector<Value> accInit = {kb.fmul(carried[1], alpha)};
+          for (int64_t s = 0; s < slices; ++s)
+            accInit.push_back(kb.fmul(carried[2 + s], alpha));
+          SmallVector<Value> acc = kb.forLoop(
+              kb.index(0), count, kb.index(1), accInit,
+              [&](Value i, ValueRange c) -> SmallVector<Value> {
+                Value w = weight(kb, kb.load(logits, {i}), newMax);
+                Value keyPage = kb.load(pages, {i});
+                Value live = kb.cmpi(arith::CmpIPredicate::sge, keyPage, kb.i32(0));
+                SmallVector<Value> updated = {kb.fadd(c[0], w)};
+                Row keyRow{kb.toIndex(kb.maxs(keyPage, kb.i32(0))),
+                           kb.toIndex(kb.load(offsets, {i})), kvHead};
+                for (int64_t s = 0; s < slices; ++s) {
+                  Value channel = kb.add(tid, kb.index(s * kBlockThreads));
+                  Value owns = kb.land(
+                      live, kb.cmpi(arith::CmpIPredicate::slt, channel,
+                                    kb.index(valueDim)));
+                  Value acc = kb.ifElse(
+                      owns, {kb.b.getF32Type()},
+                      [&]() -> SmallVector<Value> {
+                        return {kb.fma(w, source.valueAt(kb, keyRow, channel),
+                                       c[1 + s])};
+                      },
+                      [&]() -> SmallVector<Value> { return {c[1 + s]}; })[0];
+                  updated.push_back(acc);
+                }
+                return updated;
+              });
+          kb.barrier();
+          SmallVector<Value> nextState = {newMax};
+          llvm::append_range(nextState, acc);
+          return nextState;
+        });
+
+    // Partial results of this split: unnormalized output, max and sum.
+    for (int64_t s = 0; s < slices; ++s) {
+      Value channel = kb.add(tid, kb.index(s * kBlockThreads));
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, channel, kb.index(valueDim)),
+                [&] {
+                  kb.store(state[2 + s], partialOut, {split, tokenHead, channel});
+                });
+    }
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
+      kb.store(state[0], partialStats, {split, tokenHead, kb.index(0)});
+      kb.store(state[1], partialStats, {split, tokenHead, kb.index(1)});
+    });
+  });
+  gpu::ReturnOp::create(builder, p.loc);
+  return kernel;
+}
+
+gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
+                                int64_t kvHeads, const DecodeParams &p,
+                                SmallVectorImpl<Value> &hostOperands) {
+  MLIRContext *context = p.query.getContext();
+  OpBuilder builder(context);
+  hostOperands.clear();
+  if (p.guard)
+    hostOperands.push_back(p.guard);
+  if (p.sinks)
+    hostOperands.push_back(p.sinks);
+  if (p.outScale)
+    hostOperands.push_back(p.outScale);
+  hostOperands.push_back(p.out);
+  SmallVector<Type> argTypes = llvm::to_vector(
+      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
+  argTypes.push_back(workspaceOutputType(context, valueDim));
+  argTypes.push_back(workspaceStatsType(context));
+  gpu::GPUFuncOp kernel =
+      kernels.create(builder, p.loc, "pattn_merge", argTypes, {});
+  KernelBuilder kb(builder, p.loc);
+
+  unsigned arg = 0;
+  auto next = [&]() { return kernel.getArgument(arg++); };
+  Value guard = p.guard ? next() : Value();
+  Value sinks = p.sinks ? next() : Value();
+  Value outScale = p.outScale ? next() : Value();
+  Value out = next(), partialOut = next(), partialStats = next();
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  int64_t group = p.numHeads / kvHeads;
+
+  Value tid = kb.threadId();
+  Value tokenHead = kb.blockId(gpu::Dimension::x);
+  Value token = kb.divs(tokenHead, kb.index(p.numHeads));
+  Value head = kb.rems(tokenHead, kb.index(p.numHeads));
+  Value kvHead = kb.divs(head, kb.index(group));
+  Value splits = memref::DimOp::create(builder, p.loc, partialStats, 0);
+
+  kb.ifThen(guardAllows(kb, guard, p.guardValue), [&] {
+    Value globalMax = kb.forLoop(
+        kb.index(0), splits, kb.index(1), {negInf(kb)},
+        [&](Value s, ValueRange c) -> SmallVector<Value> {
+          return {kb.fmax(c[0], kb.load(partialStats, {s, tokenHead, kb.index(0)}))};
+        })[0];
+    Value sink = sinks ? kb.load(sinks, {head}) : Value();
+    if (sink)
+      globalMax = kb.fmax(globalMax, sink);
+    Value denominator = kb.forLoop(
+        kb.index(0), splits, kb.index(1), {kb.f32(0.0f)},
+        [&](Value s, ValueRange c) -> SmallVector<Value> {
+          Value m = kb.load(partialStats, {s, tokenHead, kb.index(0)});
+          Value l = kb.load(partialStats, {s, tokenHead, kb.index(1)});
+          return {kb.fma(l, weight(kb, m, globalMax), c[0])};
+        })[0];
+    // A sink adds exp(sink - max) to the denominator and nothing to the sum.
+    if (sink)
+      denominator = kb.fadd(denominator, weight(kb, sink, globalMax));
+    Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
+    Value inverse = kb.select(empty, kb.f32(0.0f),
+                              kb.fdiv(kb.f32(1.0f), denominator));
+    kb.forLoop(tid, kb.index(valueDim), kb.index(kBlockThreads), {},
+               [&](Value channel, ValueRange) -> SmallVector<Value> {
+                 Value sum = kb.forLoop(
+                     kb.index(0), splits, kb.index(1), {kb.f32(0.0f)},
+                     [&](Value s, ValueRange c) -> SmallVector<Value> {
+                       Value m = kb.load(partialStats, {s, tokenHead, kb.index(0)});
+                       Value o = kb.load(partialOut, {s, tokenHead, channel});
+                       return {kb.fma(o, weight(kb, m, globalMax), c[0])};
+                     })[0];
+                 Value result = kb.fmul(sum, inverse);
+                 if (outScale)
+                   result = kb.fmul(result, kb.load(outScale, {kvHead, channel}));
+                 // The output's only rounding.
+                 Value rounded =
+                     arith::TruncFOp::create(kb.b, kb.loc, outType, result);
+                 kb.store(rounded, out, {token, head, channel});
+                 return {};
+               });
+  });
+  gpu::ReturnOp::create(builder, p.loc);
+  return kernel;
+}
+
+DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
+                                 const DecodeParams &params,
+                                 int64_t keysPerSplit) {
+  DecodeKernels result;
+  result.decode = buildDecodeKernel(kernels, source, params, keysPerSplit,
+                                    result.decodeOperands);
+  result.merge = buildMergeKernel(kernels, source.valueDim(), source.kvHeads(),
+                                  params, result.mergeOperands);
+  result.numHeads = params.numHeads;
+  result.valueDim = source.valueDim();
+  result.blockSize = params.blockSize;
+  return result;
+}
+
+} // namespace
+
+auto ::pattn::buildPagedDecodeKernels(KernelModule &kernels,
+                                             PagedAttentionOp op,
+                                             const CacheBuffers &key,
+                                             const CacheBuffers &value,
+                                             int64_t keysPerSplit) -> DecodeKernels {
+  PagedSource source(key, op.getKScale(), value, op.getVScale());
+  DecodeParams params{op.getLoc()};
+  params.query = op.getQuery();
+  params.blockTable = op.getBlockTable();
+  params.seqLens = op.getSeqLens();
+  params.queryStart = op.getQueryStart();
+  params.guard = op.getGuard();
+  params.guardValue = op.getGuardValue().value_or(0);
+  params.sinks = op.getSinks();
+  params.outScale = op.getOutScale();
+  params.out = op.getOut();
+  params.numHeads = static_cast<int64_t>(op.getNumHeads());
+  params.blockSize = key.type.getBlockSize();
+  params.softmaxScale = op.getEffectiveSoftmaxScale();
+  params.softcap = op.getSoftcap().convertToFloat();
+  params.window = static_cast<int64_t>(op.getWindow());
+  return buildDecodeKernels(kernels, source, params, keysPerSplit);
+}
+
+auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
+                                           MlaDecodeOp op,
+                                           const RecordBuffers &cache,
+                                           int64_t keysPerSplit) -> DecodeKernels {
+  RecordSource source(cache, op.getOuterScale());
+  DecodeParams params{op.getLoc()};
+  params.query = op.getQuery();
+  params.blockTable = op.getBlockTable();
+  params.seqLens = op.getSeqLens();
+  params.queryStart = op.getQueryStart();
+  params.out = op.getOut();
+  params.numHeads = static_cast<int64_t>(op.getNumHeads());
+  params.blockSize = cache.type.getBlockSize();
+  std::optional<APFloat> scale = op.getSoftmaxScale();
+  params.softmaxScale =
+      scale ? scale->convertToFloat()
+            : 1.0f / std::sqrt(float(source.keyDim()));
+  return buildDecodeKernels(kernels, source, params, keysPerSplit);
+}

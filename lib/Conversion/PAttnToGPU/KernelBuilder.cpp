@@ -1,0 +1,401 @@
+//===- KernelBuilder.cpp - Building blocks of pattn's GPU kernels ---------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the kernel builder. The element codecs use integer
+// bit manipulation and the f16 conversion only: no chip-specific conversion
+// instruction is reached, so the same IR compiles for every chip from sm_80
+// to sm_120a (SPEC §1: the hardware fp8/e2m1 conversions abort the NVPTX
+// backend on chips without them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace ::pattn;
+
+//===----------------------------------------------------------------------===//
+// Constants and arithmetic
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::index(int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+Value KernelBuilder::i32(int32_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 32);
+}
+Value KernelBuilder::i64(int64_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 64);
+}
+Value KernelBuilder::f32(float value) {
+  return arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
+                                        llvm::APFloat(value));
+}
+Value KernelBuilder::boolean(bool value) {
+  return arith::ConstantIntOp::create(b, loc, value, 1);
+}
+
+Value KernelBuilder::add(Value a, Value c) {
+  return arith::AddIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::sub(Value a, Value c) {
+  return arith::SubIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::mul(Value a, Value c) {
+  return arith::MulIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::divs(Value a, Value c) {
+  return arith::DivSIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::rems(Value a, Value c) {
+  return arith::RemSIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::andi(Value a, Value c) {
+  return arith::AndIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::ori(Value a, Value c) {
+  return arith::OrIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::shl(Value a, Value c) {
+  return arith::ShLIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::shru(Value a, Value c) {
+  return arith::ShRUIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::mins(Value a, Value c) {
+  return arith::MinSIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::maxs(Value a, Value c) {
+  return arith::MaxSIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::cmpi(arith::CmpIPredicate predicate, Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, predicate, a, c);
+}
+Value KernelBuilder::select(Value condition, Value a, Value c) {
+  return arith::SelectOp::create(b, loc, condition, a, c);
+}
+Value KernelBuilder::land(Value a, Value c) { return andi(a, c); }
+Value KernelBuilder::lor(Value a, Value c) { return ori(a, c); }
+
+Value KernelBuilder::fadd(Value a, Value c) {
+  return arith::AddFOp::create(b, loc, a, c);
+}
+Value KernelBuilder::fsub(Value a, Value c) {
+  return arith::SubFOp::create(b, loc, a, c);
+}
+Value KernelBuilder::fmul(Value a, Value c) {
+  return arith::MulFOp::create(b, loc, a, c);
+}
+Value KernelBuilder::fdiv(Value a, Value c) {
+  return arith::DivFOp::create(b, loc, a, c);
+}
+Value KernelBuilder::fmax(Value a, Value c) {
+  return arith::MaxNumFOp::create(b, loc, a, c);
+}
+Value KernelBuilder::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
+Value KernelBuilder::fma(Value a, Value c, Value d) {
+  return math::FmaOp::create(b, loc, a, c, d);
+}
+Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
+Value KernelBuilder::tanh(Value a) { return math::TanhOp::create(b, loc, a); }
+Value KernelBuilder::roundEven(Value a) {
+  return math::RoundEvenOp::create(b, loc, a);
+}
+Value KernelBuilder::cmpf(arith::CmpFPredicate predicate, Value a, Value c) {
+  return arith::CmpFOp::create(b, loc, predicate, a, c);
+}
+
+//===----------------------------------------------------------------------===//
+// Conversions
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::toIndex(Value integer) {
+  if (integer.getType().isIndex())
+    return integer;
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), integer);
+}
+
+static Value castInteger(OpBuilder &b, Location loc, Value value,
+                         unsigned width) {
+  Type target = b.getIntegerType(width);
+  if (value.getType() == target)
+    return value;
+  if (value.getType().isIndex())
+    return arith::IndexCastOp::create(b, loc, target, value);
+  if (value.getType().getIntOrFloatBitWidth() < width)
+    return arith::ExtSIOp::create(b, loc, target, value);
+  return arith::TruncIOp::create(b, loc, target, value);
+}
+
+Value KernelBuilder::toI32(Value value) { return castInteger(b, loc, value, 32); }
+Value KernelBuilder::toI64(Value value) { return castInteger(b, loc, value, 64); }
+
+Value KernelBuilder::toF32(Value number) {
+  Type type = number.getType();
+  if (type.isF32())
+    return number;
+  if (isa<FloatType>(type))
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), number);
+  return arith::SIToFPOp::create(b, loc, b.getF32Type(), number);
+}
+
+Value KernelBuilder::bitcast(Type type, Value value) {
+  return arith::BitcastOp::create(b, loc, type, value);
+}
+
+Value KernelBuilder::truncI8(Value integer) {
+  return arith::TruncIOp::create(b, loc, b.getI8Type(), integer);
+}
+
+Value KernelBuilder::extUI32(Value integer) {
+  if (integer.getType().isInteger(32))
+    return integer;
+  return arith::ExtUIOp::create(b, loc, b.getI32Type(), integer);
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::load(Value memref, ValueRange indices) {
+  return memref::LoadOp::create(b, loc, memref, indices);
+}
+
+void KernelBuilder::store(Value value, Value memref, ValueRange indices) {
+  memref::StoreOp::create(b, loc, value, memref, indices);
+}
+
+Value KernelBuilder::loadByte(Value memref, ValueRange indices) {
+  return extUI32(load(memref, indices));
+}
+
+void KernelBuilder::storeByte(Value value, Value memref, ValueRange indices) {
+  store(truncI8(value), memref, indices);
+}
+
+/// `indices` with its last entry advanced by `offset`.
+static SmallVector<Value> advanceLast(KernelBuilder &kb, ValueRange indices,
+                                      int64_t offset) {
+  SmallVector<Value> moved(indices);
+  moved.back() = kb.add(moved.back(), kb.index(offset));
+  return moved;
+}
+
+Value KernelBuilder::loadU16Bytes(Value memref, ValueRange indices) {
+  Value low = loadByte(memref, indices);
+  Value high = loadByte(memref, advanceLast(*this, indices, 1));
+  return ori(low, shl(high, i32(8)));
+}
+
+void KernelBuilder::storeU16Bytes(Value value, Value memref,
+                                  ValueRange indices) {
+  storeByte(value, memref, indices);
+  storeByte(shru(value, i32(8)), memref, advanceLast(*this, indices, 1));
+}
+
+Value KernelBuilder::loadF32Bytes(Value memref, ValueRange indices) {
+  Value bits = i32(0);
+  for (int byte = 0; byte < 4; ++byte)
+    bits = ori(bits, shl(loadByte(memref, advanceLast(*this, indices, byte)),
+                         i32(8 * byte)));
+  return bitcast(b.getF32Type(), bits);
+}
+
+void KernelBuilder::storeF32Bytes(Value value, Value memref,
+                                  ValueRange indices) {
+  Value bits = bitcast(b.getI32Type(), value);
+  for (int byte = 0; byte < 4; ++byte)
+    storeByte(shru(bits, i32(8 * byte)), memref,
+              advanceLast(*this, indices, byte));
+}
+
+//===----------------------------------------------------------------------===//
+// GPU
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::threadId() {
+  return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+}
+
+Value KernelBuilder::blockId(gpu::Dimension dimension) {
+  return gpu::BlockIdOp::create(b, loc, dimension);
+}
+
+void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
+
+//===----------------------------------------------------------------------===//
+// Element formats
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::encodeMinifloat(Value x, const MinifloatFormat &format) {
+  Value bits = bitcast(b.getI32Type(), x);
+  Value sign = andi(shru(bits, i32(31)), i32(1));
+  // |x|, with NaN sent to zero (callers never pass NaN; this keeps the code
+  // defined) and values beyond the range saturated before rounding, which
+  // gives the same code as rounding first and saturating after.
+  Value magnitude = fabs(x);
+  Value isNaN = cmpf(arith::CmpFPredicate::UNO, magnitude, magnitude);
+  magnitude = select(isNaN, f32(0.0f), magnitude);
+  magnitude = arith::MinNumFOp::create(b, loc, magnitude, f32(format.maxFinite));
+
+  // The binade, clamped to the subnormal one: exponent field - 127 is below
+  // the clamp for zero and fp32 subnormals, so they need no special case.
+  Value magnitudeBits = bitcast(b.getI32Type(), magnitude);
+  Value exponent = sub(andi(shru(magnitudeBits, i32(23)), i32(0xFF)), i32(127));
+  int minExponent = 1 - format.bias;
+  exponent = maxs(exponent, i32(minExponent));
+
+  // Count quanta of 2^(e - M): scaling by a power of two is exact, so the
+  // round-to-even here is the only rounding, as in the numerics library.
+  Value scaleBits =
+      shl(add(sub(i32(format.mantissaBits), exponent), i32(127)), i32(23));
+  Value quanta = roundEven(fmul(magnitude, bitcast(b.getF32Type(), scaleBits)));
+  Value quantaInt = arith::FPToSIOp::create(b, loc, b.getI32Type(), quanta);
+  Value code = add(shl(sub(exponent, i32(minExponent)), i32(format.mantissaBits)),
+                   quantaInt);
+  code = mins(code, i32(format.maxCode));
+  return ori(code, shl(sign, i32(format.exponentBits + format.mantissaBits)));
+}
+
+/// fp32 of the f16 whose bits are the low 16 bits of `bits`.
+Value KernelBuilder::decodeF16Bits(Value bits) {
+  Value half = bitcast(b.getF16Type(),
+                       arith::TruncIOp::create(b, loc, b.getI16Type(), bits));
+  return toF32(half);
+}
+
+Value KernelBuilder::decodeBF16Bits(Value bits) {
+  Value half = bitcast(b.getBF16Type(),
+                       arith::TruncIOp::create(b, loc, b.getI16Type(), bits));
+  return toF32(half);
+}
+
+Value KernelBuilder::encodeF16Bits(Value x) {
+  Value half = arith::TruncFOp::create(b, loc, b.getF16Type(), x);
+  return extUI32(bitcast(b.getI16Type(), half));
+}
+
+Value KernelBuilder::encodeBF16Bits(Value x) {
+  Value half = arith::TruncFOp::create(b, loc, b.getBF16Type(), x);
+  return extUI32(bitcast(b.getI16Type(), half));
+}
+
+// The fp8 and fp4 codes map onto f16 bit patterns by a shift: the exponent
+// lands in the low bits of f16's exponent field, so the f16 value is the
+// code's value times a power of two that a final multiply removes exactly.
+Value KernelBuilder::decodeE4M3(Value code) {
+  Value bits = ori(shl(andi(code, i32(0x7F)), i32(7)),
+                   shl(andi(code, i32(0x80)), i32(8)));
+  return fmul(decodeF16Bits(bits), f32(256.0f)); // 2^(15 - 7)
+}
+
+Value KernelBuilder::decodeE5M2(Value code) {
+  return decodeF16Bits(shl(andi(code, i32(0xFF)), i32(8)));
+}
+
+Value KernelBuilder::decodeE2M1(Value code) {
+  Value bits = ori(shl(andi(code, i32(0x7)), i32(9)),
+                   shl(andi(code, i32(0x8)), i32(12)));
+  return fmul(decodeF16Bits(bits), f32(16384.0f)); // 2^(15 - 1)
+}
+
+Value KernelBuilder::quantize(mlir::pattn::Encoding encoding, Value x,
+                              Value scale) {
+  using mlir::pattn::Encoding;
+  Value t = fdiv(x, scale);
+  Value code;
+  auto clampRound = [&](float low, float high) {
+    Value clamped = arith::MinNumFOp::create(
+        b, loc, arith::MaxNumFOp::create(b, loc, t, f32(low)), f32(high));
+    return arith::FPToSIOp::create(b, loc, b.getI32Type(), roundEven(clamped));
+  };
+  switch (encoding) {
+  case Encoding::i8:
+    code = andi(clampRound(-128.0f, 127.0f), i32(0xFF));
+    break;
+  case Encoding::i4:
+    code = add(clampRound(-8.0f, 7.0f), i32(8));
+    break;
+  case Encoding::f8e4m3:
+    code = encodeMinifloat(t, MinifloatFormat::e4m3());
+    break;
+  case Encoding::f8e5m2:
+    code = encodeMinifloat(t, MinifloatFormat::e5m2());
+    break;
+  default:
+    llvm_unreachable("quantize: not an integer or fp8 encoding");
+  }
+  Value zeroScale = cmpf(arith::CmpFPredicate::OEQ, scale, f32(0.0f));
+  // A zero scale stores the zero code: 0 for i8/fp8, the biased 8 for i4.
+  Value zeroCode = i32(encoding == Encoding::i4 ? 8 : 0);
+  return select(zeroScale, zeroCode, code);
+}
+
+Value KernelBuilder::roundProductOnce(Value a, Value c, Type type) {
+  // p = RN(a * c) and its exact error e = a * c - p (fma is exact here).
+  Value product = fmul(a, c);
+  Value error = fma(a, c, arith::NegFOp::create(b, loc, product));
+  Value bits = bitcast(b.getI32Type(), product);
+  Value inexact = cmpf(arith::CmpFPredicate::ONE, error, f32(0.0f));
+  Value nonzero = cmpf(arith::CmpFPredicate::ONE, product, f32(0.0f));
+  // Round to odd: truncate toward zero, then set the lowest bit when inexact.
+  Value errorNegative = cmpf(arith::CmpFPredicate::OLT, error, f32(0.0f));
+  Value productNegative = cmpf(arith::CmpFPredicate::OLT, product, f32(0.0f));
+  Value roundedAway =
+      arith::XOrIOp::create(b, loc, errorNegative, productNegative);
+  Value truncated =
+      select(land(inexact, roundedAway), sub(bits, i32(1)), bits);
+  Value odd = select(land(inexact, nonzero), ori(truncated, i32(1)), bits);
+  Value rounded = bitcast(b.getF32Type(), odd);
+  return arith::TruncFOp::create(b, loc, type, rounded);
+}
+
+//===----------------------------------------------------------------------===//
+// Control flow
+//===----------------------------------------------------------------------===//
+
+SmallVector<Value> KernelBuilder::forLoop(
+    Value lower, Value upper, Value step, ValueRange init,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(b, loc, lower, upper, step, init);
+  OpBuilder::InsertionGuard guard(b);
+  Block *block = loop.getBody();
+  if (init.empty()) {
+    // The builder added an empty yield; emit the body before it.
+    b.setInsertionPoint(block->getTerminator());
+    body(loop.getInductionVar(), {});
+  } else {
+    b.setInsertionPointToEnd(block);
+    SmallVector<Value> next = body(loop.getInductionVar(),
+                                   loop.getRegionIterArgs());
+    scf::YieldOp::create(b, loc, next);
+  }
+  return SmallVector<Value>(loop.getResults());
+}
+
+void KernelBuilder::ifThen(Value condition, function_ref<void()> then) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange(), condition,
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  then();
+}
+
+SmallVector<Value>
+KernelBuilder::ifElse(Value condition, TypeRange types,
+                      function_ref<SmallVector<Value>()> then,
+                      function_ref<SmallVector<Value>()> otherwise) {
+  auto ifOp = scf::IfOp::create(b, loc, types, condition,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, then());
+  b.setInsertionPointToEnd(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, otherwise());
+  return SmallVector<Value>(ifOp.getResults());
+}

@@ -1,0 +1,166 @@
+//===- KernelBuilder.h - Building blocks of pattn's GPU kernels -*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The kernels pattn generates are written in upstream dialects through this
+// small builder: integer and float helpers, and the bit-exact encoders and
+// decoders of every cache element format. The encoders mirror
+// lib/Numerics/Minifloat.cpp step for step, which is what makes GPU cache
+// writes bit-exact to the numerics library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELBUILDER_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELBUILDER_H
+
+#include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+namespace pattn {
+
+/// A sign-magnitude minifloat: E4M3FN, E5M2 or E2M1 (all saturating here).
+struct MinifloatFormat {
+  int exponentBits;
+  int mantissaBits;
+  int bias;
+  float maxFinite;
+  int maxCode; ///< magnitude bits of maxFinite
+
+  static MinifloatFormat e4m3() { return {4, 3, 7, 448.0f, 0x7E}; }
+  static MinifloatFormat e5m2() { return {5, 2, 15, 57344.0f, 0x7B}; }
+  static MinifloatFormat e2m1() { return {2, 1, 1, 6.0f, 0x7}; }
+};
+
+/// Emits IR at an insertion point; every helper returns the new value.
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::OpBuilder &builder, mlir::Location loc)
+      : b(builder), loc(loc) {}
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+
+  // Constants.
+  mlir::Value index(int64_t value);
+  mlir::Value i32(int32_t value);
+  mlir::Value i64(int64_t value);
+  mlir::Value f32(float value);
+  mlir::Value boolean(bool value);
+
+  // Integer arithmetic (index or iN) and comparisons.
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value sub(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value divs(mlir::Value a, mlir::Value c);
+  mlir::Value rems(mlir::Value a, mlir::Value c);
+  mlir::Value andi(mlir::Value a, mlir::Value c);
+  mlir::Value ori(mlir::Value a, mlir::Value c);
+  mlir::Value shl(mlir::Value a, mlir::Value c);
+  mlir::Value shru(mlir::Value a, mlir::Value c);
+  mlir::Value mins(mlir::Value a, mlir::Value c);
+  mlir::Value maxs(mlir::Value a, mlir::Value c);
+  mlir::Value cmpi(mlir::arith::CmpIPredicate predicate, mlir::Value a,
+                   mlir::Value c);
+  mlir::Value select(mlir::Value condition, mlir::Value a, mlir::Value c);
+  mlir::Value land(mlir::Value a, mlir::Value c);
+  mlir::Value lor(mlir::Value a, mlir::Value c);
+
+  // Float arithmetic (fp32 unless said otherwise).
+  mlir::Value fadd(mlir::Value a, mlir::Value c);
+  mlir::Value fsub(mlir::Value a, mlir::Value c);
+  mlir::Value fmul(mlir::Value a, mlir::Value c);
+  mlir::Value fdiv(mlir::Value a, mlir::Value c);
+  mlir::Value fmax(mlir::Value a, mlir::Value c);
+  mlir::Value fabs(mlir::Value a);
+  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
+  mlir::Value exp(mlir::Value a);
+  mlir::Value tanh(mlir::Value a);
+  mlir::Value roundEven(mlir::Value a);
+  mlir::Value cmpf(mlir::arith::CmpFPredicate predicate, mlir::Value a,
+                   mlir::Value c);
+
+  // Conversions.
+  mlir::Value toIndex(mlir::Value integer);
+  mlir::Value toI32(mlir::Value integerOrIndex);
+  mlir::Value toI64(mlir::Value integerOrIndex);
+  mlir::Value toF32(mlir::Value number); ///< from f16, bf16, f32 or signed int
+  mlir::Value bitcast(mlir::Type type, mlir::Value value);
+  mlir::Value truncI8(mlir::Value integer);
+  mlir::Value extUI32(mlir::Value integer);
+
+  // Memory.
+  mlir::Value load(mlir::Value memref, mlir::ValueRange indices);
+  void store(mlir::Value value, mlir::Value memref, mlir::ValueRange indices);
+  /// Loads a byte of an i8 memref as an unsigned i32.
+  mlir::Value loadByte(mlir::Value memref, mlir::ValueRange indices);
+  /// Stores the low byte of an i32.
+  void storeByte(mlir::Value value, mlir::Value memref,
+                 mlir::ValueRange indices);
+  /// Little-endian f32 from / into 4 consecutive bytes of the last dimension.
+  mlir::Value loadF32Bytes(mlir::Value memref, mlir::ValueRange indices);
+  void storeF32Bytes(mlir::Value value, mlir::Value memref,
+                     mlir::ValueRange indices);
+  /// Little-endian 16-bit value from / into 2 consecutive bytes (as i32).
+  mlir::Value loadU16Bytes(mlir::Value memref, mlir::ValueRange indices);
+  void storeU16Bytes(mlir::Value value, mlir::Value memref,
+                     mlir::ValueRange indices);
+
+  // GPU.
+  mlir::Value threadId();
+  mlir::Value blockId(mlir::gpu::Dimension dimension);
+  void barrier();
+
+  // Element formats.
+  /// The saturating RNE code (sign bit included) of the fp32 value `x`,
+  /// exactly as pattn::numerics encodes it.
+  mlir::Value encodeMinifloat(mlir::Value x, const MinifloatFormat &format);
+  /// fp32 value of an e4m3 / e5m2 / e2m1 code held in an i32 (exact; goes
+  /// through f16 so fp32 flush-to-zero cannot touch subnormal codes).
+  mlir::Value decodeE4M3(mlir::Value code);
+  mlir::Value decodeE5M2(mlir::Value code);
+  mlir::Value decodeE2M1(mlir::Value code);
+  /// fp32 from f16 / bf16 bits held in an i32.
+  mlir::Value decodeF16Bits(mlir::Value bits);
+  mlir::Value decodeBF16Bits(mlir::Value bits);
+  /// f16 / bf16 bits (RNE) of an fp32 value, as i32.
+  mlir::Value encodeF16Bits(mlir::Value x);
+  mlir::Value encodeBF16Bits(mlir::Value x);
+
+  /// Quantized code of x / scale for an integer or fp8 encoding (zero scale
+  /// gives 0), returned as the byte / nibble to store, in an i32: i8 codes
+  /// two's complement, i4 codes biased by 8, fp8 codes as is.
+  mlir::Value quantize(mlir::pattn::Encoding encoding, mlir::Value x,
+                       mlir::Value scale);
+
+  /// x rounded once to `type` (f16 or bf16) from the exact product a * c of
+  /// two fp32 values, via round-to-odd in fp32 (fp32 keeps 13 / 16 bits more
+  /// than f16 / bf16, so the final RNE sees the right side of every tie).
+  mlir::Value roundProductOnce(mlir::Value a, mlir::Value c, mlir::Type type);
+
+  /// A structured `for` over [lower, upper) with one fp32/iN carried value
+  /// list; `body(iv, carried)` returns the next carried values.
+  llvm::SmallVector<mlir::Value>
+  forLoop(mlir::Value lower, mlir::Value upper, mlir::Value step,
+          mlir::ValueRange init,
+          llvm::function_ref<llvm::SmallVector<mlir::Value>(
+              mlir::Value, mlir::ValueRange)>
+              body);
+  /// `if (condition) then()` without results.
+  void ifThen(mlir::Value condition, llvm::function_ref<void()> then);
+  /// `condition ? then() : otherwise()` with results.
+  llvm::SmallVector<mlir::Value>
+  ifElse(mlir::Value condition, mlir::TypeRange types,
+         llvm::function_ref<llvm::SmallVector<mlir::Value>()> then,
+         llvm::function_ref<llvm::SmallVector<mlir::Value>()> otherwise);
+};
+
+} // namespace pattn
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELBUILDER_H

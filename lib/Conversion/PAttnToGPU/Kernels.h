@@ -1,0 +1,103 @@
+//===- Kernels.h - The kernels of the pattn GPU lowering --------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Declares the kernel generators of --convert-pattn-to-gpu. Each generator
+// adds one gpu.func to the kernel module, specialized on the op's types and
+// static shapes, and returns it; the pass then launches it from the host.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H
+
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+namespace pattn {
+
+/// Threads of every pattn kernel block: four warps.
+inline constexpr int64_t kBlockThreads = 128;
+
+/// The buffers behind a cache value, and the type it is read with (which
+/// differs from the bound type after pattn.rescale_view).
+struct CacheBuffers {
+  mlir::pattn::CacheType type;
+  mlir::Value storage;
+  mlir::Value groupScales; ///< nvfp4 only
+  mlir::Value tokenScales; ///< `token` granularity only
+};
+
+struct RecordBuffers {
+  mlir::pattn::RecordCacheType type;
+  mlir::Value storage;
+};
+
+/// Adds uniquely named kernels to one gpu.module.
+class KernelModule {
+public:
+  KernelModule(mlir::gpu::GPUModuleOp module) : module(module) {}
+
+  /// A new kernel `name_N` taking `arguments`, with fp32/i32 workgroup
+  /// buffers of the given shapes; the builder is left at its entry.
+  mlir::gpu::GPUFuncOp create(mlir::OpBuilder &builder, mlir::Location loc,
+                              llvm::StringRef name,
+                              mlir::TypeRange arguments,
+                              mlir::TypeRange workgroupBuffers);
+
+  mlir::gpu::GPUModuleOp module;
+
+private:
+  unsigned counter = 0;
+};
+
+/// One block per (token, kv head), one thread per element pair.
+mlir::gpu::GPUFuncOp buildWriteCacheKernel(KernelModule &kernels,
+                                           mlir::pattn::WriteCacheOp op,
+                                           const CacheBuffers &cache);
+
+/// One block per token.
+mlir::gpu::GPUFuncOp buildWriteRecordKernel(KernelModule &kernels,
+                                            mlir::pattn::WriteRecordOp op,
+                                            const RecordBuffers &cache);
+
+/// A single block: N and the fold flag of a channel table.
+mlir::gpu::GPUFuncOp
+buildScaleNormalizerKernel(KernelModule &kernels,
+                           mlir::pattn::ScaleNormalizerOp op);
+
+/// One block per (token, head), one thread per channel.
+mlir::gpu::GPUFuncOp buildFoldQueryKernel(KernelModule &kernels,
+                                          mlir::pattn::FoldQueryOp op);
+
+/// The split-KV decode kernels of an attention op: `decode` writes partial
+/// results for grid (splits, tokens * heads); `merge` combines them into
+/// the output for grid (tokens * heads).
+struct DecodeKernels {
+  mlir::gpu::GPUFuncOp decode;
+  mlir::gpu::GPUFuncOp merge;
+  llvm::SmallVector<mlir::Value> decodeOperands; ///< without the workspace
+  llvm::SmallVector<mlir::Value> mergeOperands;  ///< without the workspace
+  int64_t numHeads;
+  int64_t valueDim;
+  int64_t blockSize;
+};
+
+DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
+                                      mlir::pattn::PagedAttentionOp op,
+                                      const CacheBuffers &key,
+                                      const CacheBuffers &value,
+                                      int64_t keysPerSplit);
+
+DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
+                                    mlir::pattn::MlaDecodeOp op,
+                                    const RecordBuffers &cache,
+                                    int64_t keysPerSplit);
+
+} // namespace pattn
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H

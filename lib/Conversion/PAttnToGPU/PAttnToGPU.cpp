@@ -1,0 +1,404 @@
+//===- PAttnToGPU.cpp - Lower pattn ops to GPU kernels ----------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements --convert-pattn-to-gpu: the host side. Each pattn op
+// of a function becomes kernel launches ordered on a caller-provided stream
+// (a trailing !llvm.ptr argument, seen by the GPU dialect as an async token
+// so that upstream gpu-to-llvm passes it to every launch and allocation),
+// and the function returns the runtime's status. The kernels themselves are
+// built in CacheKernels.cpp, DecodeKernels.cpp and FoldKernels.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Conversion/PAttnToGPU.h"
+#include "KernelBuilder.h"
+#include "Kernels.h"
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#define DEBUG_TYPE "convert-pattn-to-gpu"
+
+namespace pattn {
+#define GEN_PASS_DEF_CONVERTPATTNTOGPU
+#include "pattn/Conversion/Passes.h.inc"
+} // namespace pattn
+
+using namespace mlir;
+using namespace mlir::pattn;
+using namespace ::pattn;
+
+/// The runtime entry that hands a compiled function its status.
+static constexpr llvm::StringLiteral kTakeStatus = "pattnRuntimeTakeStatus";
+
+namespace {
+
+/// Rewrites one host function.
+class HostRewriter {
+public:
+  HostRewriter(func::FuncOp function, KernelModule &kernels,
+               int64_t keysPerSplit)
+      : function(function), kernels(kernels), keysPerSplit(keysPerSplit),
+        builder(function.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  func::FuncOp function;
+  KernelModule &kernels;
+  int64_t keysPerSplit;
+  OpBuilder builder;
+  Value stream; ///< the async token standing for the caller's stream
+
+  FailureOr<CacheBuffers> resolveCache(Operation *user, Value cache);
+  FailureOr<RecordBuffers> resolveRecords(Operation *user, Value cache);
+
+  /// Launches `kernel` on the stream with 128 threads per block.
+  void launch(Location loc, gpu::GPUFuncOp kernel, gpu::KernelDim3 grid,
+              ValueRange operands);
+  /// Runs `body` only when `count` (index) is positive: CUDA rejects empty
+  /// grids, and a batch with no tokens is a valid call.
+  void ifPositive(Location loc, Value count, function_ref<void()> body);
+  Value dim(Location loc, Value memref, int64_t index) {
+    return memref::DimOp::create(builder, loc, memref, index);
+  }
+
+  LogicalResult lower(WriteCacheOp op);
+  LogicalResult lower(WriteRecordOp op);
+  LogicalResult lower(ScaleNormalizerOp op);
+  LogicalResult lower(FoldQueryOp op);
+  LogicalResult lower(PagedAttentionOp op);
+  LogicalResult lower(MlaDecodeOp op);
+  void lowerDecode(Location loc, const DecodeKernels &kernels, Value query,
+                   Value blockTable);
+};
+
+} // namespace
+
+FailureOr<CacheBuffers> HostRewriter::resolveCache(Operation *user,
+                                                   Value cache) {
+  Value source = cache;
+  while (auto view = source.getDefiningOp<RescaleViewOp>())
+    source = view.getSource();
+  auto bind = source.getDefiningOp<BindCacheOp>();
+  if (!bind)
+    return user->emitOpError()
+           << "reads a cache that is not bound with pattn.bind_cache in the "
+              "same function; a compiled function takes its caches as "
+              "storage buffers";
+  return CacheBuffers{cast<CacheType>(cache.getType()), bind.getStorage(),
+                      bind.getGroupScales(), bind.getTokenScales()};
+}
+
+FailureOr<RecordBuffers> HostRewriter::resolveRecords(Operation *user,
+                                                      Value cache) {
+  auto bind = cache.getDefiningOp<BindCacheOp>();
+  if (!bind)
+    return user->emitOpError()
+           << "reads a record cache that is not bound with pattn.bind_cache "
+              "in the same function";
+  return RecordBuffers{cast<RecordCacheType>(cache.getType()),
+                       bind.getStorage()};
+}
+
+void HostRewriter::launch(Location loc, gpu::GPUFuncOp kernel,
+                          gpu::KernelDim3 grid, ValueRange operands) {
+  Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+  Value threads = arith::ConstantIndexOp::create(builder, loc, kBlockThreads);
+  gpu::LaunchFuncOp::create(builder, loc, kernel, grid, {threads, one, one},
+                            /*dynamicSharedMemorySize=*/Value(), operands,
+                            gpu::AsyncTokenType::get(builder.getContext()),
+                            ValueRange{stream});
+}
+
+void HostRewriter::ifPositive(Location loc, Value count,
+                              function_ref<void()> body) {
+  KernelBuilder kb(builder, loc);
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::sgt, count, kb.index(0)), body);
+}
+
+LogicalResult HostRewriter::lower(WriteCacheOp op) {
+  FailureOr<CacheBuffers> cache = resolveCache(op, op.getCache());
+  if (failed(cache))
+    return failure();
+  gpu::GPUFuncOp kernel = buildWriteCacheKernel(kernels, op, *cache);
+  SmallVector<Value> operands = {op.getValues(), op.getSlots(), cache->storage};
+  for (Value optional :
+       SmallVector<Value>{cache->groupScales, cache->tokenScales, op.getScale()})
+    if (optional)
+      operands.push_back(optional);
+  Location loc = op.getLoc();
+  Value tokens = dim(loc, op.getValues(), 0);
+  ifPositive(loc, tokens, [&] {
+    Value kvHeads =
+        arith::ConstantIndexOp::create(builder, loc, cache->type.getKvHeads());
+    Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+    launch(loc, kernel, {tokens, kvHeads, one}, operands);
+  });
+  return success();
+}
+
+LogicalResult HostRewriter::lower(WriteRecordOp op) {
+  FailureOr<RecordBuffers> cache = resolveRecords(op, op.getCache());
+  if (failed(cache))
+    return failure();
+  RecordType record = cache->type.getRecord();
+  LaneAttr latent = record.getLane("latent"), rope = record.getLane("rope");
+  LaneAttr latentScale = record.getLane(latent.getScaleLane());
+  Type latentType = latent.getElementType(), ropeType = rope.getElementType();
+  bool latentOk =
+      latentScale &&
+      ((isa<Float8E4M3FNType>(latentType) &&
+        latentScale.getElementType().isF32()) ||
+       isa<Float4E2M1FNType>(latentType));
+  bool ropeOk = (!rope.isScaled() && (ropeType.isBF16() || ropeType.isF16())) ||
+                (rope.isScaled() && isa<Float8E4M3FNType>(ropeType) &&
+                 record.getLane(rope.getScaleLane()).getCount() == 1 &&
+                 record.getLane(rope.getScaleLane()).getElementType().isF32());
+  if (!latentOk || !ropeOk)
+    return op.emitOpError()
+           << "can be compiled for latent lanes of e4m3 with f32 scales or "
+              "e2m1 with e4m3 group scales, and rope lanes of bf16/f16 or e4m3 "
+              "with one f32 scale; got "
+           << record;
+  gpu::GPUFuncOp kernel = buildWriteRecordKernel(kernels, op, *cache);
+  SmallVector<Value> operands = {op.getLatent(), op.getRope(), op.getSlots(),
+                                 cache->storage};
+  if (op.getOuterScale())
+    operands.push_back(op.getOuterScale());
+  Location loc = op.getLoc();
+  Value tokens = dim(loc, op.getLatent(), 0);
+  ifPositive(loc, tokens, [&] {
+    Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+    launch(loc, kernel, {tokens, one, one}, operands);
+  });
+  return success();
+}
+
+LogicalResult HostRewriter::lower(ScaleNormalizerOp op) {
+  gpu::GPUFuncOp kernel = buildScaleNormalizerKernel(kernels, op);
+  Location loc = op.getLoc();
+  Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+  launch(loc, kernel, {one, one, one},
+         {op.getScales(), op.getOut(), op.getFlag()});
+  return success();
+}
+
+LogicalResult HostRewriter::lower(FoldQueryOp op) {
+  gpu::GPUFuncOp kernel = buildFoldQueryKernel(kernels, op);
+  SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut()};
+  if (op.getNormalizer())
+    operands.push_back(op.getNormalizer());
+  Location loc = op.getLoc();
+  Value tokens = dim(loc, op.getQuery(), 0);
+  ifPositive(loc, tokens, [&] {
+    Value heads = arith::ConstantIndexOp::create(
+        builder, loc, static_cast<int64_t>(op.getNumHeads()));
+    Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+    launch(loc, kernel, {tokens, heads, one}, operands);
+  });
+  return success();
+}
+
+void HostRewriter::lowerDecode(Location loc, const DecodeKernels &decode,
+                               Value query, Value blockTable) {
+  KernelBuilder kb(builder, loc);
+  Value tokens = dim(loc, query, 0);
+  ifPositive(loc, tokens, [&] {
+    // Splits depend on the block table's width only (a host-known bound on
+    // the kv length), never on device data: the call stays graph-capturable.
+    Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(decode.blockSize));
+    Value splits = kb.maxs(
+        arith::CeilDivSIOp::create(builder, loc, maxKeys, kb.index(keysPerSplit)),
+        kb.index(1));
+    Value rows = kb.mul(tokens, kb.index(decode.numHeads));
+    MLIRContext *context = builder.getContext();
+    auto outputType = MemRefType::get(
+        {ShapedType::kDynamic, ShapedType::kDynamic, decode.valueDim},
+        builder.getF32Type());
+    auto statsType = MemRefType::get(
+        {ShapedType::kDynamic, ShapedType::kDynamic, 2}, builder.getF32Type());
+    Type tokenType = gpu::AsyncTokenType::get(context);
+    // Stream-ordered workspace: allocated and freed on the caller's stream.
+    auto partialOut = gpu::AllocOp::create(
+        builder, loc, outputType, tokenType, ValueRange{stream},
+        ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+    auto partialStats = gpu::AllocOp::create(
+        builder, loc, statsType, tokenType, ValueRange{stream},
+        ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+    SmallVector<Value> decodeOperands(decode.decodeOperands);
+    decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
+    launch(loc, decode.decode, {splits, rows, kb.index(1)}, decodeOperands);
+    SmallVector<Value> mergeOperands(decode.mergeOperands);
+    mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
+    launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)}, mergeOperands);
+    gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                           partialOut.getMemref());
+    gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                           partialStats.getMemref());
+  });
+}
+
+LogicalResult HostRewriter::lower(PagedAttentionOp op) {
+  FailureOr<CacheBuffers> key = resolveCache(op, op.getKey());
+  FailureOr<CacheBuffers> value = resolveCache(op, op.getValue());
+  if (failed(key) || failed(value))
+    return failure();
+  DecodeKernels decode =
+      buildPagedDecodeKernels(kernels, op, *key, *value, keysPerSplit);
+  lowerDecode(op.getLoc(), decode, op.getQuery(), op.getBlockTable());
+  return success();
+}
+
+LogicalResult HostRewriter::lower(MlaDecodeOp op) {
+  FailureOr<RecordBuffers> cache = resolveRecords(op, op.getCache());
+  if (failed(cache))
+    return failure();
+  DecodeKernels decode =
+      buildMlaDecodeKernels(kernels, op, *cache, keysPerSplit);
+  lowerDecode(op.getLoc(), decode, op.getQuery(), op.getBlockTable());
+  return success();
+}
+
+LogicalResult HostRewriter::run() {
+  MLIRContext *context = function.getContext();
+  if (function.isExternal())
+    return success();
+  if (function.getNumResults() != 0)
+    return function.emitOpError()
+           << "uses pattn ops and returns values; compiled functions write "
+              "their results into destination buffers and return a status";
+  auto module = function->getParentOfType<ModuleOp>();
+  if (!SymbolTable::symbolKnownUseEmpty(function, module))
+    return function.emitOpError()
+           << "uses pattn ops and is called from the module; compiled pattn "
+              "functions are entry points";
+
+  // The caller's stream: a trailing pointer argument, seen as an async
+  // token so that every launch and allocation is ordered on it.
+  Block &entry = function.front();
+  Type streamType = LLVM::LLVMPointerType::get(context);
+  function.insertArgument(function.getNumArguments(), streamType,
+                          DictionaryAttr::get(context, {builder.getNamedAttr(
+                              "pattn.stream", builder.getUnitAttr())}),
+                          function.getLoc());
+  builder.setInsertionPointToStart(&entry);
+  stream = UnrealizedConversionCastOp::create(
+               builder, function.getLoc(),
+               gpu::AsyncTokenType::get(context), entry.getArguments().back())
+               .getResult(0);
+
+  SmallVector<Operation *> work;
+  function.walk([&](Operation *op) {
+    if (isa<PAttnDialect>(op->getDialect()) ||
+        isa<memref::AllocOp, memref::DeallocOp>(op))
+      work.push_back(op);
+  });
+  SmallVector<Operation *> bindings;
+  for (Operation *op : work) {
+    if (isa<BindCacheOp, RescaleViewOp>(op)) {
+      bindings.push_back(op);
+      continue;
+    }
+    builder.setInsertionPoint(op);
+    Location loc = op->getLoc();
+    LogicalResult result =
+        llvm::TypeSwitch<Operation *, LogicalResult>(op)
+            .Case<WriteCacheOp, WriteRecordOp, ScaleNormalizerOp, FoldQueryOp,
+                  PagedAttentionOp, MlaDecodeOp>(
+                [&](auto typed) { return lower(typed); })
+            .Case([&](memref::AllocOp alloc) {
+              // Temporaries of the fold live on the device, stream-ordered.
+              auto device = gpu::AllocOp::create(
+                  builder, loc, alloc.getType(),
+                  gpu::AsyncTokenType::get(context), ValueRange{stream},
+                  alloc.getDynamicSizes(), ValueRange{}, false);
+              alloc.replaceAllUsesWith(device.getMemref());
+              return success();
+            })
+            .Case([&](memref::DeallocOp dealloc) {
+              gpu::DeallocOp::create(builder, loc,
+                                     gpu::AsyncTokenType::get(context),
+                                     ValueRange{stream}, dealloc.getMemref());
+              return success();
+            })
+            .Default([](Operation *) { return success(); });
+    if (failed(result))
+      return failure();
+    op->erase();
+  }
+  // Views and bindings have no users left; erase uses before definitions.
+  for (Operation *op : llvm::reverse(bindings))
+    op->erase();
+
+  // Return the runtime's status of this call.
+  if (!module.lookupSymbol<func::FuncOp>(kTakeStatus)) {
+    OpBuilder moduleBuilder = OpBuilder::atBlockBegin(module.getBody());
+    auto declaration = func::FuncOp::create(
+        moduleBuilder, function.getLoc(), kTakeStatus,
+        moduleBuilder.getFunctionType({}, {moduleBuilder.getI32Type()}));
+    declaration.setPrivate();
+  }
+  function.walk([&](func::ReturnOp ret) {
+    builder.setInsertionPoint(ret);
+    Value status = func::CallOp::create(builder, ret.getLoc(), kTakeStatus,
+                                        TypeRange{builder.getI32Type()},
+                                        ValueRange{})
+                       .getResult(0);
+    func::ReturnOp::create(builder, ret.getLoc(), ValueRange{status});
+    ret.erase();
+  });
+  function.setType(FunctionType::get(context, function.getArgumentTypes(),
+                                     {builder.getI32Type()}));
+  return success();
+}
+
+namespace {
+struct ConvertPAttnToGPUPass
+    : public ::pattn::impl::ConvertPAttnToGPUBase<ConvertPAttnToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (keysPerSplit <= 0 || keysPerSplit % kBlockThreads != 0) {
+      module.emitError() << "keys-per-split must be a positive multiple of "
+                         << kBlockThreads;
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> functions;
+    for (auto function : module.getOps<func::FuncOp>()) {
+      bool usesPAttn = function
+                           .walk([](Operation *op) {
+                             return isa<PAttnDialect>(op->getDialect())
+                                        ? WalkResult::interrupt()
+                                        : WalkResult::advance();
+                           })
+                           .wasInterrupted();
+      if (usesPAttn)
+        functions.push_back(function);
+    }
+    if (functions.empty())
+      return;
+
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+    // Created detached, then inserted: the symbol table renames it on a
+    // clash with a module the user already has.
+    OpBuilder builder(&getContext());
+    auto gpuModule =
+        gpu::GPUModuleOp::create(builder, module.getLoc(), "pattn_kernels");
+    SymbolTable(module).insert(gpuModule);
+    KernelModule kernels(gpuModule);
+    for (func::FuncOp function : functions) {
+      HostRewriter rewriter(function, kernels, keysPerSplit);
+      if (failed(rewriter.run()))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
