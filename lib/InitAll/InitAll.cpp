@@ -13,6 +13,7 @@
 
 #include "pattn/InitAll.h"
 #include "pattn/Conversion/Passes.h"
+#include "pattn/Pipelines/Pipelines.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/Dialect/PAttn/Transforms/Passes.h"
 
@@ -50,4 +51,5 @@ void pattn::registerAllPasses() {
   mlir::registerAllPasses();
   pattn::registerPasses();
   pattn::registerPAttnConversionPasses();
+  pattn::registerCompilePipeline();
 }

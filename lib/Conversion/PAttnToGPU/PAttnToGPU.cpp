@@ -283,10 +283,8 @@ LogicalResult HostRewriter::run() {
   // token so that every launch and allocation is ordered on it.
   Block &entry = function.front();
   Type streamType = LLVM::LLVMPointerType::get(context);
-  function.insertArgument(function.getNumArguments(), streamType,
-                          DictionaryAttr::get(context, {builder.getNamedAttr(
-                              "pattn.stream", builder.getUnitAttr())}),
-                          function.getLoc());
+  (void)function.insertArgument(function.getNumArguments(), streamType,
+                                DictionaryAttr(), function.getLoc());
   builder.setInsertionPointToStart(&entry);
   stream = UnrealizedConversionCastOp::create(
                builder, function.getLoc(),

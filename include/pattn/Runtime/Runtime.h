@@ -1,0 +1,142 @@
+//===- Runtime.h - Launcher runtime of compiled pattn artifacts ---*- C -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This header declares libpattn_runtime.so, the library that a compiled
+// artifact calls to load its kernels and launch them on a CUDA stream. It has
+// two halves: the pattn C API (status codes and the per-thread sticky error
+// that compiled entry points return) and the mgpu* launcher ABI that
+// upstream MLIR's gpu-to-llvm lowering emits calls to.
+//
+// The library loads the CUDA driver at run time, so it builds, links and
+// fails cleanly on machines without one. No call aborts, throws or prints:
+// a failure records a sticky error on the calling thread and turns the rest
+// of the entry point's runtime calls into no-ops, and the entry point hands
+// the status to its caller through pattnRuntimeTakeStatus.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_RUNTIME_RUNTIME_H
+#define PATTN_RUNTIME_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// The library is built with hidden visibility; only this API is exported.
+#define PATTN_RUNTIME_EXPORT __attribute__((visibility("default")))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+//===----------------------------------------------------------------------===//
+// Status and errors
+//===----------------------------------------------------------------------===//
+
+/// What a compiled entry point returns. Values are part of the ABI: Python
+/// and other callers switch on them.
+typedef enum pattnStatus {
+  PATTN_SUCCESS = 0,
+  /// libcuda could not be loaded, lacks a needed function, or is a stub.
+  PATTN_ERROR_NO_DRIVER = 1,
+  /// The driver found no usable device (or not the one PATTN_DEVICE names).
+  PATTN_ERROR_NO_DEVICE = 2,
+  /// The artifact holds no binary the current GPU can run.
+  PATTN_ERROR_NO_BINARY_FOR_DEVICE = 3,
+  /// A kernel could not be configured or launched.
+  PATTN_ERROR_LAUNCH = 4,
+  /// A caller passed something unusable (null buffer, bad launch bounds).
+  PATTN_ERROR_INVALID_ARGUMENT = 5,
+  /// A device allocation failed.
+  PATTN_ERROR_OUT_OF_MEMORY = 6,
+  /// Any other CUDA driver failure; the message names the call.
+  PATTN_ERROR_CUDA = 7
+} pattnStatus;
+
+/// Returns this thread's sticky status and clears it. Compiled entry points
+/// return this value, so each invocation starts from PATTN_SUCCESS. The
+/// message stays readable after the status is taken.
+PATTN_RUNTIME_EXPORT int32_t pattnRuntimeTakeStatus(void);
+
+/// The message of the last error recorded on this thread, "" if none. The
+/// pointer stays valid until the next error is recorded on this thread.
+PATTN_RUNTIME_EXPORT const char *pattnRuntimeLastErrorMessage(void);
+
+/// The enumerator's name ("PATTN_ERROR_NO_DRIVER"), or
+/// "PATTN_ERROR_UNKNOWN" for a value outside pattnStatus.
+PATTN_RUNTIME_EXPORT const char *pattnStatusString(int32_t status);
+
+/// Loads the CUDA driver and runs cuInit once per process; later calls
+/// return the first outcome. A failure is also recorded like any other, so
+/// its message is available from pattnRuntimeLastErrorMessage.
+PATTN_RUNTIME_EXPORT int32_t pattnRuntimeInitialize(void);
+
+/// Records `status` with `message` on this thread unless an error is already
+/// pending there (the first error of an invocation is the one reported).
+/// PATTN_SUCCESS records nothing. Returns `status`.
+PATTN_RUNTIME_EXPORT int32_t pattnRuntimeRecordError(int32_t status,
+                                                     const char *message);
+
+//===----------------------------------------------------------------------===//
+// Launcher ABI (emitted by gpu-to-llvm)
+//===----------------------------------------------------------------------===//
+//
+// Every call below runs in the calling thread's current CUDA context, or, if
+// it has none, in the primary context of device 0 (PATTN_DEVICE overrides),
+// pushed for the duration of the call. Once an error is pending on the
+// thread, calls are no-ops returning null, except the releasing ones
+// (mgpuMemFree, mgpuStreamDestroy, mgpuModuleUnload), which still release.
+
+/// Registers a cubin or fatbin image. Called from the artifact's global
+/// constructor, so it never records an error on the calling thread: the
+/// returned handle is never null and remembers why its kernels cannot be
+/// used, and mgpuModuleGetFunction reports that on whichever thread asks.
+/// The image must outlive the handle (it lives in the artifact).
+PATTN_RUNTIME_EXPORT void *mgpuModuleLoad(void *data, size_t gpuBlobSize);
+
+/// As mgpuModuleLoad for NUL-terminated PTX, JIT-compiled at `optLevel`.
+PATTN_RUNTIME_EXPORT void *mgpuModuleLoadJIT(void *data, int optLevel);
+
+/// Unloads the module from every context it was loaded into.
+PATTN_RUNTIME_EXPORT void mgpuModuleUnload(void *module);
+
+/// The kernel `name` of `module` in the current context, loading the module
+/// there on first use. The handle is only meaningful to mgpuLaunchKernel.
+PATTN_RUNTIME_EXPORT void *mgpuModuleGetFunction(void *module,
+                                                 const char *name);
+
+/// Launches `function`; raises the kernel's dynamic shared memory limit
+/// first when `smem` exceeds the default 48 KiB. A grid with a zero extent
+/// launches nothing and succeeds (an empty batch).
+PATTN_RUNTIME_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
+                                           intptr_t gridY, intptr_t gridZ,
+                                           intptr_t blockX, intptr_t blockY,
+                                           intptr_t blockZ, int32_t smem,
+                                           void *stream, void **params,
+                                           void **extra, size_t paramsCount);
+
+PATTN_RUNTIME_EXPORT void *mgpuStreamCreate(void);
+PATTN_RUNTIME_EXPORT void mgpuStreamSynchronize(void *stream);
+PATTN_RUNTIME_EXPORT void mgpuStreamDestroy(void *stream);
+
+/// Stream-ordered device allocation (capturable in a CUDA graph). Zero bytes
+/// gives null without an error; host-shared memory is not supported.
+PATTN_RUNTIME_EXPORT void *mgpuMemAlloc(uint64_t sizeBytes, void *stream,
+                                        bool isHostShared);
+/// Stream-ordered free; null is ignored.
+PATTN_RUNTIME_EXPORT void mgpuMemFree(void *ptr, void *stream);
+
+PATTN_RUNTIME_EXPORT void mgpuMemcpy(void *dst, void *src, size_t sizeBytes,
+                                     void *stream);
+/// Fills `count` 32-bit words at `dst` (4-byte aligned) with `value`.
+PATTN_RUNTIME_EXPORT void mgpuMemset32(void *dst, unsigned int value,
+                                       size_t count, void *stream);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif
+
+#endif // PATTN_RUNTIME_RUNTIME_H

@@ -1,0 +1,76 @@
+//===- Pipelines.cpp - pattn's end-to-end compile pipeline ----------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the `pattn-compile` pipeline. Until the XQA lowering
+// lands, the backend choice is forced to portable so that what runs is what
+// the remarks say; the targets and PTX versions come from the target table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Pipelines/Pipelines.h"
+#include "pattn/Conversion/TargetDescription.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace ::pattn;
+
+auto ::pattn::buildCompilePipeline(OpPassManager &pm,
+                                   const CompileOptions &options,
+                                   std::string &error) -> LogicalResult {
+  SmallVector<Chip> chips;
+  for (const std::string &name : options.chips) {
+    std::optional<Chip> chip = parseChip(name);
+    if (!chip) {
+      error = "unsupported chip '" + name +
+              "'; supported chips: " + supportedChipList();
+      return failure();
+    }
+    chips.push_back(*chip);
+  }
+  if (chips.empty())
+    chips.assign(defaultCompileChips().begin(), defaultCompileChips().end());
+  if (options.format != "isa" && options.format != "bin" &&
+      options.format != "fatbin") {
+    error = "unknown format '" + options.format + "'; expected isa, bin or fatbin";
+    return failure();
+  }
+
+  std::string pipeline = llvm::formatv(
+      "pattn-fold-channel-scales,"
+      "pattn-select-backend{{chip={0} force=portable},"
+      "convert-pattn-to-gpu{{keys-per-split={1}},",
+      stringifyChip(chips.front()), int64_t(options.keysPerSplit));
+  for (Chip chip : chips)
+    pipeline += llvm::formatv("nvvm-attach-target{{chip={0} features={1} O=3},",
+                              stringifyChip(chip),
+                              getTargetDescription(chip).ptxFeatures);
+  pipeline += llvm::formatv(
+      "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
+      "reconcile-unrealized-casts),"
+      "gpu-module-to-binary{{format={0}},"
+      "convert-scf-to-cf,arith-expand,gpu-to-llvm,reconcile-unrealized-casts",
+      std::string(options.format));
+  if (failed(parsePassPipeline(pipeline, pm))) {
+    error = "internal error: cannot parse the pipeline " + pipeline;
+    return failure();
+  }
+  return success();
+}
+
+void ::pattn::registerCompilePipeline() {
+  PassPipelineRegistration<CompileOptions>(
+      "pattn-compile",
+      "Compile pattn ops to LLVM host code and one GPU object per chip",
+      [](OpPassManager &pm, const CompileOptions &options) {
+        std::string error;
+        if (failed(buildCompilePipeline(pm, options, error)))
+          llvm::errs() << "pattn-compile: " << error << "\n";
+      });
+}

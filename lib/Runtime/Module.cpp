@@ -1,0 +1,122 @@
+//===- Module.cpp - Kernel images loaded per CUDA context -------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the loading of an artifact's kernel image into CUDA
+// contexts: cubins and fatbins through cuModuleLoadData, PTX through the
+// driver's JIT with its error log kept for the message, and the translation
+// of "no binary for this GPU" into a message that names the chip.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Module.h"
+
+namespace pattn::runtime {
+
+namespace {
+
+int32_t statusForLoadResult(CUresult result) {
+  switch (result) {
+  case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    return PATTN_ERROR_NO_BINARY_FOR_DEVICE;
+  case CUDA_ERROR_OUT_OF_MEMORY:
+    return PATTN_ERROR_OUT_OF_MEMORY;
+  default:
+    return PATTN_ERROR_CUDA;
+  }
+}
+
+} // namespace
+
+Error Module::loadImage(const Driver &cu, CUmodule &module) const {
+  if (!image)
+    return {PATTN_ERROR_INVALID_ARGUMENT, "mgpuModuleLoad: null image"};
+
+  const char *call = jitOptLevel ? "cuModuleLoadDataEx" : "cuModuleLoadData";
+  // The JIT's own diagnostics ("ptxas fatal: ...") are the useful part of
+  // a PTX failure; the result code alone says only "invalid PTX".
+  char jitLog[4096] = {};
+  CUresult result;
+  if (jitOptLevel) {
+    int options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
+                     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    // Integer option values travel in the pointer slots themselves.
+    void *values[] = {reinterpret_cast<void *>(intptr_t{*jitOptLevel}),
+                      jitLog, reinterpret_cast<void *>(sizeof(jitLog))};
+    result = cu.cuModuleLoadDataEx(&module, image, 3, options, values);
+  } else {
+    result = cu.cuModuleLoadData(&module, image);
+  }
+  if (result == CUDA_SUCCESS)
+    return {};
+
+  Error error = driverError(cu, statusForLoadResult(result), call, result);
+  if (result == CUDA_ERROR_NO_BINARY_FOR_GPU)
+    error.message = "no kernel binary for this GPU (" + currentChip(cu) +
+                    "); the artifact was built for other chips (" +
+                    error.message + ")";
+  jitLog[sizeof(jitLog) - 1] = '\0';
+  if (jitLog[0] != '\0')
+    error.message += std::string(": ") + jitLog;
+  return error;
+}
+
+Module::Instance &Module::instanceFor(const Driver &cu, CUcontext context) {
+  for (Instance &instance : instances)
+    if (instance.context == context)
+      return instance;
+  loadedWith = &cu;
+  Instance &instance = instances.emplace_back();
+  instance.context = context;
+  instance.loadError = loadImage(cu, instance.module);
+  return instance;
+}
+
+void Module::load(const Driver &cu, CUcontext context) {
+  std::lock_guard<std::mutex> lock(mutex);
+  instanceFor(cu, context);
+}
+
+Kernel *Module::getKernel(const Driver &cu, CUcontext context,
+                          const char *name, Error &error) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Instance &instance = instanceFor(cu, context);
+  if (instance.loadError) {
+    error = instance.loadError;
+    return nullptr;
+  }
+  // Compiled code asks for the function before every launch: look it up
+  // in the driver only the first time.
+  for (const std::unique_ptr<Kernel> &kernel : instance.kernels)
+    if (kernel->name == name)
+      return kernel.get();
+
+  CUfunction handle = nullptr;
+  if (CUresult result = cu.cuModuleGetFunction(&handle, instance.module, name);
+      result != CUDA_SUCCESS) {
+    error = driverError(cu, PATTN_ERROR_CUDA,
+                        "cuModuleGetFunction(" + std::string(name) + ")",
+                        result);
+    return nullptr;
+  }
+  return instance.kernels.emplace_back(std::make_unique<Kernel>(handle, name))
+      .get();
+}
+
+Module::~Module() {
+  for (const Instance &instance : instances) {
+    if (!instance.module)
+      continue;
+    // cuModuleUnload acts in the current context, which at exit may be
+    // none or another device's.
+    if (loadedWith->cuCtxPushCurrent(instance.context) != CUDA_SUCCESS)
+      continue;
+    loadedWith->cuModuleUnload(instance.module);
+    CUcontext popped = nullptr;
+    loadedWith->cuCtxPopCurrent(&popped);
+  }
+}
+
+} // namespace pattn::runtime

@@ -1,0 +1,387 @@
+//===- pattn-compile.cpp - Compile pattn IR to a loadable library ---------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// pattn-compile turns a .mlir file of pattn ops into a shared library: one
+// C-callable entry point per function that uses pattn ops, with the kernels
+// for every requested chip embedded as one fatbin, so the CUDA driver picks
+// the cubin matching the device's compute capability at load time. It also
+// emits the intermediate forms (--emit=mlir|llvm|ptx|cubin) for inspection.
+//
+// An entry point `f(memref args...)` becomes
+//   int32_t f(<expanded memrefs>..., void *stream)
+// where a rank-R memref expands to (allocated, aligned, offset, sizes[R],
+// strides[R]); it returns the runtime's status. `pattn_manifest()` returns
+// a JSON description of the entry points for loaders.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Conversion/TargetDescription.h"
+#include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+#include "pattn/InitAll.h"
+#include "pattn/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+                                      cl::init("-"));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("path"), cl::init("-"));
+static cl::list<std::string>
+    chips("chips", cl::CommaSeparated,
+          cl::desc("Chips to build for (default: sm_80,sm_86,sm_89,sm_90a,"
+                   "sm_100a,sm_120a)"));
+static cl::opt<std::string>
+    emit("emit", cl::init("so"),
+         cl::desc("What to produce: so (shared library, the default), mlir "
+                  "(after the pattn lowering), llvm (LLVM IR of the host "
+                  "code with the embedded fatbin), ptx, cubin (one file per "
+                  "chip: <output>.<chip>.cubin)"));
+static cl::opt<std::string>
+    runtimeDir("runtime-dir",
+               cl::desc("Directory of libpattn_runtime.so (default: ../lib "
+                        "next to this executable)"));
+static cl::opt<bool> showRemarks("remarks",
+                                 cl::desc("Print the backend remarks"));
+static cl::opt<int64_t> keysPerSplit("keys-per-split", cl::init(512),
+                                     cl::desc("Keys one decode block reads"));
+
+/// Prints a message prefixed with the tool's name; returns 1.
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "pattn-compile: " << message << "\n";
+  return 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Manifest
+//===----------------------------------------------------------------------===//
+
+static std::string elementName(Type type) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << type;
+  return name;
+}
+
+static bool usesPAttn(func::FuncOp function) {
+  return function
+      .walk([](Operation *op) {
+        return isa<mlir::pattn::PAttnDialect>(op->getDialect())
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
+/// The entry points and their argument buffers, read before lowering.
+static llvm::json::Object buildManifest(ModuleOp module,
+                                        ArrayRef<std::string> chipNames) {
+  llvm::json::Array functions;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.isExternal() || !usesPAttn(function))
+      continue;
+    llvm::json::Array args;
+    for (auto [index, type] : llvm::enumerate(function.getArgumentTypes())) {
+      llvm::json::Object arg{{"name", ("arg" + llvm::Twine(index)).str()}};
+      if (auto memref = dyn_cast<MemRefType>(type)) {
+        llvm::json::Array shape;
+        for (int64_t dim : memref.getShape())
+          shape.push_back(ShapedType::isDynamic(dim) ? -1 : dim);
+        arg["dtype"] = elementName(memref.getElementType());
+        arg["shape"] = std::move(shape);
+      } else {
+        arg["dtype"] = elementName(type);
+        arg["shape"] = llvm::json::Array();
+      }
+      args.push_back(std::move(arg));
+    }
+    functions.push_back(llvm::json::Object{{"name", function.getSymName()},
+                                           {"symbol", function.getSymName()},
+                                           {"args", std::move(args)}});
+  }
+  llvm::json::Array chipList;
+  for (const std::string &chip : chipNames)
+    chipList.push_back(chip);
+  return llvm::json::Object{{"version", 1},
+                            {"chips", std::move(chipList)},
+                            {"functions", std::move(functions)}};
+}
+
+/// Adds `const char *pattn_manifest(void)` returning `json`.
+static void addManifestFunction(ModuleOp module, StringRef json) {
+  OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = module.getLoc();
+  MLIRContext *context = module.getContext();
+  std::string text = json.str();
+  text.push_back('\0');
+  auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8),
+                                            text.size());
+  LLVM::GlobalOp::create(builder, loc, arrayType, /*isConstant=*/true,
+                         LLVM::Linkage::Private, "__pattn_manifest",
+                         builder.getStringAttr(text));
+  auto pointer = LLVM::LLVMPointerType::get(context);
+  auto function = LLVM::LLVMFuncOp::create(
+      builder, loc, "pattn_manifest", LLVM::LLVMFunctionType::get(pointer, {}));
+  builder.setInsertionPointToStart(function.addEntryBlock(builder));
+  Value address =
+      LLVM::AddressOfOp::create(builder, loc, pointer, "__pattn_manifest");
+  LLVM::ReturnOp::create(builder, loc, address);
+}
+
+//===----------------------------------------------------------------------===//
+// Objects
+//===----------------------------------------------------------------------===//
+
+static std::string chipOf(gpu::ObjectAttr object) {
+  auto target = cast<NVVM::NVVMTargetAttr>(object.getTarget());
+  return target.getChip().str();
+}
+
+static LogicalResult runTool(StringRef tool, ArrayRef<std::string> args,
+                             std::string &error) {
+  llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName(tool);
+  if (!path) {
+    // The CUDA toolkit's default location, for shells without it on PATH.
+    std::string fallback = ("/usr/local/cuda/bin/" + tool).str();
+    if (!llvm::sys::fs::can_execute(fallback)) {
+      error = ("cannot find " + tool + " on PATH").str();
+      return failure();
+    }
+    path = fallback;
+  }
+  SmallVector<StringRef> argv = {*path};
+  for (const std::string &arg : args)
+    argv.push_back(arg);
+  std::string message;
+  int code = llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, {}, 0, 0,
+                                       &message);
+  if (code != 0) {
+    error = (tool + " failed (exit " + llvm::Twine(code) + ") " + message).str();
+    return failure();
+  }
+  return success();
+}
+
+/// Replaces the per-chip cubins of every gpu.binary with one fatbin.
+static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
+                                      std::string &error) {
+  LogicalResult result = success();
+  module.walk([&](gpu::BinaryOp binary) {
+    SmallVector<std::string> args = {"--64", "--create"};
+    std::string fatbin = (tempDir + "/" + binary.getSymName() + ".fatbin").str();
+    args.push_back(fatbin);
+    for (Attribute attr : binary.getObjects()) {
+      auto object = cast<gpu::ObjectAttr>(attr);
+      std::string chip = chipOf(object);
+      std::string cubin =
+          (tempDir + "/" + binary.getSymName() + "." + chip + ".cubin").str();
+      std::error_code ec;
+      llvm::raw_fd_ostream os(cubin, ec);
+      if (ec) {
+        error = "cannot write " + cubin;
+        result = failure();
+        return;
+      }
+      os << object.getObject().getValue();
+      args.push_back("--image3=kind=elf,sm=" + chip.substr(3) + ",file=" + cubin);
+    }
+    if (failed(runTool("fatbinary", args, error))) {
+      result = failure();
+      return;
+    }
+    auto buffer = llvm::MemoryBuffer::getFile(fatbin);
+    if (!buffer) {
+      error = "cannot read " + fatbin;
+      result = failure();
+      return;
+    }
+    auto first = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    auto merged = gpu::ObjectAttr::get(
+        module.getContext(), first.getTarget(), gpu::CompilationTarget::Fatbin,
+        StringAttr::get(module.getContext(), (*buffer)->getBuffer()),
+        DictionaryAttr(), gpu::KernelTableAttr());
+    binary.setObjectsAttr(ArrayAttr::get(module.getContext(), {merged}));
+  });
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  ::pattn::registerAllPasses();
+  cl::ParseCommandLineOptions(argc, argv,
+                              "pattn-compile: pattn IR to a loadable library\n");
+
+  DialectRegistry registry;
+  ::pattn::registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::SourceMgr sourceMgr;
+  std::string errorMessage;
+  auto input = openInputFile(inputFile, &errorMessage);
+  if (!input)
+    return fail(errorMessage);
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  context.printOpOnDiagnostic(false);
+  // Remarks (the backend choice) are shown only on request; errors always.
+  // Installed last, this handler sees every diagnostic first.
+  ScopedDiagnosticHandler remarkFilter(&context, [](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Remark && !showRemarks)
+      return success();
+    return failure();
+  });
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  std::vector<std::string> chipNames(chips.begin(), chips.end());
+  if (chipNames.empty())
+    for (::pattn::Chip chip : ::pattn::defaultCompileChips())
+      chipNames.push_back(::pattn::stringifyChip(chip).str());
+  llvm::json::Object manifest = buildManifest(*module, chipNames);
+
+  if (emit != "so" && emit != "llvm" && emit != "mlir" && emit != "ptx" &&
+      emit != "cubin")
+    return fail("unknown --emit=" + emit +
+                "; expected so, mlir, llvm, ptx or cubin");
+  if (emit == "so" && outputFile == "-")
+    return fail("a shared library needs -o <path>");
+
+  PassManager pm(&context);
+  if (emit == "mlir") {
+    if (failed(parsePassPipeline(
+            "builtin.module(pattn-fold-channel-scales,pattn-select-backend{chip=" +
+                chipNames.front() +
+                " force=portable},convert-pattn-to-gpu{keys-per-split=" +
+                std::to_string(keysPerSplit) + "})",
+            pm)))
+      return fail("internal error: bad pipeline");
+  } else {
+    ::pattn::CompileOptions options;
+    options.chips = chipNames;
+    options.format = emit == "ptx" ? "isa" : "bin";
+    options.keysPerSplit = keysPerSplit;
+    if (failed(::pattn::buildCompilePipeline(pm, options, errorMessage)))
+      return fail(errorMessage);
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  // Text outputs go through a ToolOutputFile; the library is written by the
+  // linker.
+  std::unique_ptr<llvm::ToolOutputFile> output;
+  if (emit != "so") {
+    output = openOutputFile(outputFile, &errorMessage);
+    if (!output)
+      return fail(errorMessage);
+  }
+
+  if (emit == "mlir") {
+    module->print(output->os());
+    output->keep();
+    return 0;
+  }
+  if (emit == "ptx" || emit == "cubin") {
+    bool ok = true;
+    module->walk([&](gpu::BinaryOp binary) {
+      for (Attribute attr : binary.getObjects()) {
+        auto object = cast<gpu::ObjectAttr>(attr);
+        if (emit == "ptx") {
+          output->os() << "// pattn-compile: " << binary.getSymName()
+                       << " for " << chipOf(object) << "\n"
+                       << object.getObject().getValue() << "\n";
+          continue;
+        }
+        std::string path = outputFile + "." + chipOf(object) + ".cubin";
+        std::error_code ec;
+        llvm::raw_fd_ostream os(path, ec);
+        ok &= !ec;
+        os << object.getObject().getValue();
+      }
+    });
+    if (!ok)
+      return fail("cannot write the cubins next to " + outputFile);
+    output->keep();
+    return 0;
+  }
+
+  SmallString<128> tempDir;
+  if (llvm::sys::fs::createUniqueDirectory("pattn-compile", tempDir))
+    return fail("cannot create a temporary directory");
+  if (failed(mergeIntoFatbins(*module, tempDir, errorMessage)))
+    return fail(errorMessage);
+  std::string json;
+  llvm::raw_string_ostream(json) << llvm::json::Value(std::move(manifest));
+  addManifestFunction(*module, json);
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(*module, llvmContext, "pattn");
+  if (!llvmModule)
+    return fail("translation to LLVM IR failed");
+  if (emit == "llvm") {
+    llvmModule->print(output->os(), nullptr);
+    output->keep();
+    return 0;
+  }
+
+  std::string irPath = (tempDir + "/module.ll").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(irPath, ec);
+    if (ec)
+      return fail("cannot write " + irPath);
+    llvmModule->print(os, nullptr);
+  }
+  std::string libDir = runtimeDir;
+  if (libDir.empty()) {
+    std::string self = llvm::sys::fs::getMainExecutable(
+        argv[0], reinterpret_cast<void *>(&fail));
+    libDir = (llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)) +
+              "/lib")
+                 .str();
+  }
+  // The runtime is found next to the library first ($ORIGIN), so a library
+  // and its runtime can be moved together.
+  SmallVector<std::string> linkArgs = {
+      "-shared", "-fPIC", "-O2", "-x", "ir", irPath, "-o", outputFile,
+      "-L" + libDir, "-lpattn_runtime", "-Wl,-rpath,$ORIGIN",
+      "-Wl,-rpath," + libDir};
+  if (failed(runTool(PATTN_CLANG, linkArgs, errorMessage)))
+    return fail(errorMessage);
+  llvm::sys::fs::remove_directories(tempDir);
+  return 0;
+}
