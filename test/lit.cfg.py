@@ -28,7 +28,17 @@ if os.environ.get("PATTN_CHECK_IR_ROUNDTRIP"):
 tools = [
     ToolSubst("pattn-opt", command=os.path.join(config.pattn_tools_dir, "pattn-opt"),
               extra_args=pattn_opt.split()[1:]),
+    ToolSubst("pattn-compile",
+              command=os.path.join(config.pattn_tools_dir, "pattn-compile")),
 ]
 llvm_config.add_tool_substitutions(tools, [config.pattn_tools_dir])
 llvm_config.add_tool_substitutions(["FileCheck", "not", "count"],
                                    [config.llvm_tools_dir])
+
+# The CUDA toolkit's ptxas assembles the emitted PTX (tests that need it say
+# REQUIRES: ptxas).
+import shutil
+ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+if os.access(ptxas, os.X_OK):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

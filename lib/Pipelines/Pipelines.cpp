@@ -17,9 +17,25 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 using namespace ::pattn;
+
+/// The CUDA toolkit whose libdevice and ptxas serialize the kernels: the
+/// usual environment variables, else the toolkit of the ptxas on PATH.
+static std::string findCudaToolkit() {
+  for (const char *variable : {"CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"})
+    if (const char *value = std::getenv(variable); value && *value)
+      return value;
+  if (llvm::ErrorOr<std::string> ptxas = llvm::sys::findProgramByName("ptxas"))
+    return llvm::sys::path::parent_path(llvm::sys::path::parent_path(*ptxas))
+        .str();
+  return "/usr/local/cuda";
+}
 
 auto ::pattn::buildCompilePipeline(OpPassManager &pm,
                                    const CompileOptions &options,
@@ -54,9 +70,9 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
   pipeline += llvm::formatv(
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
       "reconcile-unrealized-casts),"
-      "gpu-module-to-binary{{format={0}},"
+      "gpu-module-to-binary{{format={0} toolkit={1}},"
       "convert-scf-to-cf,arith-expand,gpu-to-llvm,reconcile-unrealized-casts",
-      std::string(options.format));
+      std::string(options.format), findCudaToolkit());
   if (failed(parsePassPipeline(pipeline, pm))) {
     error = "internal error: cannot parse the pipeline " + pipeline;
     return failure();

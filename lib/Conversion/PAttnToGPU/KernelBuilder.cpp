@@ -14,6 +14,7 @@
 
 #include "KernelBuilder.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
@@ -98,8 +99,11 @@ Value KernelBuilder::fmax(Value a, Value c) {
   return arith::MaxNumFOp::create(b, loc, a, c);
 }
 Value KernelBuilder::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
+// llvm.intr.fma rather than math.fma: the latter becomes a libdevice call,
+// and this must be the exactly rounded fused instruction (roundProductOnce
+// depends on it).
 Value KernelBuilder::fma(Value a, Value c, Value d) {
-  return math::FmaOp::create(b, loc, a, c, d);
+  return LLVM::FMAOp::create(b, loc, a, c, d);
 }
 Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
 Value KernelBuilder::tanh(Value a) { return math::TanhOp::create(b, loc, a); }
@@ -170,12 +174,21 @@ void KernelBuilder::store(Value value, Value memref, ValueRange indices) {
   memref::StoreOp::create(b, loc, value, memref, indices);
 }
 
+// Byte buffers are i8, except nvfp4 group scales, which are typed f8E4M3FN:
+// bytes move through them bit for bit.
 Value KernelBuilder::loadByte(Value memref, ValueRange indices) {
-  return extUI32(load(memref, indices));
+  Value byte = load(memref, indices);
+  if (!byte.getType().isInteger(8))
+    byte = bitcast(b.getI8Type(), byte);
+  return extUI32(byte);
 }
 
 void KernelBuilder::storeByte(Value value, Value memref, ValueRange indices) {
-  store(truncI8(value), memref, indices);
+  Value byte = truncI8(value);
+  Type element = cast<MemRefType>(memref.getType()).getElementType();
+  if (element != byte.getType())
+    byte = bitcast(element, byte);
+  store(byte, memref, indices);
 }
 
 /// `indices` with its last entry advanced by `offset`.

@@ -1,0 +1,135 @@
+// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --convert-pattn-to-gpu | FileCheck %s
+
+// A cache write: one block per (token, kv head), 128 threads, on the
+// caller's stream (a trailing !llvm.ptr seen as an async token); an empty
+// batch launches nothing; the function returns the runtime's status.
+// CHECK-LABEL: func.func @write_i4
+// CHECK-SAME: (%[[PAGES:[^:]*]]: memref<?x16x2x32xi8>, %[[V:[^:]*]]: memref<?x2x64xf16>, %[[SLOTS:[^:]*]]: memref<?xi64>, %[[S:[^:]*]]: memref<1xf32>, %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
+// CHECK:   %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
+// CHECK:   %[[T:.*]] = memref.dim %[[V]], %{{.*}} : memref<?x2x64xf16>
+// CHECK:   scf.if
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_0 blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>)
+// CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
+// CHECK:   return %[[STATUS]] : i32
+// CHECK: gpu.module @pattn_kernels
+// CHECK:   gpu.func @pattn_write_cache_0(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>) kernel
+// Slot -1 skips the token.
+// CHECK:     arith.cmpi sge, %{{.*}}, %c0_i64 : i64
+// Two signed codes, biased by 8, packed low nibble first.
+// CHECK:     math.roundeven
+// CHECK:     arith.shli %{{.*}}, %c4_i32
+// CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = tensor>
+func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {
+  %c = pattn.bind_cache storage(%pages : memref<?x16x2x32xi8>) : !c
+  pattn.write_cache values(%v : memref<?x2x64xf16>) into(%c : !c) slots(%slots : memref<?xi64>) scale(%s : memref<1xf32>)
+  return
+}
+
+// -----
+
+// nvfp4 with per-token outer scales: the kernel writes codes, group scales
+// and the token scale.
+// CHECK-LABEL: func.func @write_nvfp4
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_0 {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>)
+// CHECK: gpu.func @pattn_write_cache_0
+// CHECK:   arith.divf %{{.*}}, %cst{{.*}} : f32
+// CHECK:   memref.store %{{.*}} : memref<?x16x4xf32>
+!c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 32, encoding = nvfp4, scale = token, layout = hnd>
+func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8E4M3FN>, %tokens: memref<?x16x4xf32>, %v: memref<3x4x32xbf16>, %slots: memref<3xi32>) {
+  %c = pattn.bind_cache storage(%pages : memref<?x4x16x16xi8>) group_scales(%groups : memref<?x4x16x2xf8E4M3FN>) token_scales(%tokens : memref<?x16x4xf32>) : !c
+  pattn.write_cache values(%v : memref<3x4x32xbf16>) into(%c : !c) slots(%slots : memref<3xi32>)
+  return
+}
+
+// -----
+
+// Decode: a stream-ordered workspace sized by the block table's width (the
+// split count is host-known), the decode kernel over (splits, tokens *
+// heads), the merge kernel over tokens * heads, then the workspace is freed.
+// CHECK-LABEL: func.func @decode
+// CHECK-SAME: %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
+// CHECK: %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]]
+// CHECK: %[[MB:.*]] = memref.dim %{{.*}}, %c1{{.*}} : memref<?x?xi32>
+// CHECK: %[[KEYS:.*]] = arith.muli %[[MB]], %c16
+// CHECK: %[[SPLITS0:.*]] = arith.ceildivsi %[[KEYS]], %c512
+// CHECK: %[[SPLITS:.*]] = arith.maxsi %[[SPLITS0]], %c1
+// CHECK: %[[ROWS:.*]] = arith.muli %{{.*}}, %c32
+// CHECK: %[[PO:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x128xf32>
+// CHECK: %[[PS:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x2xf32>
+// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_decode_0 blocks in (%[[SPLITS]], %[[ROWS]], %{{.*}})
+// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_merge_1 blocks in (%[[ROWS]], %{{.*}}, %{{.*}})
+// CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PO]]
+// CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PS]]
+// The decode kernel stages the query and the chunk's logits in shared memory.
+// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
+// CHECK:   gpu.barrier
+// CHECK:   math.exp
+// CHECK: gpu.func @pattn_merge_1
+// CHECK:   arith.truncf %{{.*}} : f32 to f16
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
+func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: memref<?x16x8xf32>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x128xi8>) : !k
+  %v = pattn.bind_cache storage(%vp : memref<?x16x8x128xi8>) token_scales(%vt : memref<?x16x8xf32>) : !v
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%v : !v)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+// The fold's dynamic forms: a single-block normalizer, the query fold, and
+// the guarded pair, each kernel reading the guard on the device.
+// CHECK-LABEL: func.func @guarded
+// CHECK: %[[N:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xf32>
+// CHECK: %[[FLAG:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xi32>
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_0 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_1
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_2
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_3
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_4
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_5
+// CHECK: gpu.dealloc async {{.*}} %[[N]]
+// CHECK: gpu.dealloc async {{.*}} %[[FLAG]]
+// CHECK: gpu.func @pattn_scale_normalizer_0
+// CHECK:   gpu.barrier
+// CHECK: gpu.func @pattn_fold_query_1
+// One rounding: round-to-odd in fp32 (exact error by fma), then RNE.
+// CHECK:   llvm.intr.fma
+// CHECK:   arith.ori %{{.*}}, %c1_i32
+// CHECK:   arith.truncf %{{.*}} : f32 to f16
+// CHECK: gpu.func @pattn_decode_2
+// CHECK:   %[[G:.*]] = memref.load %{{.*}}[%c0] : memref<1xi32>
+// CHECK:   arith.cmpi eq, %[[G]], %c1_i32
+// CHECK: gpu.func @pattn_decode_4
+// CHECK:   %[[G0:.*]] = memref.load %{{.*}}[%c0] : memref<1xi32>
+// CHECK:   arith.cmpi eq, %[[G0]], %c0_i32
+!k = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = channel>
+!v = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @guarded(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<2x64xf32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x32xi8>) : !k
+  %v = pattn.bind_cache storage(%vp : memref<?x16x2x128xi8>) : !v
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !k) value(%v : !v)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<2x64xf32>)
+      outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64}
+  return
+}
+
+// -----
+
+// MLA over 656-byte records: one write kernel per token, one decode pair.
+// CHECK-LABEL: func.func @mla
+// CHECK: @pattn_kernels::@pattn_write_record_0 blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: @pattn_kernels::@pattn_decode_1
+// CHECK: @pattn_kernels::@pattn_merge_2
+// CHECK: gpu.func @pattn_write_record_0
+// CHECK: gpu.func @pattn_decode_1({{.*}}) workgroup(%{{.*}} : memref<576xf32, #gpu.address_space<workgroup>>
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @mla(%pages: memref<?x64x656xi8>, %lat: memref<?x512xbf16>, %rope: memref<?x64xbf16>, %slots: memref<?xi64>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
+  %c = pattn.bind_cache storage(%pages : memref<?x64x656xi8>) : !r
+  pattn.write_record latent(%lat : memref<?x512xbf16>) rope(%rope : memref<?x64xbf16>) into(%c : !r) slots(%slots : memref<?xi64>)
+  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
