@@ -8,6 +8,8 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   libgtest-dev python3
 )
+# The CUDA toolkit (ptxas, fatbinary, libdevice) comes with the machine image;
+# pattn-compile finds it through CUDA_HOME or the ptxas on PATH.
 
 missing=()
 for p in "${packages[@]}"; do
@@ -20,3 +22,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# The Python tests: the float64 reference needs numpy.
+python3 -c "import numpy, pytest" 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check numpy pytest

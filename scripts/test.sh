@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# README command 2: build and run the whole test suite (lit + unit tests)
-# through ctest; its last line is the summary.
+# README command 2: build and run the whole test suite: lit and GoogleTest
+# through ctest, then the Python tests through pytest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 
 bash "$root/scripts/build.sh"
-cd "$build"
-ctest --output-on-failure -j "$(nproc)"
+(cd "$build" && ctest --output-on-failure -j "$(nproc)")
+
+# Python: the loader, the float64 reference, and the GPU suite (which skips,
+# saying why, on a machine without a GPU). pytest's summary is the last line.
+export PATTN_COMPILE="$build/bin/pattn-compile"
+python3 -m pytest -q -rs "$root/python/tests"
