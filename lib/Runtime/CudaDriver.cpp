@@ -40,12 +40,18 @@ int32_t statusForInitResult(CUresult result) {
   case CUDA_ERROR_NO_DEVICE:
   case CUDA_ERROR_INVALID_DEVICE:
     return PATTN_ERROR_NO_DEVICE;
-  case CUDA_ERROR_STUB_LIBRARY:
   case CUDA_ERROR_INSUFFICIENT_DRIVER:
     return PATTN_ERROR_NO_DRIVER;
   default:
     return PATTN_ERROR_CUDA;
   }
+}
+
+Error missingFunction(const std::string &path, const char *symbol) {
+  // cuMemAllocAsync, the newest function used, arrived in CUDA 11.2.
+  return {PATTN_ERROR_NO_DRIVER, "CUDA driver " + path + " lacks " + symbol +
+                                     " (a driver for CUDA 11.2 or newer is "
+                                     "required)"};
 }
 
 Error openDriver(Driver &driver) {
@@ -58,22 +64,29 @@ Error openDriver(Driver &driver) {
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char *reason = dlerror();
-    return {PATTN_ERROR_NO_DRIVER, "CUDA driver not found: dlopen(" + path +
-                                       ") failed: " +
-                                       (reason ? reason : "unknown error")};
+    return {PATTN_ERROR_NO_DRIVER,
+            "CUDA driver not found: dlopen(" + path +
+                ") failed: " + (reason ? reason : "unknown error")};
   }
 
-#define PATTN_RESOLVE_DRIVER_FUNCTION(member, symbol, type)                   \
-  driver.member =                                                             \
-      reinterpret_cast<std::add_pointer_t<type>>(dlsym(handle, symbol));      \
-  if (!driver.member)                                                         \
-    return {PATTN_ERROR_NO_DRIVER, "CUDA driver " + path + " lacks " symbol   \
-                                   " (a driver for CUDA 11.2 or newer is "    \
-                                   "required)"};
+#define PATTN_RESOLVE_DRIVER_FUNCTION(member, symbol, type)                    \
+  driver.member =                                                              \
+      reinterpret_cast<std::add_pointer_t<type>>(dlsym(handle, symbol));       \
+  if (!driver.member)                                                          \
+    return missingFunction(path, symbol);
   PATTN_CUDA_DRIVER_FUNCTIONS(PATTN_RESOLVE_DRIVER_FUNCTION)
 #undef PATTN_RESOLVE_DRIVER_FUNCTION
 
-  if (CUresult result = driver.cuInit(0); result != CUDA_SUCCESS)
+  CUresult result = driver.cuInit(0);
+  // The toolkit's stub libcuda (found through a library path meant for
+  // linking) cannot even name its own error.
+  if (result == CUDA_ERROR_STUB_LIBRARY)
+    return {PATTN_ERROR_NO_DRIVER,
+            "CUDA driver " + path +
+                " is the CUDA toolkit's stub library, not a driver "
+                "(cuInit: CUDA_ERROR_STUB_LIBRARY); remove the stubs "
+                "directory from the library path"};
+  if (result != CUDA_SUCCESS)
     return driverError(driver, statusForInitResult(result), "cuInit", result);
   return {};
 }
@@ -110,9 +123,9 @@ Error retainPrimaryContext(const Driver &cu, CUcontext &context) {
     errno = 0;
     const long value = std::strtol(text, &end, 10);
     if (*end != '\0' || errno != 0 || value < 0 || value > INT32_MAX)
-      return {PATTN_ERROR_INVALID_ARGUMENT,
-              "PATTN_DEVICE='" + std::string(text) +
-                  "' is not a device ordinal"};
+      return {PATTN_ERROR_INVALID_ARGUMENT, "PATTN_DEVICE='" +
+                                                std::string(text) +
+                                                "' is not a device ordinal"};
     ordinal = static_cast<int>(value);
   }
 
@@ -120,8 +133,7 @@ Error retainPrimaryContext(const Driver &cu, CUcontext &context) {
   if (CUresult result = cu.cuDeviceGet(&device, ordinal);
       result != CUDA_SUCCESS)
     return driverError(cu, statusForInitResult(result),
-                       "cuDeviceGet(" + std::to_string(ordinal) + ")",
-                       result);
+                       "cuDeviceGet(" + std::to_string(ordinal) + ")", result);
   if (CUresult result = cu.cuDevicePrimaryCtxRetain(&context, device);
       result != CUDA_SUCCESS)
     return driverError(cu, PATTN_ERROR_CUDA,

@@ -66,45 +66,45 @@ constexpr int32_t kDefaultDynamicSharedBytes = 48 * 1024;
 
 // X(member, exported symbol, function type). The symbols are the versioned
 // ones cuda.h maps the plain names to; the member names are the plain ones.
-#define PATTN_CUDA_DRIVER_FUNCTIONS(X)                                        \
-  X(cuInit, "cuInit", CUresult(unsigned))                                     \
-  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice *, int))                    \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute",                             \
-    CUresult(int *, int, CUdevice))                                           \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",                     \
-    CUresult(CUcontext *, CUdevice))                                          \
-  X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult(CUcontext *))                \
-  X(cuCtxGetDevice, "cuCtxGetDevice", CUresult(CUdevice *))                   \
-  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", CUresult(CUcontext))             \
-  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", CUresult(CUcontext *))             \
-  X(cuModuleLoadData, "cuModuleLoadData", CUresult(CUmodule *, const void *)) \
-  X(cuModuleLoadDataEx, "cuModuleLoadDataEx",                                 \
-    CUresult(CUmodule *, const void *, unsigned, int *, void **))             \
-  X(cuModuleUnload, "cuModuleUnload", CUresult(CUmodule))                     \
-  X(cuModuleGetFunction, "cuModuleGetFunction",                               \
-    CUresult(CUfunction *, CUmodule, const char *))                           \
-  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult(CUfunction, int, int)) \
-  X(cuLaunchKernel, "cuLaunchKernel",                                         \
-    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,    \
-             unsigned, unsigned, CUstream, void **, void **))                 \
-  X(cuMemAllocAsync, "cuMemAllocAsync",                                       \
-    CUresult(CUdeviceptr *, size_t, CUstream))                                \
-  X(cuMemFreeAsync, "cuMemFreeAsync", CUresult(CUdeviceptr, CUstream))        \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr *, size_t))             \
-  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                         \
-  X(cuMemcpyAsync, "cuMemcpyAsync",                                           \
-    CUresult(CUdeviceptr, CUdeviceptr, size_t, CUstream))                     \
-  X(cuMemsetD32Async, "cuMemsetD32Async",                                     \
-    CUresult(CUdeviceptr, unsigned, size_t, CUstream))                        \
-  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream *, unsigned))         \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))           \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                \
-  X(cuGetErrorName, "cuGetErrorName", CUresult(CUresult, const char **))      \
+#define PATTN_CUDA_DRIVER_FUNCTIONS(X)                                         \
+  X(cuInit, "cuInit", CUresult(unsigned))                                      \
+  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice *, int))                     \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute",                              \
+    CUresult(int *, int, CUdevice))                                            \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",                      \
+    CUresult(CUcontext *, CUdevice))                                           \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent", CUresult(CUcontext *))                 \
+  X(cuCtxGetDevice, "cuCtxGetDevice", CUresult(CUdevice *))                    \
+  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", CUresult(CUcontext))              \
+  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", CUresult(CUcontext *))              \
+  X(cuModuleLoadData, "cuModuleLoadData", CUresult(CUmodule *, const void *))  \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx",                                  \
+    CUresult(CUmodule *, const void *, unsigned, int *, void **))              \
+  X(cuModuleUnload, "cuModuleUnload", CUresult(CUmodule))                      \
+  X(cuModuleGetFunction, "cuModuleGetFunction",                                \
+    CUresult(CUfunction *, CUmodule, const char *))                            \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult(CUfunction, int, int))  \
+  X(cuLaunchKernel, "cuLaunchKernel",                                          \
+    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,     \
+             unsigned, unsigned, CUstream, void **, void **))                  \
+  X(cuMemAllocAsync, "cuMemAllocAsync",                                        \
+    CUresult(CUdeviceptr *, size_t, CUstream))                                 \
+  X(cuMemFreeAsync, "cuMemFreeAsync", CUresult(CUdeviceptr, CUstream))         \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr *, size_t))              \
+  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                          \
+  X(cuMemcpyAsync, "cuMemcpyAsync",                                            \
+    CUresult(CUdeviceptr, CUdeviceptr, size_t, CUstream))                      \
+  X(cuMemsetD32Async, "cuMemsetD32Async",                                      \
+    CUresult(CUdeviceptr, unsigned, size_t, CUstream))                         \
+  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream *, unsigned))          \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))            \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                 \
+  X(cuGetErrorName, "cuGetErrorName", CUresult(CUresult, const char **))       \
   X(cuGetErrorString, "cuGetErrorString", CUresult(CUresult, const char **))
 
 /// The driver's entry points, resolved once from libcuda.
 struct Driver {
-#define PATTN_DECLARE_DRIVER_FUNCTION(member, symbol, type)                   \
+#define PATTN_DECLARE_DRIVER_FUNCTION(member, symbol, type)                    \
   std::add_pointer_t<type> member;
   PATTN_CUDA_DRIVER_FUNCTIONS(PATTN_DECLARE_DRIVER_FUNCTION)
 #undef PATTN_DECLARE_DRIVER_FUNCTION

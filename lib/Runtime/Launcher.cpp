@@ -176,8 +176,8 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
   if (!module || !name) {
     recordError({PATTN_ERROR_INVALID_ARGUMENT,
                  std::string("mgpuModuleGetFunction(") +
-                     (name ? name : "<null name>") + "): " +
-                     (module ? "null kernel name" : "null module")});
+                     (name ? name : "<null name>") +
+                     "): " + (module ? "null kernel name" : "null module")});
     return nullptr;
   }
   Error error;
@@ -204,11 +204,11 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   if (!isLaunchExtent(gridX) || !isLaunchExtent(gridY) ||
       !isLaunchExtent(gridZ) || !isLaunchExtent(blockX) ||
       !isLaunchExtent(blockY) || !isLaunchExtent(blockZ) || smem < 0) {
-    recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 "mgpuLaunchKernel(" + kernel->name +
-                     "): launch bounds out of range: " +
-                     launchShape(gridX, gridY, gridZ, blockX, blockY, blockZ,
-                                 smem)});
+    recordError(
+        {PATTN_ERROR_INVALID_ARGUMENT,
+         "mgpuLaunchKernel(" + kernel->name +
+             "): launch bounds out of range: " +
+             launchShape(gridX, gridY, gridZ, blockX, blockY, blockZ, smem)});
     return;
   }
   // Grids scale with the batch; an empty batch has nothing to launch.
@@ -220,15 +220,17 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
     return;
   }
   if (CUresult result = cu.cuLaunchKernel(
-          kernel->handle, gridX, gridY, gridZ, blockX, blockY, blockZ, smem,
+          kernel->handle, static_cast<unsigned>(gridX),
+          static_cast<unsigned>(gridY), static_cast<unsigned>(gridZ),
+          static_cast<unsigned>(blockX), static_cast<unsigned>(blockY),
+          static_cast<unsigned>(blockZ), static_cast<unsigned>(smem),
           static_cast<CUstream>(stream), params, extra);
       result != CUDA_SUCCESS) {
     Error error = driverError(cu, PATTN_ERROR_LAUNCH,
                               "cuLaunchKernel(" + kernel->name + ")", result);
-    error.message += " [" +
-                     launchShape(gridX, gridY, gridZ, blockX, blockY, blockZ,
-                                 smem) +
-                     "]";
+    error.message +=
+        " [" + launchShape(gridX, gridY, gridZ, blockX, blockY, blockZ, smem) +
+        "]";
     recordError(error);
   }
 }
@@ -247,8 +249,8 @@ void *mgpuStreamCreate(void) {
   if (CUresult result =
           call.driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
       result != CUDA_SUCCESS) {
-    recordError(driverError(call.driver(), PATTN_ERROR_CUDA, "cuStreamCreate",
-                            result));
+    recordError(
+        driverError(call.driver(), PATTN_ERROR_CUDA, "cuStreamCreate", result));
     return nullptr;
   }
   return stream;
@@ -328,9 +330,9 @@ void mgpuMemFree(void *ptr, void *stream) {
   const Driver &cu = call.driver();
   const CUdeviceptr pointer = devicePointer(ptr);
   const bool isSync = syncAllocations().remove(pointer);
-  if (CUresult result = isSync ? cu.cuMemFree(pointer)
-                               : cu.cuMemFreeAsync(
-                                     pointer, static_cast<CUstream>(stream));
+  if (CUresult result =
+          isSync ? cu.cuMemFree(pointer)
+                 : cu.cuMemFreeAsync(pointer, static_cast<CUstream>(stream));
       result != CUDA_SUCCESS)
     recordError(driverError(cu, PATTN_ERROR_CUDA,
                             isSync ? "cuMemFree" : "cuMemFreeAsync", result));
@@ -348,14 +350,13 @@ void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
     return;
   }
   // With unified addressing one call covers every direction.
-  if (CUresult result = call.driver().cuMemcpyAsync(
-          devicePointer(dst), devicePointer(src), sizeBytes,
-          static_cast<CUstream>(stream));
+  if (CUresult result =
+          call.driver().cuMemcpyAsync(devicePointer(dst), devicePointer(src),
+                                      sizeBytes, static_cast<CUstream>(stream));
       result != CUDA_SUCCESS)
-    recordError(driverError(call.driver(), PATTN_ERROR_CUDA,
-                            "cuMemcpyAsync(" + std::to_string(sizeBytes) +
-                                " bytes)",
-                            result));
+    recordError(driverError(
+        call.driver(), PATTN_ERROR_CUDA,
+        "cuMemcpyAsync(" + std::to_string(sizeBytes) + " bytes)", result));
 }
 
 void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
@@ -363,18 +364,17 @@ void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
   if (!call || count == 0)
     return;
   if (!dst) {
-    recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 "mgpuMemset32: null destination for " +
-                     std::to_string(count) + " words"});
+    recordError(
+        {PATTN_ERROR_INVALID_ARGUMENT, "mgpuMemset32: null destination for " +
+                                           std::to_string(count) + " words"});
     return;
   }
   if (CUresult result = call.driver().cuMemsetD32Async(
           devicePointer(dst), value, count, static_cast<CUstream>(stream));
       result != CUDA_SUCCESS)
-    recordError(driverError(call.driver(), PATTN_ERROR_CUDA,
-                            "cuMemsetD32Async(" + std::to_string(count) +
-                                " words)",
-                            result));
+    recordError(driverError(
+        call.driver(), PATTN_ERROR_CUDA,
+        "cuMemsetD32Async(" + std::to_string(count) + " words)", result));
 }
 
 } // extern "C"

@@ -43,8 +43,8 @@ Error Module::loadImage(const Driver &cu, CUmodule &module) const {
     int options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
                      CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     // Integer option values travel in the pointer slots themselves.
-    void *values[] = {reinterpret_cast<void *>(intptr_t{*jitOptLevel}),
-                      jitLog, reinterpret_cast<void *>(sizeof(jitLog))};
+    void *values[] = {reinterpret_cast<void *>(intptr_t{*jitOptLevel}), jitLog,
+                      reinterpret_cast<void *>(sizeof(jitLog))};
     result = cu.cuModuleLoadDataEx(&module, image, 3, options, values);
   } else {
     result = cu.cuModuleLoadData(&module, image);
@@ -79,8 +79,8 @@ void Module::load(const Driver &cu, CUcontext context) {
   instanceFor(cu, context);
 }
 
-Kernel *Module::getKernel(const Driver &cu, CUcontext context,
-                          const char *name, Error &error) {
+Kernel *Module::getKernel(const Driver &cu, CUcontext context, const char *name,
+                          Error &error) {
   std::lock_guard<std::mutex> lock(mutex);
   Instance &instance = instanceFor(cu, context);
   if (instance.loadError) {
@@ -96,9 +96,9 @@ Kernel *Module::getKernel(const Driver &cu, CUcontext context,
   CUfunction handle = nullptr;
   if (CUresult result = cu.cuModuleGetFunction(&handle, instance.module, name);
       result != CUDA_SUCCESS) {
-    error = driverError(cu, PATTN_ERROR_CUDA,
-                        "cuModuleGetFunction(" + std::string(name) + ")",
-                        result);
+    error =
+        driverError(cu, PATTN_ERROR_CUDA,
+                    "cuModuleGetFunction(" + std::string(name) + ")", result);
     return nullptr;
   }
   return instance.kernels.emplace_back(std::make_unique<Kernel>(handle, name))

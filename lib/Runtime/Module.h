@@ -21,10 +21,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace pattn::runtime {
 
+/// What mgpuModuleGetFunction returns and mgpuLaunchKernel takes.
 struct Kernel {
   Kernel(CUfunction handle, std::string name)
       : handle(handle), name(std::move(name)) {}

@@ -1,0 +1,557 @@
+//===- RuntimeTest.cpp - Runtime tests against a fake driver ----*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the unit tests of the launcher runtime against
+// libPAttnFakeCuda.so: arguments reach the driver unchanged, failures become
+// specific sticky errors (the chip named when no binary fits, the kernel
+// named when a launch fails), nothing runs after an error, and the context
+// rules hold (the caller's context, else PATTN_DEVICE's primary one).
+//
+// The runtime loads its driver once per process, so this whole binary runs
+// against the fake; PAttnRuntimeNoDriverTests covers a missing driver.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pattn/Runtime/Runtime.h"
+#include "FakeCuda.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+using namespace fakecuda;
+using ::testing::HasSubstr;
+
+namespace {
+
+// Before main, hence before the runtime's first (lazy) driver load.
+const bool kEnvironmentSet = [] {
+  setenv("PATTN_CUDA_DRIVER", PATTN_FAKE_CUDA_PATH, /*overwrite=*/1);
+  setenv("PATTN_DEVICE", "1", /*overwrite=*/1);
+  return true;
+}();
+
+State &fake() {
+  // The same path the runtime opens, so the same loaded library and state.
+  static State *state = [] {
+    void *handle = dlopen(PATTN_FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+    auto *get = reinterpret_cast<State *(*)()>(
+        handle ? dlsym(handle, "fakeCudaState") : nullptr);
+    return get ? get() : nullptr;
+  }();
+  return *state;
+}
+
+std::vector<Call> callsNamed(const std::string &name) {
+  std::vector<Call> matching;
+  for (const Call &call : fake().calls)
+    if (call.name == name)
+      matching.push_back(call);
+  return matching;
+}
+
+unsigned long long bits(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer);
+}
+
+/// The status and message a call left on the calling thread.
+struct Outcome {
+  int32_t status;
+  std::string message;
+};
+
+Outcome takeOutcome() {
+  const int32_t status = pattnRuntimeTakeStatus();
+  return {status,
+          status == PATTN_SUCCESS ? "" : pattnRuntimeLastErrorMessage()};
+}
+
+// Stands in for the cubin an artifact embeds; the fake never reads it.
+const char kImage[] = "fake cubin";
+
+class RuntimeFakeDriver : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(kEnvironmentSet);
+    ASSERT_NE(&fake(), nullptr) << "cannot load " PATTN_FAKE_CUDA_PATH;
+    fake() = State{};
+    ASSERT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS)
+        << "a previous test left an error pending";
+  }
+
+  void TearDown() override {
+    for (void *module : modules)
+      mgpuModuleUnload(module);
+  }
+
+  void *loadModule() {
+    void *module = mgpuModuleLoad(const_cast<char *>(kImage), sizeof(kImage));
+    modules.push_back(module);
+    return module;
+  }
+
+  void *kernel(const char *name = "pattn_decode_portable") {
+    return mgpuModuleGetFunction(loadModule(), name);
+  }
+
+  /// Launches `function` with an unremarkable configuration and `smem`.
+  static void launch(void *function, int32_t smem = 0) {
+    mgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, smem, nullptr, nullptr,
+                     nullptr, 0);
+  }
+
+  std::vector<void *> modules;
+};
+
+//===----------------------------------------------------------------------===//
+// Status API
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeFakeDriver, InitializeSucceedsWithTheFakeDriver) {
+  EXPECT_EQ(pattnRuntimeInitialize(), PATTN_SUCCESS);
+  EXPECT_EQ(pattnRuntimeInitialize(), PATTN_SUCCESS);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, FirstRecordedErrorWinsUntilTaken) {
+  EXPECT_EQ(pattnRuntimeRecordError(PATTN_ERROR_LAUNCH, "first"),
+            PATTN_ERROR_LAUNCH);
+  EXPECT_EQ(pattnRuntimeRecordError(PATTN_ERROR_CUDA, "second"),
+            PATTN_ERROR_CUDA);
+  EXPECT_STREQ(pattnRuntimeLastErrorMessage(), "first");
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_ERROR_LAUNCH);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+  // The message outlives the status, for callers that read it after the
+  // entry point returned.
+  EXPECT_STREQ(pattnRuntimeLastErrorMessage(), "first");
+
+  EXPECT_EQ(pattnRuntimeRecordError(PATTN_ERROR_CUDA, nullptr),
+            PATTN_ERROR_CUDA);
+  EXPECT_STREQ(pattnRuntimeLastErrorMessage(), "");
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_ERROR_CUDA);
+  EXPECT_EQ(pattnRuntimeRecordError(PATTN_SUCCESS, "ignored"), PATTN_SUCCESS);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, ErrorsArePerThread) {
+  pattnRuntimeRecordError(PATTN_ERROR_OUT_OF_MEMORY, "main thread");
+  int32_t otherStatus = -1;
+  std::thread([&] { otherStatus = pattnRuntimeTakeStatus(); }).join();
+  EXPECT_EQ(otherStatus, PATTN_SUCCESS);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_ERROR_OUT_OF_MEMORY);
+}
+
+//===----------------------------------------------------------------------===//
+// Modules
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeFakeDriver, ModuleLoadsEagerlyIntoTheCurrentContext) {
+  void *module = loadModule();
+  ASSERT_NE(module, nullptr);
+  const std::vector<Call> loads = callsNamed("cuModuleLoadData");
+  ASSERT_EQ(loads.size(), 1u);
+  EXPECT_EQ(loads[0].args, (std::vector{bits(kImage), bits(kContext)}));
+
+  // Later lookups reuse the load and the function.
+  void *first = mgpuModuleGetFunction(module, "pattn_decode_portable");
+  void *second = mgpuModuleGetFunction(module, "pattn_decode_portable");
+  EXPECT_NE(first, nullptr);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u);
+  EXPECT_EQ(callsNamed("cuModuleGetFunction").size(), 1u);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, NoBinaryForGpuNamesTheChipOnEveryThread) {
+  fake().moduleLoadResult = kNoBinaryForGpu;
+  void *module = loadModule();
+  // The constructor's thread is not the one that reports.
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+
+  Outcome other;
+  std::thread([&] {
+    EXPECT_EQ(mgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
+    other = takeOutcome();
+  }).join();
+  EXPECT_EQ(other.status, PATTN_ERROR_NO_BINARY_FOR_DEVICE);
+  EXPECT_THAT(other.message,
+              HasSubstr("no kernel binary for this GPU (sm_75)"));
+  EXPECT_THAT(other.message, HasSubstr("CUDA_ERROR_NO_BINARY_FOR_GPU"));
+
+  // Remembered, not retried.
+  EXPECT_EQ(mgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_ERROR_NO_BINARY_FOR_DEVICE);
+  EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u);
+}
+
+TEST_F(RuntimeFakeDriver, PtxIsJitCompiledAtTheRequestedLevel) {
+  static const char ptx[] = ".version 8.0\n.target sm_90a\n";
+  void *module = mgpuModuleLoadJIT(const_cast<char *>(ptx), 3);
+  modules.push_back(module);
+  const std::vector<Call> loads = callsNamed("cuModuleLoadDataEx");
+  ASSERT_EQ(loads.size(), 1u);
+  // image, context, then (option, value) pairs; option 7 is the level.
+  const std::vector<unsigned long long> &args = loads[0].args;
+  EXPECT_EQ(args[0], bits(ptx));
+  ASSERT_GE(args.size(), 4u);
+  EXPECT_EQ(args[2], 7u);
+  EXPECT_EQ(args[3], 3u);
+  EXPECT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, JitFailureCarriesTheJitLog) {
+  fake().moduleLoadResult = kInvalidPtx;
+  fake().jitErrorLog = "ptxas fatal   : Unresolved extern function 'f'";
+  void *module = mgpuModuleLoadJIT(const_cast<char *>("bad ptx"), 2);
+  modules.push_back(module);
+  EXPECT_EQ(mgpuModuleGetFunction(module, "k"), nullptr);
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_CUDA);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX"));
+  EXPECT_THAT(outcome.message, HasSubstr("Unresolved extern function 'f'"));
+}
+
+TEST_F(RuntimeFakeDriver, MissingKernelIsNamed) {
+  fake().getFunctionResult = kNotFound;
+  EXPECT_EQ(kernel("pattn_missing"), nullptr);
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_CUDA);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("cuModuleGetFunction(pattn_missing) failed: "
+                        "CUDA_ERROR_NOT_FOUND (named symbol not found)"));
+}
+
+TEST_F(RuntimeFakeDriver, NullModuleOrNameIsAnInvalidArgument) {
+  EXPECT_EQ(mgpuModuleGetFunction(nullptr, "k"), nullptr);
+  Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("null module"));
+
+  EXPECT_EQ(mgpuModuleGetFunction(loadModule(), nullptr), nullptr);
+  outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("null kernel name"));
+
+  mgpuModuleUnload(nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, ModuleIsLoadedPerContextAndUnloadedFromEach) {
+  void *module = loadModule();
+  modules.pop_back(); // unloaded by hand below
+  ASSERT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+
+  void *const otherContext = reinterpret_cast<void *>(0xC2);
+  fake().currentContext = otherContext;
+  ASSERT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  const std::vector<Call> loads = callsNamed("cuModuleLoadData");
+  ASSERT_EQ(loads.size(), 2u);
+  EXPECT_EQ(loads[1].args[1], bits(otherContext));
+
+  fake().calls.clear();
+  mgpuModuleUnload(module);
+  const std::vector<Call> unloads = callsNamed("cuModuleUnload");
+  ASSERT_EQ(unloads.size(), 2u);
+  // Each unloaded in its own context.
+  EXPECT_EQ(unloads[0].args[1], bits(kContext));
+  EXPECT_EQ(unloads[1].args[1], bits(otherContext));
+  EXPECT_EQ(callsNamed("cuCtxPushCurrent").size(),
+            callsNamed("cuCtxPopCurrent").size());
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+//===----------------------------------------------------------------------===//
+// Contexts
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeFakeDriver, ThreadWithoutContextUsesPrimaryContextOfPattnDevice) {
+  fake().currentContext = nullptr;
+  // Nothing to load into yet: the load waits for a launching thread.
+  void *module = loadModule();
+  EXPECT_TRUE(callsNamed("cuModuleLoadData").empty());
+
+  EXPECT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  const std::vector<Call> loads = callsNamed("cuModuleLoadData");
+  ASSERT_EQ(loads.size(), 1u);
+  EXPECT_EQ(loads[0].args[1], bits(kPrimaryContext));
+  EXPECT_EQ(callsNamed("cuCtxPushCurrent").size(), 1u);
+  EXPECT_EQ(callsNamed("cuCtxPopCurrent").size(), 1u);
+
+  // The primary context is retained once per process, for PATTN_DEVICE=1;
+  // an earlier test may already have retained it.
+  for (const Call &retain : callsNamed("cuDevicePrimaryCtxRetain"))
+    EXPECT_EQ(retain.args, std::vector<unsigned long long>{1});
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, CurrentContextIsUsedWithoutPushing) {
+  void *function = kernel();
+  launch(function);
+  EXPECT_TRUE(callsNamed("cuCtxPushCurrent").empty());
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+//===----------------------------------------------------------------------===//
+// Launches
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeFakeDriver, LaunchPassesItsParametersThrough) {
+  void *function = kernel();
+  const std::vector<Call> lookups = callsNamed("cuModuleGetFunction");
+  ASSERT_EQ(lookups.size(), 1u);
+
+  int a = 1;
+  float b = 2;
+  void *params[] = {&a, &b};
+  void *stream = reinterpret_cast<void *>(0x5EA);
+  mgpuLaunchKernel(function, 3, 2, 4, 128, 2, 1, 1024, stream, params, nullptr,
+                   2);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  const Launch &launched = fake().lastLaunch;
+  EXPECT_EQ(launched.function, static_cast<char *>(kFunction) +
+                                   std::strlen("pattn_decode_portable"));
+  EXPECT_EQ(std::vector(launched.grid, launched.grid + 3),
+            (std::vector<unsigned>{3, 2, 4}));
+  EXPECT_EQ(std::vector(launched.block, launched.block + 3),
+            (std::vector<unsigned>{128, 2, 1}));
+  EXPECT_EQ(launched.sharedBytes, 1024u);
+  EXPECT_EQ(launched.stream, stream);
+  EXPECT_EQ(launched.params, params);
+  EXPECT_EQ(launched.extra, nullptr);
+  // Default shared memory needs no opt-in.
+  EXPECT_TRUE(callsNamed("cuFuncSetAttribute").empty());
+}
+
+TEST_F(RuntimeFakeDriver, LaunchErrorNamesTheKernel) {
+  fake().launchResult = kInvalidValue;
+  launch(kernel());
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_LAUNCH);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("cuLaunchKernel(pattn_decode_portable) failed: "
+                        "CUDA_ERROR_INVALID_VALUE (invalid argument)"));
+  EXPECT_THAT(outcome.message, HasSubstr("grid (1, 1, 1), block (32, 1, 1)"));
+}
+
+TEST_F(RuntimeFakeDriver, LargeSharedMemoryOptsInOncePerKernel) {
+  void *big = kernel("pattn_decode_xqa");
+  launch(big, 64 * 1024);
+  launch(big, 64 * 1024);
+  launch(big, 60 * 1024);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  std::vector<Call> raises = callsNamed("cuFuncSetAttribute");
+  ASSERT_EQ(raises.size(), 1u);
+  EXPECT_EQ(raises[0].args,
+            (std::vector<unsigned long long>{bits(fake().lastLaunch.function),
+                                             8, 64 * 1024}));
+  EXPECT_EQ(fake().lastLaunch.sharedBytes, 60u * 1024);
+
+  launch(big, 96 * 1024);
+  EXPECT_EQ(callsNamed("cuFuncSetAttribute").size(), 2u);
+
+  // Exactly 48 KiB is the default and needs nothing.
+  launch(kernel("other"), 48 * 1024);
+  EXPECT_EQ(callsNamed("cuFuncSetAttribute").size(), 2u);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, SharedMemoryOptInFailureSaysTheLimit) {
+  fake().setAttributeResult = kInvalidValue;
+  launch(kernel(), 200 * 1024);
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_LAUNCH);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("cuFuncSetAttribute(pattn_decode_portable, "
+                        "MAX_DYNAMIC_SHARED_SIZE_BYTES, 204800) failed"));
+  EXPECT_THAT(outcome.message, HasSubstr("sm_75 allows at most 101376 bytes"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(RuntimeFakeDriver, EmptyGridLaunchesNothing) {
+  mgpuLaunchKernel(kernel(), 0, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
+                   0);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(RuntimeFakeDriver, OutOfRangeLaunchBoundsAreRejected) {
+  void *function = kernel();
+  mgpuLaunchKernel(function, -1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
+                   0);
+  Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("launch bounds out of range: "
+                                         "grid (-1, 1, 1)"));
+
+  mgpuLaunchKernel(function, intptr_t{1} << 33, 1, 1, 32, 1, 1, 0, nullptr,
+                   nullptr, nullptr, 0);
+  EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
+  mgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, -4, nullptr, nullptr, nullptr,
+                   0);
+  EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(RuntimeFakeDriver, NullFunctionIsAnInvalidArgument) {
+  launch(nullptr);
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("null kernel function"));
+}
+
+TEST_F(RuntimeFakeDriver, NothingRunsAfterAnErrorButReleasesStill) {
+  void *function = kernel();
+  void *workspace = mgpuMemAlloc(64, nullptr, false);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+
+  fake().memAllocAsyncResult = kOutOfMemory;
+  EXPECT_EQ(mgpuMemAlloc(1 << 20, nullptr, false), nullptr);
+  fake().calls.clear();
+  // What an entry point does next: the rest of its body.
+  launch(function);
+  EXPECT_EQ(mgpuModuleGetFunction(loadModule(), "k"), nullptr);
+  mgpuMemset32(workspace, 0, 16, nullptr);
+  mgpuMemcpy(workspace, workspace, 64, nullptr);
+  EXPECT_EQ(mgpuStreamCreate(), nullptr);
+  mgpuStreamSynchronize(nullptr);
+  mgpuMemFree(workspace, nullptr);
+  mgpuStreamDestroy(kStream);
+
+  std::vector<std::string> called;
+  for (const Call &call : fake().calls)
+    if (call.name.rfind("cuCtx", 0) != 0)
+      called.push_back(call.name);
+  // The module load belongs to the module (a global constructor in real
+  // artifacts), not to the failed invocation.
+  EXPECT_EQ(called,
+            (std::vector<std::string>{"cuModuleLoadData", "cuMemFreeAsync",
+                                      "cuStreamDestroy"}));
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_OUT_OF_MEMORY);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("cuMemAllocAsync(1048576 bytes) failed: "
+                        "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"));
+
+  // Once the status is taken, calls run again.
+  launch(function);
+  EXPECT_EQ(callsNamed("cuLaunchKernel").size(), 1u);
+}
+
+//===----------------------------------------------------------------------===//
+// Memory and streams
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeFakeDriver, MemAllocUsesTheStreamOrderedAllocator) {
+  void *stream = reinterpret_cast<void *>(0x5EA);
+  void *pointer = mgpuMemAlloc(4096, stream, false);
+  EXPECT_EQ(pointer, reinterpret_cast<void *>(kDevicePointer));
+  mgpuMemFree(pointer, stream);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  const std::vector<Call> allocs = callsNamed("cuMemAllocAsync");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].args, (std::vector{4096ull, bits(stream)}));
+  const std::vector<Call> frees = callsNamed("cuMemFreeAsync");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].args, (std::vector{kDevicePointer, bits(stream)}));
+  EXPECT_TRUE(callsNamed("cuMemAlloc").empty());
+}
+
+TEST_F(RuntimeFakeDriver, MemAllocFallsBackWithoutMemoryPools) {
+  fake().memAllocAsyncResult = kNotSupported;
+  void *pointer = mgpuMemAlloc(4096, nullptr, false);
+  ASSERT_NE(pointer, nullptr);
+  mgpuMemFree(pointer, nullptr);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  ASSERT_EQ(callsNamed("cuMemAlloc").size(), 1u);
+  const std::vector<Call> frees = callsNamed("cuMemFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].args, std::vector{bits(pointer)});
+  EXPECT_TRUE(callsNamed("cuMemFreeAsync").empty());
+}
+
+TEST_F(RuntimeFakeDriver, MemAllocEdgeCases) {
+  EXPECT_EQ(mgpuMemAlloc(0, nullptr, false), nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  mgpuMemFree(nullptr, nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+
+  EXPECT_EQ(mgpuMemAlloc(64, nullptr, true), nullptr);
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("host-shared"));
+  EXPECT_TRUE(callsNamed("cuMemAllocAsync").empty());
+}
+
+TEST_F(RuntimeFakeDriver, MemcpyAndMemsetPassThrough) {
+  void *stream = reinterpret_cast<void *>(0x5EA);
+  void *dst = reinterpret_cast<void *>(0xD100);
+  void *src = reinterpret_cast<void *>(0xD200);
+  mgpuMemcpy(dst, src, 48, stream);
+  mgpuMemset32(dst, 0xDEADBEEF, 12, stream);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  EXPECT_EQ(callsNamed("cuMemcpyAsync").at(0).args,
+            (std::vector{bits(dst), bits(src), 48ull, bits(stream)}));
+  EXPECT_EQ(callsNamed("cuMemsetD32Async").at(0).args,
+            (std::vector{bits(dst), 0xDEADBEEFull, 12ull, bits(stream)}));
+
+  // Nothing to do is no error, even with null pointers.
+  mgpuMemcpy(nullptr, nullptr, 0, stream);
+  mgpuMemset32(nullptr, 0, 0, stream);
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+TEST_F(RuntimeFakeDriver, NullBuffersAreInvalidArguments) {
+  mgpuMemcpy(nullptr, reinterpret_cast<void *>(0xD200), 8, nullptr);
+  Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("null destination for 8 bytes"));
+
+  mgpuMemcpy(reinterpret_cast<void *>(0xD200), nullptr, 8, nullptr);
+  outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.message, HasSubstr("null source"));
+
+  mgpuMemset32(nullptr, 0, 4, nullptr);
+  EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(callsNamed("cuMemcpyAsync").empty());
+  EXPECT_TRUE(callsNamed("cuMemsetD32Async").empty());
+}
+
+TEST_F(RuntimeFakeDriver, DriverFailureOfACopyIsACudaError) {
+  fake().memcpyResult = kInvalidValue;
+  mgpuMemcpy(reinterpret_cast<void *>(0xD100), reinterpret_cast<void *>(0xD200),
+             8, nullptr);
+  const Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_CUDA);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("cuMemcpyAsync(8 bytes) failed: "
+                        "CUDA_ERROR_INVALID_VALUE (invalid argument)"));
+}
+
+TEST_F(RuntimeFakeDriver, StreamsPassThrough) {
+  void *stream = mgpuStreamCreate();
+  EXPECT_EQ(stream, kStream);
+  mgpuStreamSynchronize(stream);
+  mgpuStreamDestroy(stream);
+  mgpuStreamDestroy(nullptr);
+  ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
+  // Non-blocking, like upstream's wrappers.
+  EXPECT_EQ(callsNamed("cuStreamCreate").at(0).args,
+            std::vector<unsigned long long>{1});
+  EXPECT_EQ(callsNamed("cuStreamSynchronize").at(0).args,
+            std::vector{bits(kStream)});
+  EXPECT_EQ(callsNamed("cuStreamDestroy").size(), 1u);
+}
+
+} // namespace
