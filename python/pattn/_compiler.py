@@ -3,11 +3,18 @@
 ``compile()`` turns MLIR (text or a file) into a loadable artifact by
 running the ``pattn-compile`` executable; it never links against the
 compiler, so this package stays pure Python and works with any build.
+
+With ``$PATTN_ARTIFACT_DIR`` set, artifacts are cached there under a hash of
+the source and the chips: a machine with the compiler fills the directory,
+and a GPU machine without it (the compiler needs LLVM/MLIR 22) loads from it.
+The runtime library is copied next to the artifacts, which find it through
+their ``$ORIGIN`` rpath.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pathlib
 import shutil
@@ -57,6 +64,29 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _cached_artifact(source: PathLike, chip_list: str) -> Optional[str]:
+    """The cache entry for ``source``, or None without an artifact cache."""
+    directory = os.environ.get("PATTN_ARTIFACT_DIR")
+    if not directory:
+        return None
+    if _is_path(source):
+        with open(os.fspath(source), encoding="utf-8") as file:
+            text = file.read()
+    else:
+        text = source
+    key = hashlib.sha256(f"{chip_list}\n{text}".encode()).hexdigest()[:24]
+    return os.path.join(directory, f"{key}.so")
+
+
+def _copy_runtime(directory: str, compiler: str) -> None:
+    """Puts the compiler's libpattn_runtime.so beside cached artifacts."""
+    runtime = os.path.join(os.path.dirname(os.path.dirname(compiler)), "lib",
+                           "libpattn_runtime.so")
+    target = os.path.join(directory, "libpattn_runtime.so")
+    if os.path.isfile(runtime) and not os.path.isfile(target):
+        shutil.copy2(runtime, target)
+
+
 def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
             output: Optional[PathLike] = None,
             compiler: Optional[PathLike] = None) -> str:
@@ -71,7 +101,14 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     chip_list = chips if isinstance(chips, str) else ",".join(chips)
     if not chip_list:
         raise CompileError("no chips to compile for")
+    cached = _cached_artifact(source, chip_list) if output is None else None
+    if cached and os.path.isfile(cached):
+        return cached
     executable = find_compiler(compiler)
+    if cached:
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        _copy_runtime(os.path.dirname(cached), executable)
+        output = cached
 
     with tempfile.TemporaryDirectory(prefix="pattn-compile-") as scratch:
         if _is_path(source):

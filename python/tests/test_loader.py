@@ -841,3 +841,22 @@ def test_gpu_errors_come_back_as_launch_errors(gpu_module):
     module.affine(x, x.clone())
     torch.cuda.synchronize()
     assert torch.equal(x, torch.ones(8, device="cuda"))
+
+
+def test_artifact_cache_compiles_once_then_needs_no_compiler(fake_compiler,
+                                                             tmp_path,
+                                                             monkeypatch):
+    compiler, log = fake_compiler
+    cache = tmp_path / "artifacts"
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(cache))
+    first = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    assert os.path.dirname(first) == str(cache)
+    assert open(first, "rb").read() == b"artifact"
+    log.unlink()
+    # A GPU machine without the compiler finds the same artifact.
+    again = pattn.compile(MLIR, chips="sm_90a",
+                          compiler=tmp_path / "no-such-compiler")
+    assert again == first and not log.exists()
+    # Other chips or another source are other entries.
+    other = pattn.compile(MLIR, chips="sm_80", compiler=compiler)
+    assert other != first
