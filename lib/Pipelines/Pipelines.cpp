@@ -68,7 +68,7 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
                               stringifyChip(chip),
                               getTargetDescription(chip).ptxFeatures);
   pipeline += llvm::formatv(
-      "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
+      "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,cse,"
       "reconcile-unrealized-casts),"
       "gpu-module-to-binary{{format={0} toolkit={1}},"
       "convert-scf-to-cf,arith-expand,gpu-to-llvm,reconcile-unrealized-casts",

@@ -46,14 +46,11 @@ public:
   virtual int64_t keyDim() const = 0;
   virtual int64_t valueDim() const = 0;
   virtual int64_t kvHeads() const = 0;
-  /// fp32 dot of K[row] with the workgroup query `query` (which already
-  /// carries any K channel scales), all K scales applied.
+  /// fp32 dot of K[row] with the workgroup query `query`, all K scales
+  /// applied.
   virtual Value keyDot(KernelBuilder &kb, const Row &row, Value query) = 0;
   /// fp32 V[row][channel], all V scales applied.
   virtual Value valueAt(KernelBuilder &kb, const Row &row, Value channel) = 0;
-  /// The K channel-scale table [kv_heads, head_dim] to multiply into the
-  /// query, or null.
-  virtual Value keyChannelScale() const { return Value(); }
 
   SmallVector<Value> hostOperands;
   /// Kernel-side values, parallel to hostOperands.
@@ -96,17 +93,12 @@ public:
   int64_t valueDim() const override { return value.type.getHeadDim(); }
   int64_t kvHeads() const override { return key.type.getKvHeads(); }
 
-  Value keyChannelScale() const override {
-    return key.type.getScale() == ScaleGranularity::channel ? get(key.scale)
-                                                            : Value();
-  }
-
   Value keyDot(KernelBuilder &kb, const Row &row, Value query) override {
     Value dim = kb.index(key.type.getHeadDim());
     SmallVector<Value> sum = kb.forLoop(
         kb.index(0), dim, kb.index(1), {kb.f32(0.0f)},
         [&](Value channel, ValueRange carried) -> SmallVector<Value> {
-          Value element = rawElement(kb, key, row, channel);
+          Value element = channelScaled(kb, key, row, channel);
           Value q = kb.load(query, {channel});
           return {kb.fma(q, element, carried[0])};
         });
@@ -114,10 +106,8 @@ public:
   }
 
   Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
-    Value element = rawElement(kb, value, row, channel);
-    if (value.type.getScale() == ScaleGranularity::channel)
-      element = kb.fmul(element, kb.load(get(value.scale), {row.kvHead, channel}));
-    return kb.fmul(element, outerScale(kb, value, row));
+    return kb.fmul(channelScaled(kb, value, row, channel),
+                   outerScale(kb, value, row));
   }
 
 private:
@@ -181,6 +171,18 @@ private:
     }
     }
     llvm_unreachable("unknown encoding");
+  }
+
+  /// The element dequantized with its channel scale (code * s, as SPEC §2
+  /// defines it: multiplying the query by s first would overflow where a
+  /// huge scale meets a zero code, the portable path's version of the fold
+  /// trap).
+  Value channelScaled(KernelBuilder &kb, const PagedSide &side, const Row &row,
+                      Value channel) {
+    Value element = rawElement(kb, side, row, channel);
+    if (side.type.getScale() != ScaleGranularity::channel)
+      return element;
+    return kb.fmul(element, kb.load(get(side.scale), {row.kvHead, channel}));
   }
 
   /// The scale applied once per row: tensor, token, or 1 (none, channel).
@@ -445,15 +447,11 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
     Value last = kb.mins(end, kb.add(splitBegin, kb.i32(keysPerSplit)));
     Value maxBlocks = kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
 
-    // The query in shared memory as fp32, times the K channel scales (kept
-    // out of the key loop: they multiply the same channel of every key).
-    Value channelScale = source.keyChannelScale();
+    // The query in shared memory as fp32, read by every key's dot product.
     kb.forLoop(tid, kb.index(keyDim), kb.index(kBlockThreads), {},
                [&](Value c, ValueRange) -> SmallVector<Value> {
-                 Value q = kb.toF32(kb.load(query, {token, head, c}));
-                 if (channelScale)
-                   q = kb.fmul(q, kb.load(channelScale, {kvHead, c}));
-                 kb.store(q, querySmem, {c});
+                 kb.store(kb.toF32(kb.load(query, {token, head, c})),
+                          querySmem, {c});
                  return {};
                });
     kb.barrier();

@@ -293,9 +293,15 @@ Value KernelBuilder::encodeF16Bits(Value x) {
   return extUI32(bitcast(b.getI16Type(), half));
 }
 
+// bf16 is the top half of fp32, so round-to-nearest-even is integer
+// arithmetic on the bits (values are finite here). Doing it by hand also
+// keeps the canonicalizer from folding extf(f16 -> f32) + truncf(f32 -> bf16)
+// into a conversion that is not one.
 Value KernelBuilder::encodeBF16Bits(Value x) {
-  Value half = arith::TruncFOp::create(b, loc, b.getBF16Type(), x);
-  return extUI32(bitcast(b.getI16Type(), half));
+  Value bits = bitcast(b.getI32Type(), x);
+  Value lsb = andi(shru(bits, i32(16)), i32(1));
+  Value rounded = add(add(bits, i32(0x7FFF)), lsb);
+  return shru(rounded, i32(16));
 }
 
 // The fp8 and fp4 codes map onto f16 bit patterns by a shift: the exponent

@@ -106,8 +106,33 @@ FailureOr<RecordBuffers> HostRewriter::resolveRecords(Operation *user,
                        bind.getStorage()};
 }
 
+/// Constant tables (memref.get_global, e.g. the fold's folded scales) live in
+/// host memory: the kernel reads a copy of the global placed in the kernel
+/// module instead of the host pointer it is passed.
+static void readGlobalsOnDevice(gpu::GPUFuncOp kernel, ValueRange operands) {
+  auto kernelModule = kernel->getParentOfType<gpu::GPUModuleOp>();
+  auto hostModule = kernelModule->getParentOfType<ModuleOp>();
+  for (auto [operand, argument] :
+       llvm::zip(operands, kernel.getArguments())) {
+    auto getGlobal = operand.getDefiningOp<memref::GetGlobalOp>();
+    if (!getGlobal)
+      continue;
+    StringRef name = getGlobal.getName();
+    if (!kernelModule.lookupSymbol(name)) {
+      auto global = hostModule.lookupSymbol<memref::GlobalOp>(name);
+      OpBuilder builder = OpBuilder::atBlockBegin(kernelModule.getBody());
+      builder.clone(*global);
+    }
+    OpBuilder builder = OpBuilder::atBlockBegin(&kernel.front());
+    Value onDevice = memref::GetGlobalOp::create(
+        builder, getGlobal.getLoc(), getGlobal.getType(), name);
+    argument.replaceAllUsesWith(onDevice);
+  }
+}
+
 void HostRewriter::launch(Location loc, gpu::GPUFuncOp kernel,
                           gpu::KernelDim3 grid, ValueRange operands) {
+  readGlobalsOnDevice(kernel, operands);
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
   Value threads = arith::ConstantIndexOp::create(builder, loc, kBlockThreads);
   gpu::LaunchFuncOp::create(builder, loc, kernel, grid, {threads, one, one},

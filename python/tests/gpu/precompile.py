@@ -1,0 +1,65 @@
+"""Compiles every module of the GPU suite into an artifact cache.
+
+pattn-compile needs LLVM/MLIR 22, which GPU machines may not have; CUDA
+drivers are what a build machine lacks. This script runs where the compiler
+is: it plans every case of test_gpu_attention.py (numpy only) and compiles
+its module into $PATTN_ARTIFACT_DIR for the given chip, with the runtime
+library beside the artifacts. On the GPU machine, the same PATTN_ARTIFACT_DIR
+makes pattn.compile load them instead of compiling.
+
+    PATTN_ARTIFACT_DIR=.gpu-artifacts python3 python/tests/gpu/precompile.py --chip sm_90a
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import pathlib
+import sys
+import types
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _install_torch_stand_in(capability: tuple[int, int]) -> None:
+    """Planning a case needs numpy only, but the suite imports torch at its
+    top; a stand-in answers the device queries with the target chip."""
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        get_device_capability=lambda *args: capability)
+    torch.__getattr__ = lambda name: name  # dtype names, annotations
+    sys.modules["torch"] = torch
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chip", default="sm_90a",
+                        help="sm_80, sm_86, sm_89, sm_90a, sm_100a or sm_120a")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    if not os.environ.get("PATTN_ARTIFACT_DIR"):
+        parser.error("set PATTN_ARTIFACT_DIR to the cache directory")
+
+    digits = args.chip[3:].rstrip("a")
+    _install_torch_stand_in((int(digits[:-1]), int(digits[-1])))
+    sys.path[:0] = [str(HERE), str(HERE.parents[1])]
+    import pattn
+    import test_gpu_attention as suite
+
+    assert suite.CHIP == args.chip, (suite.CHIP, args.chip)
+    texts = [case.plan().module.text
+             for case in suite.GRID + suite.NAMED + suite.SPECIAL]
+    texts += [suite.mla_plan(config).module.text for config in suite.MLA_CASES]
+    unique = list(dict.fromkeys(texts))
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        paths = list(pool.map(
+            lambda text: pattn.compile(text, chips=[args.chip]), unique))
+    print(f"{len(unique)} modules for {args.chip} in "
+          f"{os.path.dirname(paths[0]) if paths else '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

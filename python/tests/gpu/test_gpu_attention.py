@@ -1,0 +1,1056 @@
+"""GPU tests of pattn: cache writes and attention against the reference.
+
+Every case is compiled for the device's chip with ``pattn.compile`` and run
+through ``pattn.load``. Its cache pages start as random bytes (stale pages
+may hold anything, NaN patterns included), history rows are written on the
+host with the reference quantizers, and the newest rows go through pattn's
+``@write_k``/``@write_v``; the device's cache bytes must then equal the
+reference quantizers' bit for bit (SPEC §8). ``@decode`` runs on random,
+never-zero inputs into a NaN-poisoned output and is compared with the
+float64 reference on the dequantized cache the device actually holds:
+fp16 atol 8e-4 / rtol 5e-3, bf16 atol 6e-3 / rtol 5e-3, and no NaN or inf.
+
+The grid (ir.paged_grid) is a deterministic pairwise-covering sample of
+encodings x granularities x head_dim x block_size x g x query tokens x
+kv_heads x layout x dtype x softcap/window/sinks x static/dynamic tables;
+named cases cover the fold's extremes, skipped slots, CUDA graph replay,
+empty and masked rows, and the MLA presets.
+
+Environment: PATTN_GPU_GRID_LIMIT=N keeps the first N grid rows;
+PATTN_GPU_COMPILE_JOBS=N compiles N modules at a time (default 8, 1 to
+compile serially); PATTN_GPU_RESULTS=path writes the results table.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import os
+import zlib
+from typing import Callable, Optional
+
+import pytest
+
+try:
+    import torch
+except ImportError as error:
+    pytest.skip(f"no CUDA device: torch is not importable ({error})",
+                allow_module_level=True)
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: torch.cuda.is_available() is False",
+                allow_module_level=True)
+
+import numpy as np  # noqa: E402  (after the skip: CPU-only CI may lack it)
+
+import ir  # noqa: E402
+import pattn  # noqa: E402
+from pattn import reference as ref  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# Device, tolerances, compilation
+# ---------------------------------------------------------------------------
+
+
+def device_chip() -> str:
+    """The pattn chip name of the current device: sm_80, sm_86, sm_89,
+    sm_90a, sm_100a, sm_120a (the arch-specific variant where one exists)."""
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
+
+
+CHIP = device_chip()
+
+#: SPEC §8: (atol, rtol) by activation type.
+TOLERANCE = {"f16": (8e-4, 5e-3), "bf16": (6e-3, 5e-3)}
+
+TORCH_DTYPES = {
+    "i8": torch.uint8, "f8E4M3FN": torch.float8_e4m3fn, "f32": torch.float32,
+    "i32": torch.int32, "i64": torch.int64, "f16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+
+class Compiler:
+    """Compiles every module once, several at a time (pattn.compile runs the
+    pattn-compile driver, so threads overlap its processes)."""
+
+    def __init__(self) -> None:
+        self.jobs = max(1, int(os.environ.get("PATTN_GPU_COMPILE_JOBS", "8")))
+        self.paths: dict[str, concurrent.futures.Future] = {}
+        self.pool = concurrent.futures.ThreadPoolExecutor(self.jobs)
+        self.modules: dict[str, object] = {}
+
+    def prefetch(self, texts) -> None:
+        for text in texts:
+            if text not in self.paths:
+                self.paths[text] = self.pool.submit(
+                    pattn.compile, text, chips=[CHIP])
+
+    def load(self, text: str):
+        if text not in self.modules:
+            self.prefetch([text])
+            # A compile error is raised by every test that needs the module.
+            self.modules[text] = pattn.load(self.paths[text].result())
+        return self.modules[text]
+
+    def close(self) -> None:
+        """Stops pending compiles and deletes the artifacts (temporary files
+        owned by the caller of pattn.compile; loaded ones stay mapped),
+        except those of an artifact cache ($PATTN_ARTIFACT_DIR)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if os.environ.get("PATTN_ARTIFACT_DIR"):
+            return
+        for future in self.paths.values():
+            if future.done() and not future.cancelled() and \
+                    future.exception() is None:
+                with contextlib.suppress(OSError):
+                    os.unlink(future.result())
+
+
+COMPILER = Compiler()
+
+
+def invoke(module, name: str, signature, tensors: dict) -> None:
+    """Calls function ``name`` with the tensors named by its signature, in
+    the IR's argument order, checking dtypes and static dims first."""
+    args = []
+    for arg in signature:
+        tensor = tensors[arg.name]
+        assert tensor.dtype == TORCH_DTYPES[arg.element], (arg, tensor.dtype)
+        assert tensor.dim() == len(arg.shape) and all(
+            d is None or d == t for d, t in zip(arg.shape, tensor.shape)), (
+            arg, tuple(tensor.shape))
+        args.append(tensor)
+    function = getattr(module, name)
+    manifest = getattr(function, "args", None)  # the loader's ArgSpecs
+    assert manifest is None or len(manifest) == len(args), (
+        f"@{name} takes {len(manifest)} arguments, the IR says {len(args)}")
+    function(*args)
+
+
+# ---------------------------------------------------------------------------
+# Host <-> device, bit-exact
+# ---------------------------------------------------------------------------
+
+
+def upload(array: np.ndarray, element: str) -> torch.Tensor:
+    """A host array (raw bits for f16/bf16/f8) as a device tensor of the
+    memref's element type."""
+    if element in ("i8", "f8E4M3FN"):
+        tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.uint8))
+        if element == "f8E4M3FN":
+            tensor = tensor.view(torch.float8_e4m3fn)
+    elif element in ("f16", "bf16"):
+        bits = np.ascontiguousarray(array, dtype=np.uint16).view(np.int16)
+        tensor = torch.from_numpy(bits).view(TORCH_DTYPES[element])
+    else:
+        numpy_type = {"f32": np.float32, "i32": np.int32, "i64": np.int64}
+        tensor = torch.from_numpy(np.ascontiguousarray(
+            array, dtype=numpy_type[element]))
+    return tensor.to("cuda")
+
+
+def download(tensor: torch.Tensor) -> np.ndarray:
+    """Device tensor -> host array; f16/bf16 as uint16 bits, fp8 as bytes."""
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        return tensor.view(torch.int16).cpu().numpy().view(np.uint16)
+    if tensor.dtype == torch.float8_e4m3fn:
+        return tensor.view(torch.uint8).cpu().numpy()
+    return tensor.cpu().numpy()
+
+
+def poisoned(shape, element: str) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=TORCH_DTYPES[element],
+                      device="cuda")
+
+
+def activation_bits(x, dtype: str) -> np.ndarray:
+    return ref.encode_f16(x) if dtype == "f16" else ref.encode_bf16(x)
+
+
+def activation_values(bits, dtype: str) -> np.ndarray:
+    return ref.decode_f16(bits) if dtype == "f16" else ref.decode_bf16(bits)
+
+
+def signed_uniform(rng, shape, low=0.1, high=1.0) -> np.ndarray:
+    """Random magnitudes in [low, high) with random signs: never zero."""
+    return rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+# ---------------------------------------------------------------------------
+# Comparisons
+# ---------------------------------------------------------------------------
+
+
+def assert_bytes_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    if np.array_equal(got, want):
+        return
+    bad = np.argwhere(got != want)
+    first = [f"{tuple(i)}: got {got[tuple(i)]:#x} want {want[tuple(i)]:#x}"
+             for i in bad[:6]]
+    pytest.fail(f"{what}: {len(bad)} of {got.size} bytes differ "
+                f"(index [block, ...]):\n  " + "\n  ".join(first))
+
+
+def assert_cache_equal(got: ref.PagedCache, want: ref.PagedCache,
+                       what: str) -> None:
+    assert_bytes_equal(got.storage, want.storage, f"{what} pages")
+    if want.group_scales is not None:
+        assert_bytes_equal(got.group_scales, want.group_scales,
+                           f"{what} group scales")
+    if want.token_scales is not None:
+        assert_bytes_equal(got.token_scales.view(np.uint32),
+                           want.token_scales.view(np.uint32),
+                           f"{what} token scales (f32 bits)")
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, what: str,
+                 results, families) -> None:
+    """SPEC §8 tolerance, no NaN/inf, and error statistics for the table."""
+    bad = ~np.isfinite(got)
+    if bad.any():
+        first = tuple(np.argwhere(bad)[0])
+        pytest.fail(f"{what}: {bad.sum()} non-finite outputs, first at "
+                    f"[token, head, channel] = {first} ({got[first]})")
+    atol, rtol = TOLERANCE[dtype]
+    error = np.abs(got - want)
+    ratio = error / (atol + rtol * np.abs(want))
+    large = np.abs(want) >= 1e-2
+    max_rel = float((error[large] / np.abs(want[large])).max()) \
+        if large.any() else 0.0
+    for family in families:
+        results.record(family, float(error.max(initial=0.0)), max_rel,
+                       float(ratio.max(initial=0.0)))
+    if ratio.size and ratio.max() > 1:
+        worst = np.unravel_index(np.argmax(ratio), ratio.shape)
+        pytest.fail(
+            f"{what}: {(ratio > 1).sum()} of {ratio.size} outputs outside "
+            f"atol {atol} + rtol {rtol}; worst at [token, head, channel] = "
+            f"{tuple(int(i) for i in worst)}: got {got[worst]:.6g}, want "
+            f"{want[worst]:.6g} (max abs err {error.max():.3g})")
+
+
+# ---------------------------------------------------------------------------
+# Paged attention: plans (host) and runs (device)
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PagedPlan:
+    """Everything about a case that is decided on the host, deterministically
+    from its config: the IR, the block table, the caches before and after
+    the device's writes, and the decode inputs."""
+
+    config: ir.Config
+    module: ir.Module
+    block_table: np.ndarray  # int32 [batch, max_blocks]
+    k_initial: ref.PagedCache  # what the device cache starts from
+    v_initial: ref.PagedCache
+    k_expected: ref.PagedCache  # ... and must hold after write_k / write_v
+    v_expected: ref.PagedCache
+    k_operand: Optional[np.ndarray]  # tensor [1] / channel [H, D] scales
+    v_operand: Optional[np.ndarray]
+    k_new: np.ndarray  # activation bits [write tokens, H, D]
+    v_new: np.ndarray
+    slots: np.ndarray  # int64 [write tokens], -1 = skip
+    query: np.ndarray  # activation bits [tokens, num_heads, D]
+    query_start: Optional[np.ndarray]
+    sinks: Optional[np.ndarray]
+    softmax_scale: float  # the fp32 value the kernel uses
+
+    @property
+    def dtype(self) -> str:
+        return self.config.dtype
+
+
+def scale_operand(encoding: str, scale: str, values: np.ndarray,
+                  table: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """The tensor ([1]) or channel ([H, D]) scale a serving stack would
+    calibrate from the data: amax / max_code in fp32."""
+    if scale not in ("tensor", "channel"):
+        return None
+    if table is not None:
+        return np.asarray(table, np.float32).reshape(
+            (1,) if scale == "tensor" else values.shape[1:])
+    max_code = np.float32(ref.MAX_CODE[encoding])
+    magnitude = np.abs(values).astype(np.float32)
+    if scale == "tensor":
+        amax = magnitude.max(initial=np.float32(0))
+        return np.array([amax / max_code if amax else 0.01], np.float32)
+    amax = magnitude.max(axis=0, initial=np.float32(0))
+    return np.where(amax > 0, amax / max_code, np.float32(0.01)).astype(
+        np.float32)
+
+
+def build_block_table(config: ir.Config, rng, holes: bool,
+                      unmap_all: bool) -> tuple[np.ndarray, int]:
+    """Random physical pages per sequence, -1 past each sequence's end. With
+    a window, every other page that no query token can see is freed (-1),
+    as serving stacks do; ``holes`` unmaps the second page of longer
+    sequences; two spare pages stay stale."""
+    bs, n = config.block_size, config.query_tokens
+    used = [-(-length // bs) for length in config.seq_lens]
+    num_blocks = sum(used) + 2
+    pages = rng.permutation(num_blocks)
+    table = np.full((config.batch, config.max_blocks), -1, np.int32)
+    start = 0
+    for b, (length, count) in enumerate(zip(config.seq_lens, used)):
+        table[b, :count] = pages[start:start + count]
+        start += count
+        if config.window > 0:
+            first_query = length - min(n, length)
+            for j in range(0, count, 2):
+                if (j + 1) * bs - 1 <= first_query - config.window:
+                    table[b, j] = -1
+        if holes and count >= 3:
+            table[b, 1] = -1
+    if unmap_all:
+        table[:] = -1
+    return table, num_blocks
+
+
+def plan_paged(config: ir.Config, *, k_table=None, k_magnitude=None,
+               query: Optional[Callable] = None, holes: bool = False,
+               unmap_all: bool = False, skip_every: int = 0) -> PagedPlan:
+    """Builds a case. Overrides: ``k_table`` fixes the K scale operand,
+    ``k_magnitude`` [H, D] the per-channel size of K values, ``query(rng,
+    shape)`` the query values; ``skip_every`` gives every k-th written token
+    slot -1 (besides the one padding token every write batch has)."""
+    rng = np.random.default_rng(zlib.crc32(config.id.encode()))
+    H, D, bs, n = config.kv_heads, config.head_dim, config.block_size, \
+        config.query_tokens
+    table, num_blocks = build_block_table(config, rng, holes, unmap_all)
+
+    # K and V values of every position, rounded to the activation type.
+    if k_magnitude is None:
+        k_magnitude = np.exp2(rng.uniform(-1, 1, (H, D)))
+    v_magnitude = np.exp2(rng.uniform(-1, 0.25, (H, D)))
+
+    def rows(magnitude, length):
+        bits = activation_bits(signed_uniform(rng, (length, H, D)) * magnitude,
+                               config.dtype)
+        return activation_values(bits, config.dtype)
+
+    k_all = [rows(k_magnitude, length) for length in config.seq_lens]
+    v_all = [rows(v_magnitude, length) for length in config.seq_lens]
+    k_operand = scale_operand(config.k_encoding, config.k_scale,
+                              np.concatenate(k_all), k_table)
+    v_operand = scale_operand(config.v_encoding, config.v_scale,
+                              np.concatenate(v_all), None)
+
+    # History rows are written on the host; the newest min(n, L) rows of
+    # each sequence go through the device's write kernels.
+    history_k, history_v, history_slots = [], [], []
+    new_k, new_v, new_slots = [], [], []
+    for b, length in enumerate(config.seq_lens):
+        first_new = length - min(n, length)
+        for pos in range(length):
+            block = table[b, pos // bs]
+            slot = -1 if block < 0 else int(block) * bs + pos % bs
+            if pos >= first_new:
+                new_k.append(k_all[b][pos])
+                new_v.append(v_all[b][pos])
+                new_slots.append(slot)
+            elif slot >= 0:
+                history_k.append(k_all[b][pos])
+                history_v.append(v_all[b][pos])
+                history_slots.append(slot)
+    # Every write batch carries one padding token with slot -1.
+    pad = int(rng.integers(0, len(new_slots) + 1))
+    new_k.insert(pad, rows(k_magnitude, 1)[0])
+    new_v.insert(pad, rows(v_magnitude, 1)[0])
+    new_slots.insert(pad, -1)
+    slots = np.array(new_slots, np.int64)
+    if skip_every:
+        slots[::skip_every] = -1
+    k_rows, v_rows = np.stack(new_k), np.stack(new_v)
+
+    def caches(encoding, scale, operand, history_rows, new_rows):
+        initial = ref.PagedCache.allocate(encoding, scale, config.layout,
+                                          num_blocks, bs, H, D, rng)
+        if history_rows:
+            initial.write(np.stack(history_rows), history_slots, operand)
+        expected = initial.copy()
+        expected.write(new_rows, slots, operand)
+        return initial, expected
+
+    k_initial, k_expected = caches(config.k_encoding, config.k_scale,
+                                   k_operand, history_k, k_rows)
+    v_initial, v_expected = caches(config.v_encoding, config.v_scale,
+                                   v_operand, history_v, v_rows)
+
+    tokens = config.batch * n
+    shape = (tokens, config.num_heads, D)
+    q = query(rng, shape) if query else signed_uniform(rng, shape)
+    static = config.static_tables
+    module = ir.emit_paged(
+        config,
+        k_operand if static and config.k_scale == "channel" else None,
+        v_operand if static and config.v_scale == "channel" else None)
+    return PagedPlan(
+        config=config, module=module, block_table=table,
+        k_initial=k_initial, v_initial=v_initial, k_expected=k_expected,
+        v_expected=v_expected, k_operand=k_operand, v_operand=v_operand,
+        k_new=activation_bits(k_rows, config.dtype),
+        v_new=activation_bits(v_rows, config.dtype), slots=slots,
+        query=activation_bits(q, config.dtype),
+        query_start=np.arange(config.batch + 1, dtype=np.int32) * n
+        if n > 1 else None,
+        sinks=rng.uniform(-1, 2, config.num_heads).astype(np.float32)
+        if config.sinks else None,
+        softmax_scale=float(np.float32(config.softmax_scale))
+        if config.softmax_scale is not None
+        else ref.default_softmax_scale(D))
+
+
+def cache_tensors(prefix: str, cache: ref.PagedCache) -> dict:
+    tensors = {f"{prefix}_pages": upload(cache.storage, "i8")}
+    if cache.group_scales is not None:
+        tensors[f"{prefix}_groups"] = upload(cache.group_scales, "f8E4M3FN")
+    if cache.token_scales is not None:
+        tensors[f"{prefix}_tokens"] = upload(cache.token_scales, "f32")
+    return tensors
+
+
+def downloaded_cache(prefix: str, like: ref.PagedCache,
+                     tensors: dict) -> ref.PagedCache:
+    cache = like.copy()
+    cache.storage = download(tensors[f"{prefix}_pages"])
+    if like.group_scales is not None:
+        cache.group_scales = download(tensors[f"{prefix}_groups"])
+    if like.token_scales is not None:
+        cache.token_scales = download(tensors[f"{prefix}_tokens"])
+    return cache
+
+
+@dataclasses.dataclass
+class PagedRun:
+    """A plan on the device after write_k and write_v."""
+
+    plan: PagedPlan
+    module: object
+    tensors: dict
+    k_cache: ref.PagedCache  # the bytes the device holds after the writes
+    v_cache: ref.PagedCache
+
+    def decode(self) -> np.ndarray:
+        """Runs @decode into a poisoned output; float64 [tokens, heads, D]."""
+        self.tensors["out"] = poisoned(self.plan.query.shape, self.plan.dtype)
+        invoke(self.module, "decode", self.plan.module.functions["decode"],
+               self.tensors)
+        torch.cuda.synchronize()
+        return activation_values(download(self.tensors["out"]),
+                                 self.plan.dtype)
+
+    def reference(self, k_operand=None) -> np.ndarray:
+        """float64 attention over the dequantized device cache."""
+        plan, config = self.plan, self.plan.config
+        with np.errstate(all="ignore"):  # stale pages decode to anything
+            keys = self.k_cache.dequantize(
+                plan.k_operand if k_operand is None else k_operand)
+            values = self.v_cache.dequantize(plan.v_operand)
+        return ref.paged_attention_ref(
+            activation_values(plan.query, plan.dtype), keys, values,
+            plan.block_table, config.seq_lens, plan.query_start,
+            num_heads=config.num_heads, softmax_scale=plan.softmax_scale,
+            softcap=float(np.float32(config.softcap)), window=config.window,
+            sinks=plan.sinks)
+
+    def families(self) -> tuple[str, ...]:
+        """The results-table rows this case counts in: its cache encodings."""
+        config = self.plan.config
+        return tuple(f"{encoding} cache" for encoding in
+                     sorted({config.k_encoding, config.v_encoding}))
+
+
+def run_paged(plan: PagedPlan) -> PagedRun:
+    module = COMPILER.load(plan.module.text)
+    tensors = {**cache_tensors("k", plan.k_initial),
+               **cache_tensors("v", plan.v_initial),
+               "k_new": upload(plan.k_new, plan.dtype),
+               "v_new": upload(plan.v_new, plan.dtype),
+               "slots": upload(plan.slots, "i64"),
+               "query": upload(plan.query, plan.dtype),
+               "block_table": upload(plan.block_table, "i32"),
+               "seq_lens": upload(np.array(plan.config.seq_lens), "i32")}
+    for prefix, operand in (("k", plan.k_operand), ("v", plan.v_operand)):
+        if operand is not None:
+            tensors[f"{prefix}_scale"] = upload(operand, "f32")
+    if plan.query_start is not None:
+        tensors["query_start"] = upload(plan.query_start, "i32")
+    if plan.sinks is not None:
+        tensors["sinks"] = upload(plan.sinks, "f32")
+
+    functions = plan.module.functions
+    invoke(module, "write_k", functions["write_k"], tensors)
+    invoke(module, "write_v", functions["write_v"], tensors)
+    torch.cuda.synchronize()
+    return PagedRun(plan, module, tensors,
+                    downloaded_cache("k", plan.k_initial, tensors),
+                    downloaded_cache("v", plan.v_initial, tensors))
+
+
+def visible_tokens(plan: PagedPlan) -> np.ndarray:
+    """Per query token: does it see at least one mapped key?"""
+    config = plan.config
+    n, bs = config.query_tokens, config.block_size
+    visible = []
+    for b, length in enumerate(config.seq_lens):
+        for i in range(n):
+            query_pos = length - n + i
+            low = query_pos - config.window + 1 if config.window > 0 else 0
+            positions = range(max(low, 0), min(query_pos, length - 1) + 1)
+            visible.append(any(plan.block_table[b, p // bs] >= 0
+                               for p in positions))
+    return np.array(visible)
+
+
+# ---------------------------------------------------------------------------
+# Cases: a config plus host-side overrides, planned and run once each
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Case:
+    """A config and the overrides of plan_paged (tables, magnitudes, query
+    values, masks). Plans and runs are cached by id: the write test and the
+    decode test of a case share one compilation and one write."""
+
+    config: ir.Config
+    overrides: dict = dataclasses.field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.config.id + (f",{self.label}" if self.label else "")
+
+    def plan(self) -> PagedPlan:
+        if self.id not in _PLANS:
+            _PLANS[self.id] = plan_paged(self.config, **self.overrides)
+        return _PLANS[self.id]
+
+    def run(self) -> PagedRun:
+        # A failure (compile error, bad launch) is kept and re-raised by
+        # every test of the case instead of being retried.
+        if self.id not in _RUNS:
+            try:
+                _RUNS[self.id] = run_paged(self.plan())
+            except Exception as error:  # noqa: BLE001 - re-raised below
+                _RUNS[self.id] = error
+        if isinstance(_RUNS[self.id], Exception):
+            raise _RUNS[self.id]
+        return _RUNS[self.id]
+
+
+_PLANS: dict[str, PagedPlan] = {}
+_RUNS: dict[str, object] = {}
+
+
+def _grid_limit() -> Optional[int]:
+    limit = os.environ.get("PATTN_GPU_GRID_LIMIT")
+    return int(limit) if limit else None
+
+
+GRID = [Case(config) for config in ir.paged_grid(_grid_limit())]
+
+#: Deployments people run, symmetric K/V, next to the sampled grid.
+NAMED = [Case(config) for config in [
+    ir.Config(name="llama-int8", k_encoding="i8", k_scale="tensor",
+              v_encoding="i8", v_scale="tensor", kv_heads=8, g=4,
+              seq_lens=(0, 33, 200, 17)),
+    ir.Config(name="fp8-e4m3", k_encoding="f8e4m3", k_scale="tensor",
+              v_encoding="f8e4m3", v_scale="tensor", block_size=32, g=8,
+              dtype="bf16", seq_lens=(100, 1, 65)),
+    ir.Config(name="ort-int4", k_encoding="i4", k_scale="channel",
+              v_encoding="i4", v_scale="channel", head_dim=256, g=6,
+              block_size=128, static_tables=True, seq_lens=(300, 129, 2)),
+    ir.Config(name="nvfp4-spec", k_encoding="nvfp4", k_scale="token",
+              v_encoding="nvfp4", v_scale="token", layout="hnd",
+              query_tokens=3, seq_lens=(40, 3, 77)),
+    ir.Config(name="gpt-oss", k_encoding="f8e5m2", k_scale="token",
+              v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=64,
+              g=8, sinks=True, window=128, seq_lens=(300, 129, 5)),
+    ir.Config(name="window1-spec", k_encoding="i8", k_scale="token",
+              v_encoding="f16", v_scale="none", query_tokens=8, g=4,
+              window=1, seq_lens=(8, 30, 19)),
+    ir.Config(name="gemma-softcap", k_encoding="bf16", k_scale="none",
+              v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=256,
+              g=2, softcap=30.0, softmax_scale=0.0625, seq_lens=(45, 120)),
+]]
+
+# Masks: empty sequences, unmapped pages (SPEC §7: zeros, never NaN).
+_MASK = ir.Config(name="masks", k_encoding="i4", k_scale="token",
+                  v_encoding="f8e4m3", v_scale="tensor", g=4, query_tokens=3,
+                  seq_lens=(3, 50, 70, 33), sinks=True)
+MASK_CASES = [
+    Case(dataclasses.replace(_MASK, name="all-empty", query_tokens=1,
+                             seq_lens=(0, 0, 0))),
+    Case(_MASK, dict(unmap_all=True), "all-unmapped"),
+    Case(_MASK, dict(holes=True), "holes"),
+]
+
+# Skipped slots: every other written token has slot -1.
+SKIP_CASES = [
+    Case(ir.Config(name="skip", k_encoding=k[0], k_scale=k[1],
+                   v_encoding=v[0], v_scale=v[1], layout=layout,
+                   query_tokens=4, seq_lens=(9, 20, 4)), dict(skip_every=2))
+    for k, v, layout in [(("i4", "token"), ("nvfp4", "token"), "hnd"),
+                         (("f8e4m3", "tensor"), ("i8", "channel"), "nhd"),
+                         (("nvfp4", "tensor"), ("bf16", "none"), "nhd")]
+]
+
+
+# The fold at its extremes (SPEC §5). K is i8 with channel scales; the
+# tables and K magnitudes are chosen so that channel 0 has zero codes.
+def _fold_config(name: str, static: bool, **fields) -> ir.Config:
+    base = dict(name=name, k_encoding="i8", k_scale="channel",
+                v_encoding="f8e4m3", v_scale="tensor", head_dim=64,
+                kv_heads=1, g=4, seq_lens=(40, 3), static_tables=static)
+    base.update(fields)
+    return ir.Config(**base)
+
+
+def _table(first: float, rest, kv_heads=1, head_dim=64) -> np.ndarray:
+    """A K channel table whose channel 0 of every head is ``first``."""
+    table = np.broadcast_to(np.asarray(rest, np.float32),
+                            (kv_heads, head_dim)).copy()
+    table[:, 0] = first
+    return table
+
+
+def _magnitude(first: float, rest: float, kv_heads=1, head_dim=64):
+    magnitude = np.full((kv_heads, head_dim), rest)
+    magnitude[:, 0] = first
+    return magnitude
+
+
+def _query_with_channel0(value: float, rest: float) -> Callable:
+    def query(rng, shape):
+        q = signed_uniform(rng, shape) * rest
+        q[..., 0] = value
+        return q
+    return query
+
+
+FLT_MAX = float(np.finfo(np.float32).max)
+_SEED_TABLE = _table(1000.0, 1000.0 * np.exp2(
+    -np.random.default_rng(11).uniform(0, 3, 64)))
+_FLT_MAX_TABLES = {
+    # FLT_MAX next to ordinary scales: clamped and > 24 binades.
+    "one-channel": (_table(FLT_MAX, 2.0 ** -4),
+                    _magnitude(1.0, 2.0 ** -4 * 100), "too_wide"),
+    # Everything within 20 binades of FLT_MAX: only the clamp forbids it.
+    "all-channels": (_table(FLT_MAX, FLT_MAX * np.exp2(
+        -np.random.default_rng(12).uniform(0, 20, 64))),
+                     _magnitude(1.0, 1.0), "clamped"),
+}
+_WIDE_TABLE = _table(2.0 ** 22, 2.0 ** -4, kv_heads=2, head_dim=128)
+
+SEED_CASES = [
+    Case(_fold_config("seed-q100-s1000", static),
+         dict(k_table=_SEED_TABLE, k_magnitude=_magnitude(1.0, 400.0),
+              query=_query_with_channel0(100.0, 1e-2)))
+    for static in (False, True)]
+FLT_MAX_CASES = [
+    Case(_fold_config(f"flt-max-{shape}", static, softmax_scale=2.0,
+                      seq_lens=(20, 7)),
+         dict(k_table=table, k_magnitude=magnitude,
+              query=_query_with_channel0(10000.0, 0.05)), expected)
+    for shape, (table, magnitude, expected) in _FLT_MAX_TABLES.items()
+    for static in (False, True)]
+WIDE_CASES = [
+    Case(_fold_config("wide-table", static, head_dim=128, kv_heads=2,
+                      v_encoding="i4", v_scale="token"),
+         dict(k_table=_WIDE_TABLE,
+              k_magnitude=_magnitude(1.0, 2.0 ** -4 * 120, 2, 128)))
+    for static in (False, True)]
+
+# CUDA graphs. graph-dynamic starts with a foldable K table (channel 0 has
+# zero codes under scale 1); the test then swaps in a table > 24 binades.
+GRAPH_CASES = [
+    Case(_fold_config("graph-dynamic", False, head_dim=128, kv_heads=2, g=6,
+                      v_encoding="i4", v_scale="channel",
+                      seq_lens=(70, 33, 1)),
+         dict(k_table=_table(1.0, 2.0 ** -4, 2, 128),
+              k_magnitude=_magnitude(1e-3, 2.0 ** -4 * 120, 2, 128))),
+    Case(ir.Config(name="graph-nvfp4", k_encoding="nvfp4", k_scale="token",
+                   v_encoding="f8e4m3", v_scale="token", layout="hnd",
+                   block_size=32, head_dim=64, g=8, sinks=True, window=40,
+                   softcap=30.0, seq_lens=(100, 0, 41))),
+    Case(ir.Config(name="graph-spec", k_encoding="i8", k_scale="tensor",
+                   v_encoding="i8", v_scale="tensor", query_tokens=4,
+                   dtype="bf16", seq_lens=(64, 4, 90))),
+]
+
+SPECIAL = MASK_CASES + SKIP_CASES + SEED_CASES + FLT_MAX_CASES + WIDE_CASES \
+    + GRAPH_CASES
+
+
+def _ids(case) -> str:
+    return case.id
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compile_everything_up_front():
+    """Plans every case and starts compiling all modules in the background,
+    so that compile time overlaps the first tests."""
+    COMPILER.prefetch(case.plan().module.text for case in GRID + NAMED)
+    COMPILER.prefetch(mla_plan(config).module.text for config in MLA_CASES)
+    COMPILER.prefetch(case.plan().module.text for case in SPECIAL)
+    yield
+    COMPILER.close()
+
+
+# ---------------------------------------------------------------------------
+# Grid and named deployments
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_write_cache_bit_exact(case):
+    run = case.run()
+    assert_cache_equal(run.k_cache, run.plan.k_expected, "K cache")
+    assert_cache_equal(run.v_cache, run.plan.v_expected, "V cache")
+
+
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_decode_matches_reference(case, gpu_results):
+    run = case.run()
+    out = run.decode()
+    assert_close(out, run.reference(), case.config.dtype, "decode",
+                 gpu_results, run.families())
+    # Rows that see no key (empty sequences, masked pages) are exact zeros.
+    hidden = ~visible_tokens(run.plan)
+    assert not out[hidden].any(), "a row with no visible key is not zero"
+
+
+# ---------------------------------------------------------------------------
+# Masks and skipped slots
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", MASK_CASES, ids=_ids)
+def test_masked_rows(case, gpu_results):
+    """Zero-length sequences and fully masked rows give exact zeros, never
+    NaN (SPEC §7); -1 pages inside a sequence are masked."""
+    run = case.run()
+    out = run.decode()
+    if case.label != "holes":
+        assert not out.any(), "fully masked rows must be exact zeros"
+    assert_close(out, run.reference(), case.config.dtype, "masked decode",
+                 gpu_results, ("masked rows",))
+
+
+@pytest.mark.parametrize("case", SKIP_CASES, ids=_ids)
+def test_slot_minus_one_is_skipped(case):
+    """Tokens with slot -1 write nothing: every byte not at a written slot
+    (pages, group scales, token scales) keeps its stale value."""
+    run = case.run()
+    assert (run.plan.slots == -1).sum() >= 3
+    assert_cache_equal(run.k_cache, run.plan.k_expected, "K cache")
+    assert_cache_equal(run.v_cache, run.plan.v_expected, "V cache")
+
+    # A batch in which every token is skipped leaves the cache untouched.
+    tensors = dict(run.tensors)
+    tensors["slots"] = upload(np.full(run.plan.slots.shape, -1), "i64")
+    invoke(run.module, "write_k", run.plan.module.functions["write_k"],
+           tensors)
+    torch.cuda.synchronize()
+    assert_cache_equal(downloaded_cache("k", run.plan.k_initial, tensors),
+                       run.k_cache, "K cache after an all -1 batch")
+
+
+# ---------------------------------------------------------------------------
+# The fold at its extremes (SPEC §5)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", SEED_CASES, ids=_ids)
+def test_seed_fold_q100_scale1000(case, gpu_results):
+    """ORT #32515/#32520: q = 100 on a channel whose K scale is 1000 and
+    whose K codes are zero. Folded without normalization, fp16(100 * 1000)
+    is inf and inf * 0 = NaN; with N = 1024 the result is finite."""
+    assert ref.fold_legality(_SEED_TABLE, 0.125) == "legal"
+    run = case.run()
+    codes = run.k_cache.storage.view(np.int8)
+    first_page = run.plan.block_table[0, 0]
+    assert not codes[first_page, ..., 0].any(), "channel 0 codes must be 0"
+    out = run.decode()
+    assert_close(out, run.reference(), case.config.dtype, "seed fold",
+                 gpu_results, ("fold extremes",))
+
+
+@pytest.mark.parametrize("case", FLT_MAX_CASES, ids=_ids)
+def test_flt_max_channel_scale(case, gpu_results):
+    """A K table holding FLT_MAX with softmax_scale 2: the normalizer would
+    need 2^128 > the 2^125 clamp, so the fold must not be used, and nothing
+    may compute q * FLT_MAX (q is 10000 on that channel; its codes are 0)."""
+    assert ref.fold_legality(case.overrides["k_table"], 2.0) == case.label
+    run = case.run()
+    out = run.decode()
+    assert_close(out, run.reference(), case.config.dtype, "FLT_MAX table",
+                 gpu_results, ("fold extremes",))
+
+
+@pytest.mark.parametrize("case", WIDE_CASES, ids=_ids)
+def test_channel_table_beyond_24_binades(case, gpu_results):
+    """Channel 0 at 2^22 (zero codes), the others at 2^-4: 26 binades.
+    Folding would scale the other channels' query by 2^-27 and flush them
+    to zero; the device guard (dynamic) or the compile-time check (static)
+    must take the unfolded path and match the reference."""
+    assert ref.fold_legality(_WIDE_TABLE, ref.default_softmax_scale(128)) \
+        == "too_wide"
+    run = case.run()
+    out = run.decode()
+    want = run.reference()
+    assert_close(out, want, case.config.dtype, "wide table", gpu_results,
+                 ("fold extremes",))
+    # The case discriminates: the flushed fold is uniform attention.
+    plan = run.plan
+    with np.errstate(all="ignore"):
+        uniform = ref.paged_attention_ref(
+            np.zeros(plan.query.shape), run.k_cache.dequantize(plan.k_operand),
+            run.v_cache.dequantize(plan.v_operand), plan.block_table,
+            case.config.seq_lens, plan.query_start,
+            softmax_scale=plan.softmax_scale)
+    assert np.abs(want - uniform).max() > 50 * TOLERANCE["f16"][0]
+
+
+# ---------------------------------------------------------------------------
+# CUDA graphs
+# ---------------------------------------------------------------------------
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.view(torch.int16).clone()
+
+
+@pytest.mark.parametrize("case", GRAPH_CASES, ids=_ids)
+def test_cuda_graph_replay_matches_eager(case, gpu_results):
+    """Decode captured in a CUDA graph replays bit for bit like the eager
+    call, also after its inputs change in place (SPEC §7: launch shapes
+    depend on host-known sizes only, no device readback)."""
+    run = case.run()
+    plan, tensors = run.plan, run.tensors
+    signature = plan.module.functions["decode"]
+    tensors["out"] = poisoned(plan.query.shape, plan.dtype)
+    out = tensors["out"]
+
+    def decode():
+        invoke(run.module, "decode", signature, tensors)
+
+    decode()
+    torch.cuda.synchronize()
+    eager = _bits(out)
+
+    # Warm up on a side stream, then capture (the torch.cuda.graph recipe).
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        decode()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        decode()
+
+    def replay() -> torch.Tensor:
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        return _bits(out)
+
+    def eager_run() -> torch.Tensor:
+        out.fill_(float("nan"))
+        decode()
+        torch.cuda.synchronize()
+        return _bits(out)
+
+    assert torch.equal(replay(), eager), "replay differs from the eager call"
+
+    # New query values, written into the captured buffer.
+    rng = np.random.default_rng(13)
+    new_query = activation_bits(signed_uniform(rng, plan.query.shape),
+                                plan.dtype)
+    tensors["query"].copy_(upload(new_query, plan.dtype))
+    replayed = replay()
+    assert torch.equal(replayed, eager_run()), "replay after a new query"
+    assert not torch.equal(replayed, eager), "the new query changed nothing"
+
+    if case.config.name == "graph-dynamic":
+        # Channel 0 jumps to 2^30: 34 binades, so the captured guard must now
+        # pick the unfolded kernel. Its codes are zero, so the reference is
+        # unchanged; the folded kernel would flush every other channel.
+        wide = _table(2.0 ** 30, 2.0 ** -4, 2, 128)
+        assert ref.fold_legality(wide, plan.softmax_scale) == "too_wide"
+        tensors["query"].copy_(upload(plan.query, plan.dtype))
+        tensors["k_scale"].copy_(upload(wide, "f32"))
+        replayed = replay()
+        assert torch.equal(replayed, eager_run()), "replay after a new table"
+        got = activation_values(replayed.cpu().numpy().view(np.uint16),
+                                plan.dtype)
+        assert_close(got, run.reference(k_operand=wide), plan.dtype,
+                     "graph replay with a table beyond 24 binades",
+                     gpu_results, ("fold extremes",))
+
+
+# ---------------------------------------------------------------------------
+# MLA records
+# ---------------------------------------------------------------------------
+
+MLA_CASES = [
+    ir.MlaConfig(preset=preset, mode=mode, query_tokens=q, dtype=dtype,
+                 seq_lens=lengths)
+    for (preset, mode), q, dtype, lengths in [
+        (("fp8_ds_mla", "none"), 1, "bf16", (70, 0, 129)),
+        (("fp8_ds_mla", "none"), 4, "f16", (4, 100)),
+        (("nvfp4_ds_mla", "tensor"), 1, "f16", (1, 200, 64)),
+        (("nvfp4_ds_mla", "tensor"), 2, "bf16", (65, 9)),
+        (("nvfp4_ds_mla_fp8_rope", "tensor"), 1, "bf16", (0, 63, 150)),
+        (("nvfp4_ds_mla_fp8_rope", "tensor"), 3, "f16", (3, 77)),
+        (("nvfp4_ds_mla_fp8_rope", "token"), 1, "f16", (130, 1, 0)),
+        (("nvfp4_ds_mla_fp8_rope", "token"), 8, "bf16", (8, 140)),
+    ]
+]
+
+
+@dataclasses.dataclass
+class MlaPlan:
+    config: ir.MlaConfig
+    module: ir.Module
+    block_table: np.ndarray
+    initial: ref.RecordCache
+    expected: ref.RecordCache
+    outer: Optional[np.ndarray]  # [1] f32 in tensor mode
+    latent: np.ndarray  # activation bits of the written tokens
+    rope: np.ndarray
+    slots: np.ndarray
+    query: np.ndarray
+    query_start: Optional[np.ndarray]
+
+
+_MLA_PLANS: dict[str, MlaPlan] = {}
+
+
+def mla_plan(config: ir.MlaConfig) -> MlaPlan:
+    if config.id in _MLA_PLANS:
+        return _MLA_PLANS[config.id]
+    rng = np.random.default_rng(zlib.crc32(config.id.encode()))
+    dtype, bs, n = config.dtype, config.block_size, config.query_tokens
+    as_activation = lambda x: activation_values(activation_bits(x, dtype),
+                                                dtype)
+    used = [-(-length // bs) for length in config.seq_lens]
+    num_blocks = sum(used) + 1
+    pages = rng.permutation(num_blocks)
+    table = np.full((config.batch, config.max_blocks), -1, np.int32)
+    start = 0
+    for b, count in enumerate(used):
+        table[b, :count] = pages[start:start + count]
+        start += count
+
+    # Latent tiles of different sizes, so per-tile and group scales differ.
+    tile = np.repeat(np.exp2(rng.uniform(-2, 1, 4)), 128)
+    positions = [(b, p) for b, length in enumerate(config.seq_lens)
+                 for p in range(length)]
+    latent = as_activation(signed_uniform(rng, (len(positions), 512)) * tile)
+    rope = as_activation(signed_uniform(rng, (len(positions), 64), 0.1, 2.0))
+    outer = np.array([np.abs(latent).max(initial=1.0) / 2688], np.float32) \
+        if config.mode == "tensor" else None
+    slots = np.array([table[b, p // bs] * bs + p % bs for b, p in positions],
+                     np.int64)
+    lengths = config.seq_lens
+    is_new = np.array([p >= lengths[b] - min(n, lengths[b])
+                       for b, p in positions], bool)
+
+    initial = ref.RecordCache.allocate(config.preset, config.mode,
+                                       num_blocks, bs, rng)
+    if (~is_new).any():
+        initial.write(latent[~is_new], rope[~is_new], slots[~is_new], outer)
+    expected = initial.copy()
+    new_slots = slots[is_new].copy()
+    new_latent, new_rope = latent[is_new], rope[is_new]
+    # A padding token with slot -1.
+    new_latent = np.concatenate([new_latent, as_activation(
+        signed_uniform(rng, (1, 512)))])
+    new_rope = np.concatenate([new_rope, as_activation(
+        signed_uniform(rng, (1, 64)))])
+    new_slots = np.append(new_slots, -1)
+    expected.write(new_latent, new_rope, new_slots, outer)
+
+    query = signed_uniform(rng, (config.batch * n, config.num_heads, 576))
+    plan = MlaPlan(
+        config=config, module=ir.emit_mla(config), block_table=table,
+        initial=initial, expected=expected, outer=outer,
+        latent=activation_bits(new_latent, dtype),
+        rope=activation_bits(new_rope, dtype), slots=new_slots,
+        query=activation_bits(query, dtype),
+        query_start=np.arange(config.batch + 1, dtype=np.int32) * n
+        if n > 1 else None)
+    _MLA_PLANS[config.id] = plan
+    return plan
+
+
+_MLA_RUNS: dict[str, object] = {}
+
+
+def mla_run(config: ir.MlaConfig):
+    """(plan, module, tensors, record cache on the device after the write)."""
+    if config.id not in _MLA_RUNS:
+        try:
+            plan = mla_plan(config)
+            module = COMPILER.load(plan.module.text)
+            tensors = {
+                "pages": upload(plan.initial.storage, "i8"),
+                "latent": upload(plan.latent, config.dtype),
+                "rope": upload(plan.rope, config.dtype),
+                "slots": upload(plan.slots, "i64"),
+                "query": upload(plan.query, config.dtype),
+                "block_table": upload(plan.block_table, "i32"),
+                "seq_lens": upload(np.array(config.seq_lens), "i32"),
+            }
+            if plan.outer is not None:
+                tensors["outer_scale"] = upload(plan.outer, "f32")
+            if plan.query_start is not None:
+                tensors["query_start"] = upload(plan.query_start, "i32")
+            invoke(module, "write_records",
+                   plan.module.functions["write_records"], tensors)
+            torch.cuda.synchronize()
+            cache = plan.initial.copy()
+            cache.storage = download(tensors["pages"])
+            _MLA_RUNS[config.id] = (plan, module, tensors, cache)
+        except Exception as error:  # noqa: BLE001 - re-raised below
+            _MLA_RUNS[config.id] = error
+    run = _MLA_RUNS[config.id]
+    if isinstance(run, Exception):
+        raise run
+    return run
+
+
+@pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
+def test_mla_write_records_bit_exact(config):
+    plan, _, _, cache = mla_run(config)
+    assert_bytes_equal(cache.storage, plan.expected.storage,
+                       f"{config.preset} records")
+
+
+@pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
+def test_mla_decode_matches_reference(config, gpu_results):
+    plan, module, tensors, cache = mla_run(config)
+    tensors["out"] = poisoned((plan.query.shape[0], config.num_heads,
+                               config.latent), config.dtype)
+    invoke(module, "mla", plan.module.functions["mla"], tensors)
+    torch.cuda.synchronize()
+    out = activation_values(download(tensors["out"]), config.dtype)
+    with np.errstate(all="ignore"):
+        latent, rope = cache.dequantize(plan.outer)
+    want = ref.mla_attention_ref(
+        activation_values(plan.query, config.dtype), latent, rope,
+        plan.block_table, config.seq_lens, plan.query_start,
+        num_heads=config.num_heads,
+        softmax_scale=float(np.float32(config.softmax_scale)))
+    assert_close(out, want, config.dtype, "mla_decode", gpu_results,
+                 (f"mla {config.preset} ({config.mode})",))
+    empty = [b for b, length in enumerate(config.seq_lens) if length == 0]
+    for b in empty:  # zero-length sequences give exact zeros
+        rows = slice(b * config.query_tokens, (b + 1) * config.query_tokens)
+        assert not out[rows].any()
