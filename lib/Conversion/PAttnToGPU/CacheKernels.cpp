@@ -76,6 +76,52 @@ static std::pair<Value, Value> slotAddress(KernelBuilder &kb, Value slot,
   return {page, offset};
 }
 
+/// The type of the slot check's flag buffer.
+static MemRefType flagType(MLIRContext *context) {
+  return MemRefType::get({1}, IntegerType::get(context, 32));
+}
+
+auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
+                                   Value slots, Value storage,
+                                   int64_t blockSize) -> gpu::GPUFuncOp {
+  MLIRContext *context = slots.getContext();
+  OpBuilder builder(context);
+  SmallVector<Type> types = {slots.getType(), storage.getType(),
+                             flagType(context)};
+  gpu::GPUFuncOp kernel =
+      kernels.create(builder, loc, "pattn_check_slots", types, {});
+  KernelBuilder kb(builder, loc);
+  Value slotArg = kernel.getArgument(0), storageArg = kernel.getArgument(1);
+  Value flag = kernel.getArgument(2);
+  Value tid = kb.threadId();
+  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
+  kb.ifThen(isFirst, [&] { kb.store(kb.i32(0), flag, {kb.index(0)}); });
+  kb.barrier();
+  // Every thread that sees a bad slot stores the same 1: the race is benign.
+  Value capacity = kb.toI64(kb.mul(
+      memref::DimOp::create(builder, loc, storageArg, 0), kb.index(blockSize)));
+  Value count = memref::DimOp::create(builder, loc, slotArg, 0);
+  kb.forLoop(tid, count, kb.index(kBlockThreads), {},
+             [&](Value i, ValueRange) -> SmallVector<Value> {
+               Value slot = kb.toI64(kb.load(slotArg, {i}));
+               Value bad = kb.lor(
+                   kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1)),
+                   kb.cmpi(arith::CmpIPredicate::sge, slot, capacity));
+               kb.ifThen(bad, [&] { kb.store(kb.i32(1), flag, {kb.index(0)}); });
+               return {};
+             });
+  gpu::ReturnOp::create(builder, loc);
+  return kernel;
+}
+
+/// True when the slot check passed (its flag, the kernel's last argument,
+/// is 0).
+static Value slotsValid(KernelBuilder &kb, gpu::GPUFuncOp kernel) {
+  Value flag = kernel.getArguments().back();
+  return kb.cmpi(arith::CmpIPredicate::eq, kb.load(flag, {kb.index(0)}),
+                 kb.i32(0));
+}
+
 auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
                                             WriteCacheOp op,
                                             const CacheBuffers &cache) -> gpu::GPUFuncOp {
@@ -93,8 +139,10 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
     operands.push_back(cache.tokenScales);
   if (op.getScale())
     operands.push_back(op.getScale());
-  gpu::GPUFuncOp kernel = kernels.create(
-      builder, loc, "pattn_write_cache", ValueRange(operands).getTypes(), {});
+  SmallVector<Type> types(ValueRange(operands).getTypes());
+  types.push_back(flagType(op.getContext()));
+  gpu::GPUFuncOp kernel =
+      kernels.create(builder, loc, "pattn_write_cache", types, {});
   KernelBuilder kb(builder, loc);
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };
@@ -107,9 +155,10 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
   Value kvHead = kb.blockId(gpu::Dimension::y);
   Value tid = kb.threadId();
   Value slot = kb.load(slots, {token});
-  Value live = kb.cmpi(arith::CmpIPredicate::sge, slot,
-                       arith::ConstantIntOp::create(
-                           builder, loc, slot.getType(), 0));
+  Value live = kb.land(slotsValid(kb, kernel),
+                       kb.cmpi(arith::CmpIPredicate::sge, slot,
+                               arith::ConstantIntOp::create(
+                                   builder, loc, slot.getType(), 0)));
   auto element = [&](Value channel) {
     return kb.toF32(kb.load(values, {token, kvHead, channel}));
   };
@@ -221,8 +270,10 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels,
                                  cache.storage};
   if (op.getOuterScale())
     operands.push_back(op.getOuterScale());
-  gpu::GPUFuncOp kernel = kernels.create(
-      builder, loc, "pattn_write_record", ValueRange(operands).getTypes(), {});
+  SmallVector<Type> types(ValueRange(operands).getTypes());
+  types.push_back(flagType(op.getContext()));
+  gpu::GPUFuncOp kernel =
+      kernels.create(builder, loc, "pattn_write_record", types, {});
   KernelBuilder kb(builder, loc);
   Value latentIn = kernel.getArgument(0), ropeIn = kernel.getArgument(1);
   Value slots = kernel.getArgument(2), storage = kernel.getArgument(3);
@@ -231,9 +282,10 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels,
   Value token = kb.blockId(gpu::Dimension::x);
   Value tid = kb.threadId();
   Value slot = kb.load(slots, {token});
-  Value live = kb.cmpi(arith::CmpIPredicate::sge, slot,
-                       arith::ConstantIntOp::create(builder, loc,
-                                                    slot.getType(), 0));
+  Value live = kb.land(slotsValid(kb, kernel),
+                       kb.cmpi(arith::CmpIPredicate::sge, slot,
+                               arith::ConstantIntOp::create(
+                                   builder, loc, slot.getType(), 0)));
   auto latentAt = [&](Value i) { return kb.toF32(kb.load(latentIn, {token, i})); };
   auto ropeAt = [&](Value i) { return kb.toF32(kb.load(ropeIn, {token, i})); };
 

@@ -55,12 +55,23 @@ private:
   unsigned counter = 0;
 };
 
-/// One block per (token, kv head), one thread per element pair.
+/// A single block that sets `flag` ([1], i32) to 1 when any slot is out of
+/// range (below -1, or past the pages of `storage`) and to 0 otherwise.
+/// Its operands are (slots, storage, flag).
+mlir::gpu::GPUFuncOp buildSlotCheckKernel(KernelModule &kernels,
+                                          mlir::Location loc,
+                                          mlir::Value slots,
+                                          mlir::Value storage,
+                                          int64_t blockSize);
+
+/// One block per (token, kv head), one thread per element pair. The last
+/// operand is the slot check's flag: the kernel writes only when it is 0,
+/// so a call with a bad slot leaves the whole cache untouched.
 mlir::gpu::GPUFuncOp buildWriteCacheKernel(KernelModule &kernels,
                                            mlir::pattn::WriteCacheOp op,
                                            const CacheBuffers &cache);
 
-/// One block per token.
+/// One block per token; the last operand is the slot check's flag.
 mlir::gpu::GPUFuncOp buildWriteRecordKernel(KernelModule &kernels,
                                             mlir::pattn::WriteRecordOp op,
                                             const RecordBuffers &cache);

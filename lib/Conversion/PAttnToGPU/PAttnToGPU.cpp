@@ -76,6 +76,10 @@ private:
   LogicalResult lower(MlaDecodeOp op);
   void lowerDecode(Location loc, const DecodeKernels &kernels, Value query,
                    Value blockTable);
+  /// Launches the slot check, then `kernel` gated by its flag.
+  void launchCheckedWrite(Location loc, gpu::GPUFuncOp kernel,
+                          gpu::KernelDim3 grid, SmallVector<Value> operands,
+                          Value slots, Value storage, int64_t blockSize);
 };
 
 } // namespace
@@ -147,6 +151,24 @@ void HostRewriter::ifPositive(Location loc, Value count,
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::sgt, count, kb.index(0)), body);
 }
 
+void HostRewriter::launchCheckedWrite(Location loc, gpu::GPUFuncOp kernel,
+                                      gpu::KernelDim3 grid,
+                                      SmallVector<Value> operands, Value slots,
+                                      Value storage, int64_t blockSize) {
+  Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
+  auto flag = gpu::AllocOp::create(
+      builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,
+      ValueRange{stream}, ValueRange{}, ValueRange{}, /*hostShared=*/false);
+  gpu::GPUFuncOp check =
+      buildSlotCheckKernel(kernels, loc, slots, storage, blockSize);
+  Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+  launch(loc, check, {one, one, one}, {slots, storage, flag.getMemref()});
+  operands.push_back(flag.getMemref());
+  launch(loc, kernel, grid, operands);
+  gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                         flag.getMemref());
+}
+
 LogicalResult HostRewriter::lower(WriteCacheOp op) {
   FailureOr<CacheBuffers> cache = resolveCache(op, op.getCache());
   if (failed(cache))
@@ -163,7 +185,9 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
     Value kvHeads =
         arith::ConstantIndexOp::create(builder, loc, cache->type.getKvHeads());
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launch(loc, kernel, {tokens, kvHeads, one}, operands);
+    launchCheckedWrite(loc, kernel, {tokens, kvHeads, one}, operands,
+                       op.getSlots(), cache->storage,
+                       cache->type.getBlockSize());
   });
   return success();
 }
@@ -200,7 +224,9 @@ LogicalResult HostRewriter::lower(WriteRecordOp op) {
   Value tokens = dim(loc, op.getLatent(), 0);
   ifPositive(loc, tokens, [&] {
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launch(loc, kernel, {tokens, one, one}, operands);
+    launchCheckedWrite(loc, kernel, {tokens, one, one}, operands,
+                       op.getSlots(), cache->storage,
+                       cache->type.getBlockSize());
   });
   return success();
 }

@@ -761,6 +761,28 @@ def test_slot_minus_one_is_skipped(case):
                        run.k_cache, "K cache after an all -1 batch")
 
 
+@pytest.mark.parametrize("case", SKIP_CASES, ids=_ids)
+def test_out_of_range_slot_rejects_the_whole_batch(case):
+    """SPEC §7: a batch holding a slot past the cache's pages (or below -1)
+    writes nothing at all, valid slots included: no partial write, and no
+    out-of-bounds store (which would poison the CUDA context)."""
+    run = case.run()
+    capacity = run.tensors["k_pages"].shape[0] * case.config.block_size
+    for bad in (capacity, capacity + 12345, -2):
+        tensors = dict(run.tensors)
+        slots = run.plan.slots.copy()
+        slots[-1] = bad  # the other slots are valid
+        tensors["slots"] = upload(slots, "i64")
+        for name in ("write_k", "write_v"):
+            invoke(run.module, name, run.plan.module.functions[name], tensors)
+        torch.cuda.synchronize()
+        for prefix, cache in (("k", run.k_cache), ("v", run.v_cache)):
+            assert_cache_equal(
+                downloaded_cache(prefix, getattr(run.plan, f"{prefix}_initial"),
+                                 tensors),
+                cache, f"{prefix.upper()} cache after slot {bad}")
+
+
 # ---------------------------------------------------------------------------
 # The fold at its extremes (SPEC §5)
 # ---------------------------------------------------------------------------

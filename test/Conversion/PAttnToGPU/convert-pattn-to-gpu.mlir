@@ -1,24 +1,36 @@
 // RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --convert-pattn-to-gpu | FileCheck %s
 
-// A cache write: one block per (token, kv head), 128 threads, on the
-// caller's stream (a trailing !llvm.ptr seen as an async token); an empty
-// batch launches nothing; the function returns the runtime's status.
+// A cache write: a single-block slot check, then one block per (token, kv
+// head), 128 threads, writing only when every slot is in range (a rejected
+// call leaves the cache untouched), all on the caller's stream (a trailing
+// !llvm.ptr seen as an async token); an empty batch launches nothing; the
+// function returns the runtime's status.
 // CHECK-LABEL: func.func @write_i4
 // CHECK-SAME: (%[[PAGES:[^:]*]]: memref<?x16x2x32xi8>, %[[V:[^:]*]]: memref<?x2x64xf16>, %[[SLOTS:[^:]*]]: memref<?xi64>, %[[S:[^:]*]]: memref<1xf32>, %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
 // CHECK:   %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
 // CHECK:   %[[T:.*]] = memref.dim %[[V]], %{{.*}} : memref<?x2x64xf16>
 // CHECK:   scf.if
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_0 blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>)
+// CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] () : memref<1xi32>
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_1 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>)
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_0 blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
+// CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels
-// CHECK:   gpu.func @pattn_write_cache_0(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>) kernel
-// Slot -1 skips the token.
+// CHECK:   gpu.func @pattn_write_cache_0(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<1xi32>) kernel
+// Writes only after a clean slot check; slot -1 skips the token.
+// CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%c0] : memref<1xi32>
+// CHECK:     arith.cmpi eq, %[[CHECKED]], %c0_i32
 // CHECK:     arith.cmpi sge, %{{.*}}, %c0_i64 : i64
 // Two signed codes, biased by 8, packed low nibble first.
 // CHECK:     math.roundeven
 // CHECK:     arith.shli %{{.*}}, %c4_i32
 // CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
+// A slot below -1 or past the pages sets the flag.
+// CHECK:   gpu.func @pattn_check_slots_1(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>) kernel
+// CHECK:     gpu.barrier
+// CHECK:     arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
+// CHECK:     arith.cmpi sge
 !c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = tensor>
 func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {
   %c = pattn.bind_cache storage(%pages : memref<?x16x2x32xi8>) : !c
@@ -31,7 +43,7 @@ func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots
 // nvfp4 with per-token outer scales: the kernel writes codes, group scales
 // and the token scale.
 // CHECK-LABEL: func.func @write_nvfp4
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_0 {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>)
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_0 {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>, %{{.*}} : memref<1xi32>)
 // CHECK: gpu.func @pattn_write_cache_0
 // CHECK:   arith.divf %{{.*}}, %cst{{.*}} : f32
 // CHECK:   memref.store %{{.*}} : memref<?x16x4xf32>
@@ -121,11 +133,12 @@ func.func @guarded(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: me
 
 // MLA over 656-byte records: one write kernel per token, one decode pair.
 // CHECK-LABEL: func.func @mla
+// CHECK: @pattn_kernels::@pattn_check_slots_1
 // CHECK: @pattn_kernels::@pattn_write_record_0 blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}})
-// CHECK: @pattn_kernels::@pattn_decode_1
-// CHECK: @pattn_kernels::@pattn_merge_2
+// CHECK: @pattn_kernels::@pattn_decode_2
+// CHECK: @pattn_kernels::@pattn_merge_3
 // CHECK: gpu.func @pattn_write_record_0
-// CHECK: gpu.func @pattn_decode_1({{.*}}) workgroup(%{{.*}} : memref<576xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @pattn_decode_2({{.*}}) workgroup(%{{.*}} : memref<576xf32, #gpu.address_space<workgroup>>
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @mla(%pages: memref<?x64x656xi8>, %lat: memref<?x512xbf16>, %rope: memref<?x64xbf16>, %slots: memref<?xi64>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
   %c = pattn.bind_cache storage(%pages : memref<?x64x656xi8>) : !r
