@@ -46,9 +46,11 @@ public:
   virtual int64_t keyDim() const = 0;
   virtual int64_t valueDim() const = 0;
   virtual int64_t kvHeads() const = 0;
-  /// fp32 dot of K[row] with the workgroup query `query`, all K scales
-  /// applied.
-  virtual Value keyDot(KernelBuilder &kb, const Row &row, Value query) = 0;
+  /// fp32 dots of K[row] with the `heads` query rows in the workgroup
+  /// buffer `query` (row j at j * keyDim()), all K scales applied. The key
+  /// is loaded and dequantized once for all heads.
+  virtual SmallVector<Value> keyDots(KernelBuilder &kb, const Row &row,
+                                     Value query, int64_t heads) = 0;
   /// fp32 V[row][channel], all V scales applied.
   virtual Value valueAt(KernelBuilder &kb, const Row &row, Value channel) = 0;
 
@@ -93,16 +95,25 @@ public:
   int64_t valueDim() const override { return value.type.getHeadDim(); }
   int64_t kvHeads() const override { return key.type.getKvHeads(); }
 
-  Value keyDot(KernelBuilder &kb, const Row &row, Value query) override {
-    Value dim = kb.index(key.type.getHeadDim());
-    SmallVector<Value> sum = kb.forLoop(
-        kb.index(0), dim, kb.index(1), {kb.f32(0.0f)},
+  SmallVector<Value> keyDots(KernelBuilder &kb, const Row &row, Value query,
+                             int64_t heads) override {
+    int64_t dim = key.type.getHeadDim();
+    SmallVector<Value> sums = kb.forLoop(
+        kb.index(0), kb.index(dim), kb.index(1),
+        SmallVector<Value>(heads, kb.f32(0.0f)),
         [&](Value channel, ValueRange carried) -> SmallVector<Value> {
           Value element = channelScaled(kb, key, row, channel);
-          Value q = kb.load(query, {channel});
-          return {kb.fma(q, element, carried[0])};
+          SmallVector<Value> next;
+          for (int64_t j = 0; j < heads; ++j) {
+            Value q = kb.load(query, {kb.add(channel, kb.index(j * dim))});
+            next.push_back(kb.fma(q, element, carried[j]));
+          }
+          return next;
         });
-    return kb.fmul(sum[0], outerScale(kb, key, row));
+    Value outer = outerScale(kb, key, row);
+    for (Value &sum : sums)
+      sum = kb.fmul(sum, outer);
+    return sums;
   }
 
   Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
@@ -220,10 +231,14 @@ public:
   int64_t valueDim() const override { return latent.getCount(); }
   int64_t kvHeads() const override { return 1; }
 
-  Value keyDot(KernelBuilder &kb, const Row &row, Value query) override {
-    Value latentSum = laneDot(kb, row, latent, query, 0);
-    Value ropeSum = laneDot(kb, row, rope, query, latent.getCount());
-    return kb.fadd(latentSum, ropeSum);
+  SmallVector<Value> keyDots(KernelBuilder &kb, const Row &row, Value query,
+                             int64_t heads) override {
+    SmallVector<Value> latentSums = laneDots(kb, row, latent, query, 0, heads);
+    SmallVector<Value> ropeSums =
+        laneDots(kb, row, rope, query, latent.getCount(), heads);
+    for (int64_t j = 0; j < heads; ++j)
+      latentSums[j] = kb.fadd(latentSums[j], ropeSums[j]);
+    return latentSums;
   }
 
   Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
@@ -236,15 +251,28 @@ private:
   LaneAttr latent, rope;
   int storage = -1, outer = -1;
 
-  Value laneDot(KernelBuilder &kb, const Row &row, LaneAttr lane, Value query,
-                int64_t queryOffset) {
-    SmallVector<Value> sum = kb.forLoop(
-        kb.index(0), kb.index(lane.getCount()), kb.index(1), {kb.f32(0.0f)},
+  /// Dots of `lane` with query channels [queryOffset, queryOffset + count)
+  /// of each of the `heads` query rows.
+  SmallVector<Value> laneDots(KernelBuilder &kb, const Row &row, LaneAttr lane,
+                              Value query, int64_t queryOffset, int64_t heads) {
+    int64_t dim = keyDim();
+    SmallVector<Value> sums = kb.forLoop(
+        kb.index(0), kb.index(lane.getCount()), kb.index(1),
+        SmallVector<Value>(heads, kb.f32(0.0f)),
         [&](Value channel, ValueRange carried) -> SmallVector<Value> {
-          Value q = kb.load(query, {kb.add(channel, kb.index(queryOffset))});
-          return {kb.fma(q, laneElement(kb, row, lane, channel), carried[0])};
+          Value element = laneElement(kb, row, lane, channel);
+          SmallVector<Value> next;
+          for (int64_t j = 0; j < heads; ++j) {
+            Value q = kb.load(
+                query, {kb.add(channel, kb.index(j * dim + queryOffset))});
+            next.push_back(kb.fma(q, element, carried[j]));
+          }
+          return next;
         });
-    return kb.fmul(sum[0], laneOuterScale(kb, row, lane));
+    Value outer = laneOuterScale(kb, row, lane);
+    for (Value &sum : sums)
+      sum = kb.fmul(sum, outer);
+    return sums;
   }
 
   SmallVector<Value> byteAddress(KernelBuilder &kb, const Row &row,
@@ -377,6 +405,16 @@ Value weight(KernelBuilder &kb, Value x, Value m) {
   return kb.select(isNegInf(kb, x), kb.f32(0.0f), e);
 }
 
+/// Heads of one KV head that a decode block serves together: each key row
+/// is loaded and dequantized once for all of them. The largest divisor of
+/// the group size up to 8 keeps the per-thread state in registers.
+int64_t headsPerBlock(int64_t group) {
+  for (int64_t heads = std::min<int64_t>(group, 8); heads > 1; --heads)
+    if (group % heads == 0)
+      return heads;
+  return 1;
+}
+
 gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                                  const DecodeParams &p, int64_t keysPerSplit,
                                  SmallVectorImpl<Value> &hostOperands) {
@@ -384,7 +422,10 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   OpBuilder builder(context);
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   int64_t keyDim = source.keyDim(), valueDim = source.valueDim();
-  int64_t group = p.numHeads / source.kvHeads();
+  int64_t kvHeads = source.kvHeads();
+  int64_t group = p.numHeads / kvHeads;
+  int64_t heads = headsPerBlock(group);
+  int64_t headGroups = group / heads;
 
   // Kernel arguments: the op's buffers, the source's, then the workspace.
   hostOperands.assign({p.query, p.blockTable, p.seqLens});
@@ -404,9 +445,11 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                            gpu::AddressSpaceAttr::get(
                                context, gpu::AddressSpace::Workgroup));
   };
+  // Shared memory: the block's query rows, then per chunk each head's
+  // logits (overwritten by its softmax weights) and each key's page slot.
   gpu::GPUFuncOp kernel = kernels.create(
       builder, p.loc, "pattn_decode", argTypes,
-      {workgroup(keyDim, f32), workgroup(kBlockThreads, f32),
+      {workgroup(heads * keyDim, f32), workgroup(heads * kBlockThreads, f32),
        workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
   KernelBuilder kb(builder, p.loc);
 
@@ -419,17 +462,23 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   arg = sourceBegin + source.hostOperands.size();
   Value partialOut = next(), partialStats = next();
   Value querySmem = kernel.getWorkgroupAttributions()[0];
-  Value logits = kernel.getWorkgroupAttributions()[1];
+  Value scores = kernel.getWorkgroupAttributions()[1];
   Value pages = kernel.getWorkgroupAttributions()[2];
   Value offsets = kernel.getWorkgroupAttributions()[3];
 
+  // blockId.y = (token * kvHeads + kvHead) * headGroups + headGroup.
   Value tid = kb.threadId();
   Value split = kb.blockId(gpu::Dimension::x);
-  Value tokenHead = kb.blockId(gpu::Dimension::y);
-  Value token = kb.divs(tokenHead, kb.index(p.numHeads));
-  Value head = kb.rems(tokenHead, kb.index(p.numHeads));
-  Value kvHead = kb.divs(head, kb.index(group));
+  Value row = kb.blockId(gpu::Dimension::y);
+  Value token = kb.divs(row, kb.index(kvHeads * headGroups));
+  Value kvHead = kb.rems(kb.divs(row, kb.index(headGroups)), kb.index(kvHeads));
+  Value firstHead = kb.add(kb.mul(kvHead, kb.index(group)),
+                           kb.mul(kb.rems(row, kb.index(headGroups)),
+                                  kb.index(heads)));
   int64_t slices = llvm::divideCeil(valueDim, kBlockThreads);
+  auto at = [&](int64_t j, Value i) {
+    return kb.add(kb.index(j * kBlockThreads), i);
+  };
 
   kb.ifThen(guardAllows(kb, guard, p.guardValue), [&] {
     auto [sequence, queryTokens, position] =
@@ -447,24 +496,33 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
     Value last = kb.mins(end, kb.add(splitBegin, kb.i32(keysPerSplit)));
     Value maxBlocks = kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
 
-    // The query in shared memory as fp32, read by every key's dot product.
-    kb.forLoop(tid, kb.index(keyDim), kb.index(kBlockThreads), {},
+    // The block's query rows in shared memory as fp32.
+    kb.forLoop(tid, kb.index(heads * keyDim), kb.index(kBlockThreads), {},
                [&](Value c, ValueRange) -> SmallVector<Value> {
-                 kb.store(kb.toF32(kb.load(query, {token, head, c})),
+                 Value head = kb.add(firstHead, kb.divs(c, kb.index(keyDim)));
+                 Value channel = kb.rems(c, kb.index(keyDim));
+                 kb.store(kb.toF32(kb.load(query, {token, head, channel})),
                           querySmem, {c});
                  return {};
                });
     kb.barrier();
 
-    SmallVector<Value> init = {negInf(kb), kb.f32(0.0f)};
-    for (int64_t s = 0; s < slices; ++s)
-      init.push_back(kb.f32(0.0f));
+    // Carried per head j: max, sum, then the output slices.
+    auto maxOf = [&](int64_t j) { return j * (2 + slices); };
+    auto sumOf = [&](int64_t j) { return j * (2 + slices) + 1; };
+    auto accOf = [&](int64_t j, int64_t s) { return j * (2 + slices) + 2 + s; };
+    SmallVector<Value> init;
+    for (int64_t j = 0; j < heads; ++j) {
+      init.append({negInf(kb), kb.f32(0.0f)});
+      for (int64_t s = 0; s < slices; ++s)
+        init.push_back(kb.f32(0.0f));
+    }
     SmallVector<Value> state = kb.forLoop(
         kb.toIndex(first), kb.toIndex(kb.maxs(first, last)),
         kb.index(kBlockThreads), init,
         [&](Value chunk, ValueRange carried) -> SmallVector<Value> {
-          Value key = kb.add(chunk, tid);
-          Value key32 = kb.toI32(key);
+          // Phase 1: thread tid scores key chunk + tid for every head.
+          Value key32 = kb.toI32(kb.add(chunk, tid));
           Value inRange = kb.cmpi(arith::CmpIPredicate::slt, key32, last);
           // Clamp so the block-table read stays in bounds for idle threads.
           Value blockIndex = kb.mins(kb.divs(key32, kb.i32(p.blockSize)),
@@ -473,84 +531,123 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
           Value valid = kb.land(inRange, kb.cmpi(arith::CmpIPredicate::sge,
                                                  page, kb.i32(0)));
           Value offset = kb.rems(key32, kb.i32(p.blockSize));
-          Row row{kb.toIndex(kb.maxs(page, kb.i32(0))), kb.toIndex(offset),
-                  kvHead};
-          Value logit = kb.ifElse(
-              valid, {kb.b.getF32Type()},
+          Row keyRow{kb.toIndex(kb.maxs(page, kb.i32(0))), kb.toIndex(offset),
+                     kvHead};
+          SmallVector<Type> scoreTypes(heads, kb.b.getF32Type());
+          SmallVector<Value> logits = kb.ifElse(
+              valid, scoreTypes,
               [&]() -> SmallVector<Value> {
-                Value score = kb.fmul(source.keyDot(kb, row, querySmem),
-                                      kb.f32(p.softmaxScale));
-                if (p.softcap > 0.0f)
-                  score = kb.fmul(kb.f32(p.softcap),
-                                  kb.tanh(kb.fdiv(score, kb.f32(p.softcap))));
-                return {score};
+                SmallVector<Value> dots =
+                    source.keyDots(kb, keyRow, querySmem, heads);
+                for (Value &score : dots) {
+                  score = kb.fmul(score, kb.f32(p.softmaxScale));
+                  if (p.softcap > 0.0f)
+                    score = kb.fmul(kb.f32(p.softcap),
+                                    kb.tanh(kb.fdiv(score, kb.f32(p.softcap))));
+                }
+                return dots;
               },
-              [&]() -> SmallVector<Value> { return {negInf(kb)}; })[0];
-          kb.store(logit, logits, {tid});
+              [&]() -> SmallVector<Value> {
+                return SmallVector<Value>(heads, negInf(kb));
+              });
+          for (int64_t j = 0; j < heads; ++j)
+            kb.store(logits[j], scores, {at(j, tid)});
           kb.store(kb.select(valid, page, kb.i32(-1)), pages, {tid});
           kb.store(offset, offsets, {tid});
           kb.barrier();
 
-          // Every thread reduces the chunk itself: 128 shared-memory reads,
-          // and no second barrier round.
+          // Phase 2: every thread reads each head's chunk maximum; then each
+          // thread turns its own logits into weights, once per key.
           Value count = kb.toIndex(kb.mins(kb.sub(last, kb.toI32(chunk)),
                                            kb.i32(kBlockThreads)));
-          Value chunkMax = kb.forLoop(
-              kb.index(0), count, kb.index(1), {negInf(kb)},
-              [&](Value i, ValueRange c) -> SmallVector<Value> {
-                return {kb.fmax(c[0], kb.load(logits, {i}))};
-              })[0];
-          Value oldMax = carried[0];
-          Value newMax = kb.fmax(oldMax, chunkMax);
-          // Rescale what was accumulated under the old maximum.
-          Value alpha = kb.select(isNegInf(kb, oldMax), kb.f32(0.0f),
-                                  kb.exp(kb.fsub(oldMax, newMax)));
-          SmallVector<Value> accInit = {kb.fmul(carried[1], alpha)};
-          for (int64_t s = 0; s < slices; ++s)
-            accInit.push_back(kb.fmul(carried[2 + s], alpha));
+          SmallVector<Value> newMax, alpha;
+          for (int64_t j = 0; j < heads; ++j) {
+            Value chunkMax = kb.forLoop(
+                kb.index(0), count, kb.index(1), {negInf(kb)},
+                [&](Value i, ValueRange c) -> SmallVector<Value> {
+                  return {kb.fmax(c[0], kb.load(scores, {at(j, i)}))};
+                })[0];
+            Value oldMax = carried[maxOf(j)];
+            newMax.push_back(kb.fmax(oldMax, chunkMax));
+            // Rescale what was accumulated under the old maximum.
+            alpha.push_back(kb.select(isNegInf(kb, oldMax), kb.f32(0.0f),
+                                      kb.exp(kb.fsub(oldMax, newMax[j]))));
+          }
+          kb.barrier();
+          for (int64_t j = 0; j < heads; ++j)
+            kb.store(weight(kb, logits[j], newMax[j]), scores, {at(j, tid)});
+          kb.barrier();
+
+          // Phase 3: each value element is loaded once for all heads.
+          SmallVector<Value> accInit;
+          for (int64_t j = 0; j < heads; ++j) {
+            accInit.push_back(kb.fmul(carried[sumOf(j)], alpha[j]));
+            for (int64_t s = 0; s < slices; ++s)
+              accInit.push_back(kb.fmul(carried[accOf(j, s)], alpha[j]));
+          }
           SmallVector<Value> acc = kb.forLoop(
               kb.index(0), count, kb.index(1), accInit,
               [&](Value i, ValueRange c) -> SmallVector<Value> {
-                Value w = weight(kb, kb.load(logits, {i}), newMax);
+                SmallVector<Value> w;
+                for (int64_t j = 0; j < heads; ++j)
+                  w.push_back(kb.load(scores, {at(j, i)}));
                 Value keyPage = kb.load(pages, {i});
                 Value live = kb.cmpi(arith::CmpIPredicate::sge, keyPage, kb.i32(0));
-                SmallVector<Value> updated = {kb.fadd(c[0], w)};
-                Row keyRow{kb.toIndex(kb.maxs(keyPage, kb.i32(0))),
-                           kb.toIndex(kb.load(offsets, {i})), kvHead};
+                Row valueRow{kb.toIndex(kb.maxs(keyPage, kb.i32(0))),
+                             kb.toIndex(kb.load(offsets, {i})), kvHead};
+                SmallVector<Value> updated(c.begin(), c.end());
+                for (int64_t j = 0; j < heads; ++j)
+                  updated[j * (1 + slices)] = kb.fadd(c[j * (1 + slices)], w[j]);
                 for (int64_t s = 0; s < slices; ++s) {
                   Value channel = kb.add(tid, kb.index(s * kBlockThreads));
                   Value owns = kb.land(
                       live, kb.cmpi(arith::CmpIPredicate::slt, channel,
                                     kb.index(valueDim)));
-                  Value acc = kb.ifElse(
-                      owns, {kb.b.getF32Type()},
+                  SmallVector<Value> current;
+                  for (int64_t j = 0; j < heads; ++j)
+                    current.push_back(c[j * (1 + slices) + 1 + s]);
+                  SmallVector<Value> next = kb.ifElse(
+                      owns, TypeRange(ValueRange(current)),
                       [&]() -> SmallVector<Value> {
-                        return {kb.fma(w, source.valueAt(kb, keyRow, channel),
-                                       c[1 + s])};
+                        Value v = source.valueAt(kb, valueRow, channel);
+                        SmallVector<Value> sums;
+                        for (int64_t j = 0; j < heads; ++j)
+                          sums.push_back(kb.fma(w[j], v, current[j]));
+                        return sums;
                       },
-                      [&]() -> SmallVector<Value> { return {c[1 + s]}; })[0];
-                  updated.push_back(acc);
+                      [&]() -> SmallVector<Value> { return current; });
+                  for (int64_t j = 0; j < heads; ++j)
+                    updated[j * (1 + slices) + 1 + s] = next[j];
                 }
                 return updated;
               });
           kb.barrier();
-          SmallVector<Value> nextState = {newMax};
-          llvm::append_range(nextState, acc);
+          SmallVector<Value> nextState;
+          for (int64_t j = 0; j < heads; ++j) {
+            nextState.push_back(newMax[j]);
+            for (int64_t k = 0; k < 1 + slices; ++k)
+              nextState.push_back(acc[j * (1 + slices) + k]);
+          }
           return nextState;
         });
 
     // Partial results of this split: unnormalized output, max and sum.
-    for (int64_t s = 0; s < slices; ++s) {
-      Value channel = kb.add(tid, kb.index(s * kBlockThreads));
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, channel, kb.index(valueDim)),
-                [&] {
-                  kb.store(state[2 + s], partialOut, {split, tokenHead, channel});
-                });
+    for (int64_t j = 0; j < heads; ++j) {
+      Value tokenHead = kb.add(kb.mul(token, kb.index(p.numHeads)),
+                               kb.add(firstHead, kb.index(j)));
+      for (int64_t s = 0; s < slices; ++s) {
+        Value channel = kb.add(tid, kb.index(s * kBlockThreads));
+        kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, channel, kb.index(valueDim)),
+                  [&] {
+                    kb.store(state[accOf(j, s)], partialOut,
+                             {split, tokenHead, channel});
+                  });
+      }
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
+        kb.store(state[maxOf(j)], partialStats, {split, tokenHead, kb.index(0)});
+        kb.store(state[sumOf(j)], partialStats, {split, tokenHead, kb.index(1)});
+      });
     }
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
-      kb.store(state[0], partialStats, {split, tokenHead, kb.index(0)});
-      kb.store(state[1], partialStats, {split, tokenHead, kb.index(1)});
-    });
   });
   gpu::ReturnOp::create(builder, p.loc);
   return kernel;
@@ -647,6 +744,10 @@ DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
   result.merge = buildMergeKernel(kernels, source.valueDim(), source.kvHeads(),
                                   params, result.mergeOperands);
   result.numHeads = params.numHeads;
+  result.decodeBlocksPerToken =
+      source.kvHeads() *
+      (params.numHeads / source.kvHeads() /
+       headsPerBlock(params.numHeads / source.kvHeads()));
   result.valueDim = source.valueDim();
   result.blockSize = params.blockSize;
   return result;

@@ -86,14 +86,16 @@ mlir::gpu::GPUFuncOp buildFoldQueryKernel(KernelModule &kernels,
                                           mlir::pattn::FoldQueryOp op);
 
 /// The split-KV decode kernels of an attention op: `decode` writes partial
-/// results for grid (splits, tokens * heads); `merge` combines them into
-/// the output for grid (tokens * heads).
+/// results for grid (splits, tokens * decodeBlocksPerToken), each block
+/// serving several heads of one KV head; `merge` combines them into the
+/// output for grid (tokens * heads).
 struct DecodeKernels {
   mlir::gpu::GPUFuncOp decode;
   mlir::gpu::GPUFuncOp merge;
   llvm::SmallVector<mlir::Value> decodeOperands; ///< without the workspace
   llvm::SmallVector<mlir::Value> mergeOperands;  ///< without the workspace
   int64_t numHeads;
+  int64_t decodeBlocksPerToken;
   int64_t valueDim;
   int64_t blockSize;
 };

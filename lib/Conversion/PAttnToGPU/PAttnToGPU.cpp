@@ -284,7 +284,9 @@ void HostRewriter::lowerDecode(Location loc, const DecodeKernels &decode,
         ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
     SmallVector<Value> decodeOperands(decode.decodeOperands);
     decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-    launch(loc, decode.decode, {splits, rows, kb.index(1)}, decodeOperands);
+    Value decodeRows = kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
+    launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
+           decodeOperands);
     SmallVector<Value> mergeOperands(decode.mergeOperands);
     mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
     launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)}, mergeOperands);

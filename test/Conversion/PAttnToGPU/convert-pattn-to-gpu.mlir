@@ -58,7 +58,9 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 
 // Decode: a stream-ordered workspace sized by the block table's width (the
 // split count is host-known), the decode kernel over (splits, tokens *
-// heads), the merge kernel over tokens * heads, then the workspace is freed.
+// kv heads * head groups) with each block serving g = 4 heads of a KV head
+// (each key loaded once for all of them), the merge kernel over tokens *
+// heads, then the workspace is freed.
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME: %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
 // CHECK: %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]]
@@ -69,12 +71,14 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // CHECK: %[[ROWS:.*]] = arith.muli %{{.*}}, %c32
 // CHECK: %[[PO:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x128xf32>
 // CHECK: %[[PS:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x2xf32>
-// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_decode_0 blocks in (%[[SPLITS]], %[[ROWS]], %{{.*}})
+// CHECK: %[[DROWS:.*]] = arith.muli %{{.*}}, %c8
+// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_decode_0 blocks in (%[[SPLITS]], %[[DROWS]], %{{.*}})
 // CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_merge_1 blocks in (%[[ROWS]], %{{.*}}, %{{.*}})
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PO]]
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PS]]
-// The decode kernel stages the query and the chunk's logits in shared memory.
-// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
+// The decode kernel stages its 4 query rows and the chunk's per-head logits
+// in shared memory.
+// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
 // CHECK:   gpu.barrier
 // CHECK:   math.exp
 // CHECK: gpu.func @pattn_merge_1
@@ -138,7 +142,8 @@ func.func @guarded(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: me
 // CHECK: @pattn_kernels::@pattn_decode_2
 // CHECK: @pattn_kernels::@pattn_merge_3
 // CHECK: gpu.func @pattn_write_record_0
-// CHECK: gpu.func @pattn_decode_2({{.*}}) workgroup(%{{.*}} : memref<576xf32, #gpu.address_space<workgroup>>
+// 16 heads share the latent head, 8 per block.
+// CHECK: gpu.func @pattn_decode_2({{.*}}) workgroup(%{{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @mla(%pages: memref<?x64x656xi8>, %lat: memref<?x512xbf16>, %rope: memref<?x64xbf16>, %slots: memref<?xi64>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
   %c = pattn.bind_cache storage(%pages : memref<?x64x656xi8>) : !r
