@@ -45,6 +45,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -352,6 +354,8 @@ int main(int argc, char **argv) {
       translateModuleToLLVMIR(*module, llvmContext, "pattn");
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
+  // The host code runs where this tool runs.
+  llvmModule->setTargetTriple(llvm::Triple(llvm::sys::getDefaultTargetTriple()));
   if (emit == "llvm") {
     llvmModule->print(output->os(), nullptr);
     output->keep();
