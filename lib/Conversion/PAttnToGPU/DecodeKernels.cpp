@@ -20,6 +20,7 @@
 #include "Kernels.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
 #include <limits>
@@ -95,18 +96,66 @@ public:
   int64_t valueDim() const override { return value.type.getHeadDim(); }
   int64_t kvHeads() const override { return key.type.getKvHeads(); }
 
+  /// The key row is read in aligned vectors of up to 16 bytes and each
+  /// 32-bit word is decoded with shifts and masks (its element positions are
+  /// constants), so there is one load per vector instead of one per code;
+  /// the query rows are read from shared memory as vectors too.
   SmallVector<Value> keyDots(KernelBuilder &kb, const Row &row, Value query,
                              int64_t heads) override {
     int64_t dim = key.type.getHeadDim();
+    int64_t rowBytes = key.type.getRowBytes();
+    int64_t vectorBytes = rowBytes % 16 == 0 ? 16 : rowBytes % 8 == 0 ? 8 : 4;
+    int64_t perWord = elementsPerWord(key.type.getEncoding());
+    int64_t perVector = perWord * vectorBytes / 4;
+    MLIRContext *context = kb.b.getContext();
+    auto bytesType = VectorType::get({vectorBytes}, IntegerType::get(context, 8));
+    auto wordsType = VectorType::get({vectorBytes / 4}, kb.b.getI32Type());
+    auto queryType = VectorType::get({perVector}, kb.b.getF32Type());
+
     SmallVector<Value> sums = kb.forLoop(
-        kb.index(0), kb.index(dim), kb.index(1),
+        kb.index(0), kb.index(rowBytes), kb.index(vectorBytes),
         SmallVector<Value>(heads, kb.f32(0.0f)),
-        [&](Value channel, ValueRange carried) -> SmallVector<Value> {
-          Value element = channelScaled(kb, key, row, channel);
+        [&](Value byte, ValueRange carried) -> SmallVector<Value> {
+          Value bytes = vector::LoadOp::create(
+              kb.b, kb.loc, bytesType, get(key.storage),
+              address(key, row, byte), /*nontemporal=*/false,
+              llvm::MaybeAlign(vectorBytes));
+          Value words = vector::BitCastOp::create(kb.b, kb.loc, wordsType, bytes);
+          // The first channel of this vector.
+          Value firstChannel = kb.divs(kb.mul(byte, kb.index(perWord)),
+                                       kb.index(4));
+          SmallVector<Value> elements;
+          for (int64_t w = 0; w < vectorBytes / 4; ++w) {
+            Value word = vector::ExtractOp::create(kb.b, kb.loc, words, w);
+            Value wordChannel = kb.add(firstChannel, kb.index(w * perWord));
+            Value groupScale;
+            if (key.type.getEncoding() == Encoding::nvfp4)
+              groupScale = kb.decodeE4M3(kb.loadByte(
+                  get(key.groupScales),
+                  address(key, row, kb.divs(wordChannel, kb.index(16)))));
+            for (int64_t k = 0; k < perWord; ++k) {
+              Value element = decodeInWord(kb, key.type.getEncoding(), word, k);
+              if (groupScale)
+                element = kb.fmul(element, groupScale);
+              if (key.type.getScale() == ScaleGranularity::channel)
+                element = kb.fmul(
+                    element, kb.load(get(key.scale),
+                                     {row.kvHead,
+                                      kb.add(wordChannel, kb.index(k))}));
+              elements.push_back(element);
+            }
+          }
           SmallVector<Value> next;
           for (int64_t j = 0; j < heads; ++j) {
-            Value q = kb.load(query, {kb.add(channel, kb.index(j * dim))});
-            next.push_back(kb.fma(q, element, carried[j]));
+            Value q = vector::LoadOp::create(
+                kb.b, kb.loc, queryType, query,
+                ValueRange{kb.add(firstChannel, kb.index(j * dim))},
+                /*nontemporal=*/false, llvm::MaybeAlign(4 * perVector));
+            Value sum = carried[j];
+            for (int64_t e = 0; e < perVector; ++e)
+              sum = kb.fma(vector::ExtractOp::create(kb.b, kb.loc, q, e),
+                           elements[e], sum);
+            next.push_back(sum);
           }
           return next;
         });
@@ -180,6 +229,48 @@ private:
                                 address(side, row, kb.divs(channel, kb.index(16))));
       return kb.fmul(kb.decodeE2M1(nibble), kb.decodeE4M3(group));
     }
+    }
+    llvm_unreachable("unknown encoding");
+  }
+
+  static int64_t elementsPerWord(Encoding encoding) {
+    switch (encoding) {
+    case Encoding::f16:
+    case Encoding::bf16:
+      return 2;
+    case Encoding::i4:
+    case Encoding::nvfp4:
+      return 8;
+    default:
+      return 4;
+    }
+  }
+
+  /// Element `k` of a little-endian 32-bit word of codes, before any scale
+  /// but nvfp4's group scale (which the caller applies).
+  static Value decodeInWord(KernelBuilder &kb, Encoding encoding, Value word,
+                            int64_t k) {
+    switch (encoding) {
+    case Encoding::f16:
+    case Encoding::bf16: {
+      Value bits = kb.andi(kb.shru(word, kb.i32(16 * k)), kb.i32(0xFFFF));
+      return encoding == Encoding::f16 ? kb.decodeF16Bits(bits)
+                                       : kb.decodeBF16Bits(bits);
+    }
+    case Encoding::i8: {
+      Value byte = kb.andi(kb.shru(word, kb.i32(8 * k)), kb.i32(0xFF));
+      return kb.toF32(kb.sub(
+          arith::XOrIOp::create(kb.b, kb.loc, byte, kb.i32(0x80)), kb.i32(0x80)));
+    }
+    case Encoding::f8e4m3:
+      return kb.decodeE4M3(kb.andi(kb.shru(word, kb.i32(8 * k)), kb.i32(0xFF)));
+    case Encoding::f8e5m2:
+      return kb.decodeE5M2(kb.andi(kb.shru(word, kb.i32(8 * k)), kb.i32(0xFF)));
+    case Encoding::i4:
+      return kb.toF32(kb.sub(
+          kb.andi(kb.shru(word, kb.i32(4 * k)), kb.i32(0xF)), kb.i32(8)));
+    case Encoding::nvfp4:
+      return kb.decodeE2M1(kb.andi(kb.shru(word, kb.i32(4 * k)), kb.i32(0xF)));
     }
     llvm_unreachable("unknown encoding");
   }
