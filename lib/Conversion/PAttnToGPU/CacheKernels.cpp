@@ -33,6 +33,15 @@ gpu::GPUFuncOp KernelModule::create(OpBuilder &builder, Location loc,
   return kernel;
 }
 
+Kernel KernelModule::create(OpBuilder &builder, Location loc, StringRef name,
+                            ValueRange operands, TypeRange extra,
+                            TypeRange workgroupBuffers) {
+  SmallVector<Type> types(operands.getTypes());
+  llvm::append_range(types, extra);
+  return {create(builder, loc, name, types, workgroupBuffers),
+          SmallVector<Value>(operands)};
+}
+
 /// max |x[i]| over i in [begin, begin + count), each thread on its own.
 static Value rangeAbsMax(KernelBuilder &kb, int64_t count,
                          function_ref<Value(Value)> element) {
@@ -83,13 +92,13 @@ static MemRefType flagType(MLIRContext *context) {
 
 auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
                                    Value slots, Value storage,
-                                   int64_t blockSize) -> gpu::GPUFuncOp {
+                                   int64_t blockSize) -> Kernel {
   MLIRContext *context = slots.getContext();
   OpBuilder builder(context);
-  SmallVector<Type> types = {slots.getType(), storage.getType(),
-                             flagType(context)};
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc, "pattn_check_slots", types, {});
+  Kernel result = kernels.create(builder, loc, "pattn_check_slots",
+                                 ValueRange{slots, storage},
+                                 {flagType(context)}, {});
+  gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value slotArg = kernel.getArgument(0), storageArg = kernel.getArgument(1);
   Value flag = kernel.getArgument(2);
@@ -111,7 +120,7 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
                return {};
              });
   gpu::ReturnOp::create(builder, loc);
-  return kernel;
+  return result;
 }
 
 /// True when the slot check passed (its flag, the kernel's last argument,
@@ -122,9 +131,8 @@ static Value slotsValid(KernelBuilder &kb, gpu::GPUFuncOp kernel) {
                  kb.i32(0));
 }
 
-auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
-                                            WriteCacheOp op,
-                                            const CacheBuffers &cache) -> gpu::GPUFuncOp {
+auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
+                                   const CacheBuffers &cache) -> Kernel {
   OpBuilder builder(op.getContext());
   Location loc = op.getLoc();
   CacheType type = cache.type;
@@ -139,10 +147,9 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
     operands.push_back(cache.tokenScales);
   if (op.getScale())
     operands.push_back(op.getScale());
-  SmallVector<Type> types(ValueRange(operands).getTypes());
-  types.push_back(flagType(op.getContext()));
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc, "pattn_write_cache", types, {});
+  Kernel result = kernels.create(builder, loc, "pattn_write_cache", operands,
+                                 {flagType(op.getContext())}, {});
+  gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };
@@ -250,12 +257,11 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels,
     });
   });
   gpu::ReturnOp::create(builder, loc);
-  return kernel;
+  return result;
 }
 
-auto ::pattn::buildWriteRecordKernel(KernelModule &kernels,
-                                             WriteRecordOp op,
-                                             const RecordBuffers &cache) -> gpu::GPUFuncOp {
+auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
+                                    const RecordBuffers &cache) -> Kernel {
   OpBuilder builder(op.getContext());
   Location loc = op.getLoc();
   RecordType record = cache.type.getRecord();
@@ -270,10 +276,9 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels,
                                  cache.storage};
   if (op.getOuterScale())
     operands.push_back(op.getOuterScale());
-  SmallVector<Type> types(ValueRange(operands).getTypes());
-  types.push_back(flagType(op.getContext()));
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc, "pattn_write_record", types, {});
+  Kernel result = kernels.create(builder, loc, "pattn_write_record", operands,
+                                 {flagType(op.getContext())}, {});
+  gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value latentIn = kernel.getArgument(0), ropeIn = kernel.getArgument(1);
   Value slots = kernel.getArgument(2), storage = kernel.getArgument(3);
@@ -397,5 +402,5 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels,
     });
   });
   gpu::ReturnOp::create(builder, loc);
-  return kernel;
+  return result;
 }

@@ -36,7 +36,7 @@ static Value ilogbOfBits(KernelBuilder &kb, Value bits) {
 }
 
 auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
-                                                 ScaleNormalizerOp op) -> gpu::GPUFuncOp {
+                                                 ScaleNormalizerOp op) -> Kernel {
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
   Location loc = op.getLoc();
@@ -44,10 +44,11 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Type buffer = MemRefType::get(
       {kBlockThreads}, i32, AffineMap(),
       gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
-  SmallVector<Value> operands = {op.getScales(), op.getOut(), op.getFlag()};
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc, "pattn_scale_normalizer",
-                     ValueRange(operands).getTypes(), {buffer, buffer, buffer});
+  Kernel result = kernels.create(
+      builder, loc, "pattn_scale_normalizer",
+      ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
+      {buffer, buffer, buffer});
+  gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value scales = kernel.getArgument(0), out = kernel.getArgument(1);
   Value flag = kernel.getArgument(2);
@@ -113,18 +114,19 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
              flag, {kb.index(0)});
   });
   gpu::ReturnOp::create(builder, loc);
-  return kernel;
+  return result;
 }
 
 auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
-                                           FoldQueryOp op) -> gpu::GPUFuncOp {
+                                           FoldQueryOp op) -> Kernel {
   OpBuilder builder(op.getContext());
   Location loc = op.getLoc();
   SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut()};
   if (op.getNormalizer())
     operands.push_back(op.getNormalizer());
-  gpu::GPUFuncOp kernel = kernels.create(builder, loc, "pattn_fold_query",
-                                         ValueRange(operands).getTypes(), {});
+  Kernel result =
+      kernels.create(builder, loc, "pattn_fold_query", operands, {}, {});
+  gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value query = kernel.getArgument(0), scales = kernel.getArgument(1);
   Value out = kernel.getArgument(2);
@@ -151,5 +153,5 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
                return {};
              });
   gpu::ReturnOp::create(builder, loc);
-  return kernel;
+  return result;
 }

@@ -37,17 +37,29 @@ struct RecordBuffers {
   mlir::Value storage;
 };
 
+/// A generated kernel and the host values to launch it with, in argument
+/// order (built together so that the two cannot drift apart).
+struct Kernel {
+  mlir::gpu::GPUFuncOp func;
+  llvm::SmallVector<mlir::Value> operands;
+};
+
 /// Adds uniquely named kernels to one gpu.module.
 class KernelModule {
 public:
   KernelModule(mlir::gpu::GPUModuleOp module) : module(module) {}
 
-  /// A new kernel `name_N` taking `arguments`, with fp32/i32 workgroup
-  /// buffers of the given shapes; the builder is left at its entry.
+  /// A new kernel `name_N` taking `arguments`, with the given workgroup
+  /// buffers; the builder is left at its entry.
   mlir::gpu::GPUFuncOp create(mlir::OpBuilder &builder, mlir::Location loc,
                               llvm::StringRef name,
                               mlir::TypeRange arguments,
                               mlir::TypeRange workgroupBuffers);
+  /// The same for a kernel whose arguments are `operands` (host values),
+  /// plus `extra` arguments the caller appends at launch.
+  Kernel create(mlir::OpBuilder &builder, mlir::Location loc,
+                llvm::StringRef name, mlir::ValueRange operands,
+                mlir::TypeRange extra, mlir::TypeRange workgroupBuffers);
 
   mlir::gpu::GPUModuleOp module;
 
@@ -58,32 +70,29 @@ private:
 /// A single block that sets `flag` ([1], i32) to 1 when any slot is out of
 /// range (below -1, or past the pages of `storage`) and to 0 otherwise.
 /// Its operands are (slots, storage, flag).
-mlir::gpu::GPUFuncOp buildSlotCheckKernel(KernelModule &kernels,
-                                          mlir::Location loc,
-                                          mlir::Value slots,
-                                          mlir::Value storage,
-                                          int64_t blockSize);
+Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
+                            mlir::Value slots, mlir::Value storage,
+                            int64_t blockSize);
 
 /// One block per (token, kv head), one thread per element pair. The last
 /// operand is the slot check's flag: the kernel writes only when it is 0,
 /// so a call with a bad slot leaves the whole cache untouched.
-mlir::gpu::GPUFuncOp buildWriteCacheKernel(KernelModule &kernels,
-                                           mlir::pattn::WriteCacheOp op,
-                                           const CacheBuffers &cache);
+Kernel buildWriteCacheKernel(KernelModule &kernels,
+                             mlir::pattn::WriteCacheOp op,
+                             const CacheBuffers &cache);
 
 /// One block per token; the last operand is the slot check's flag.
-mlir::gpu::GPUFuncOp buildWriteRecordKernel(KernelModule &kernels,
-                                            mlir::pattn::WriteRecordOp op,
-                                            const RecordBuffers &cache);
+Kernel buildWriteRecordKernel(KernelModule &kernels,
+                              mlir::pattn::WriteRecordOp op,
+                              const RecordBuffers &cache);
 
 /// A single block: N and the fold flag of a channel table.
-mlir::gpu::GPUFuncOp
-buildScaleNormalizerKernel(KernelModule &kernels,
-                           mlir::pattn::ScaleNormalizerOp op);
+Kernel buildScaleNormalizerKernel(KernelModule &kernels,
+                                  mlir::pattn::ScaleNormalizerOp op);
 
 /// One block per (token, head), one thread per channel.
-mlir::gpu::GPUFuncOp buildFoldQueryKernel(KernelModule &kernels,
-                                          mlir::pattn::FoldQueryOp op);
+Kernel buildFoldQueryKernel(KernelModule &kernels,
+                            mlir::pattn::FoldQueryOp op);
 
 /// The split-KV decode kernels of an attention op: `decode` writes partial
 /// results for grid (splits, tokens * decodeBlocksPerToken), each block

@@ -61,6 +61,9 @@ private:
   /// Launches `kernel` on the stream with 128 threads per block.
   void launch(Location loc, gpu::GPUFuncOp kernel, gpu::KernelDim3 grid,
               ValueRange operands);
+  void launch(Location loc, const Kernel &kernel, gpu::KernelDim3 grid) {
+    launch(loc, kernel.func, grid, kernel.operands);
+  }
   /// Runs `body` only when `count` (index) is positive: CUDA rejects empty
   /// grids, and a batch with no tokens is a valid call.
   void ifPositive(Location loc, Value count, function_ref<void()> body);
@@ -77,9 +80,9 @@ private:
   void lowerDecode(Location loc, const DecodeKernels &kernels, Value query,
                    Value blockTable);
   /// Launches the slot check, then `kernel` gated by its flag.
-  void launchCheckedWrite(Location loc, gpu::GPUFuncOp kernel,
-                          gpu::KernelDim3 grid, SmallVector<Value> operands,
-                          Value slots, Value storage, int64_t blockSize);
+  void launchCheckedWrite(Location loc, const Kernel &kernel,
+                          gpu::KernelDim3 grid, Value slots, Value storage,
+                          int64_t blockSize);
 };
 
 } // namespace
@@ -151,20 +154,20 @@ void HostRewriter::ifPositive(Location loc, Value count,
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::sgt, count, kb.index(0)), body);
 }
 
-void HostRewriter::launchCheckedWrite(Location loc, gpu::GPUFuncOp kernel,
-                                      gpu::KernelDim3 grid,
-                                      SmallVector<Value> operands, Value slots,
+void HostRewriter::launchCheckedWrite(Location loc, const Kernel &kernel,
+                                      gpu::KernelDim3 grid, Value slots,
                                       Value storage, int64_t blockSize) {
   Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
   auto flag = gpu::AllocOp::create(
       builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,
       ValueRange{stream}, ValueRange{}, ValueRange{}, /*hostShared=*/false);
-  gpu::GPUFuncOp check =
-      buildSlotCheckKernel(kernels, loc, slots, storage, blockSize);
+  Kernel check = buildSlotCheckKernel(kernels, loc, slots, storage, blockSize);
+  check.operands.push_back(flag.getMemref());
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-  launch(loc, check, {one, one, one}, {slots, storage, flag.getMemref()});
+  launch(loc, check, {one, one, one});
+  SmallVector<Value> operands(kernel.operands);
   operands.push_back(flag.getMemref());
-  launch(loc, kernel, grid, operands);
+  launch(loc, kernel.func, grid, operands);
   gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
                          flag.getMemref());
 }
@@ -173,21 +176,15 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
   FailureOr<CacheBuffers> cache = resolveCache(op, op.getCache());
   if (failed(cache))
     return failure();
-  gpu::GPUFuncOp kernel = buildWriteCacheKernel(kernels, op, *cache);
-  SmallVector<Value> operands = {op.getValues(), op.getSlots(), cache->storage};
-  for (Value optional :
-       SmallVector<Value>{cache->groupScales, cache->tokenScales, op.getScale()})
-    if (optional)
-      operands.push_back(optional);
+  Kernel kernel = buildWriteCacheKernel(kernels, op, *cache);
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getValues(), 0);
   ifPositive(loc, tokens, [&] {
     Value kvHeads =
         arith::ConstantIndexOp::create(builder, loc, cache->type.getKvHeads());
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launchCheckedWrite(loc, kernel, {tokens, kvHeads, one}, operands,
-                       op.getSlots(), cache->storage,
-                       cache->type.getBlockSize());
+    launchCheckedWrite(loc, kernel, {tokens, kvHeads, one}, op.getSlots(),
+                       cache->storage, cache->type.getBlockSize());
   });
   return success();
 }
@@ -215,43 +212,34 @@ LogicalResult HostRewriter::lower(WriteRecordOp op) {
               "e2m1 with e4m3 group scales, and rope lanes of bf16/f16 or e4m3 "
               "with one f32 scale; got "
            << record;
-  gpu::GPUFuncOp kernel = buildWriteRecordKernel(kernels, op, *cache);
-  SmallVector<Value> operands = {op.getLatent(), op.getRope(), op.getSlots(),
-                                 cache->storage};
-  if (op.getOuterScale())
-    operands.push_back(op.getOuterScale());
+  Kernel kernel = buildWriteRecordKernel(kernels, op, *cache);
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getLatent(), 0);
   ifPositive(loc, tokens, [&] {
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launchCheckedWrite(loc, kernel, {tokens, one, one}, operands,
-                       op.getSlots(), cache->storage,
-                       cache->type.getBlockSize());
+    launchCheckedWrite(loc, kernel, {tokens, one, one}, op.getSlots(),
+                       cache->storage, cache->type.getBlockSize());
   });
   return success();
 }
 
 LogicalResult HostRewriter::lower(ScaleNormalizerOp op) {
-  gpu::GPUFuncOp kernel = buildScaleNormalizerKernel(kernels, op);
+  Kernel kernel = buildScaleNormalizerKernel(kernels, op);
   Location loc = op.getLoc();
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-  launch(loc, kernel, {one, one, one},
-         {op.getScales(), op.getOut(), op.getFlag()});
+  launch(loc, kernel, {one, one, one});
   return success();
 }
 
 LogicalResult HostRewriter::lower(FoldQueryOp op) {
-  gpu::GPUFuncOp kernel = buildFoldQueryKernel(kernels, op);
-  SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut()};
-  if (op.getNormalizer())
-    operands.push_back(op.getNormalizer());
+  Kernel kernel = buildFoldQueryKernel(kernels, op);
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getQuery(), 0);
   ifPositive(loc, tokens, [&] {
     Value heads = arith::ConstantIndexOp::create(
         builder, loc, static_cast<int64_t>(op.getNumHeads()));
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launch(loc, kernel, {tokens, heads, one}, operands);
+    launch(loc, kernel, {tokens, heads, one});
   });
   return success();
 }
