@@ -52,8 +52,13 @@ public:
   /// is loaded and dequantized once for all heads.
   virtual SmallVector<Value> keyDots(KernelBuilder &kb, const Row &row,
                                      Value query, int64_t heads) = 0;
-  /// fp32 V[row][channel], all V scales applied.
-  virtual Value valueAt(KernelBuilder &kb, const Row &row, Value channel) = 0;
+  /// How many consecutive value channels one thread reads at a time when a
+  /// block serves `heads` heads: a divisor of valueDim() small enough that
+  /// heads x elements accumulators stay in registers.
+  virtual int64_t valueVectorElements(int64_t heads) const = 0;
+  /// V[row][first, first + elements) as fp32, all V scales applied.
+  virtual SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row,
+                                         Value first, int64_t elements) = 0;
 
   SmallVector<Value> hostOperands;
   /// Kernel-side values, parallel to hostOperands.
@@ -107,44 +112,17 @@ public:
     int64_t vectorBytes = rowBytes % 16 == 0 ? 16 : rowBytes % 8 == 0 ? 8 : 4;
     int64_t perWord = elementsPerWord(key.type.getEncoding());
     int64_t perVector = perWord * vectorBytes / 4;
-    MLIRContext *context = kb.b.getContext();
-    auto bytesType = VectorType::get({vectorBytes}, IntegerType::get(context, 8));
-    auto wordsType = VectorType::get({vectorBytes / 4}, kb.b.getI32Type());
     auto queryType = VectorType::get({perVector}, kb.b.getF32Type());
 
     SmallVector<Value> sums = kb.forLoop(
         kb.index(0), kb.index(rowBytes), kb.index(vectorBytes),
         SmallVector<Value>(heads, kb.f32(0.0f)),
         [&](Value byte, ValueRange carried) -> SmallVector<Value> {
-          Value bytes = vector::LoadOp::create(
-              kb.b, kb.loc, bytesType, get(key.storage),
-              address(key, row, byte), /*nontemporal=*/false,
-              llvm::MaybeAlign(vectorBytes));
-          Value words = vector::BitCastOp::create(kb.b, kb.loc, wordsType, bytes);
           // The first channel of this vector.
           Value firstChannel = kb.divs(kb.mul(byte, kb.index(perWord)),
                                        kb.index(4));
-          SmallVector<Value> elements;
-          for (int64_t w = 0; w < vectorBytes / 4; ++w) {
-            Value word = vector::ExtractOp::create(kb.b, kb.loc, words, w);
-            Value wordChannel = kb.add(firstChannel, kb.index(w * perWord));
-            Value groupScale;
-            if (key.type.getEncoding() == Encoding::nvfp4)
-              groupScale = kb.decodeE4M3(kb.loadByte(
-                  get(key.groupScales),
-                  address(key, row, kb.divs(wordChannel, kb.index(16)))));
-            for (int64_t k = 0; k < perWord; ++k) {
-              Value element = decodeInWord(kb, key.type.getEncoding(), word, k);
-              if (groupScale)
-                element = kb.fmul(element, groupScale);
-              if (key.type.getScale() == ScaleGranularity::channel)
-                element = kb.fmul(
-                    element, kb.load(get(key.scale),
-                                     {row.kvHead,
-                                      kb.add(wordChannel, kb.index(k))}));
-              elements.push_back(element);
-            }
-          }
+          SmallVector<Value> elements =
+              readVector(kb, key, row, byte, vectorBytes, firstChannel);
           SmallVector<Value> next;
           for (int64_t j = 0; j < heads; ++j) {
             Value q = vector::LoadOp::create(
@@ -165,9 +143,27 @@ public:
     return sums;
   }
 
-  Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
-    return kb.fmul(channelScaled(kb, value, row, channel),
-                   outerScale(kb, value, row));
+  /// Value rows are read as aligned vectors of 16 bytes where the registers
+  /// allow (heads x elements <= 64 accumulators), else 8 or 4.
+  int64_t valueVectorElements(int64_t heads) const override {
+    int64_t rowBytes = value.type.getRowBytes();
+    int64_t perWord = elementsPerWord(value.type.getEncoding());
+    for (int64_t bytes : {16, 8})
+      if (rowBytes % bytes == 0 && heads * perWord * bytes / 4 <= 64)
+        return perWord * bytes / 4;
+    return perWord;
+  }
+
+  SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row,
+                                 Value first, int64_t elements) override {
+    int64_t perWord = elementsPerWord(value.type.getEncoding());
+    Value byte = kb.divs(kb.mul(first, kb.index(4)), kb.index(perWord));
+    SmallVector<Value> values =
+        readVector(kb, value, row, byte, elements / perWord * 4, first);
+    Value outer = outerScale(kb, value, row);
+    for (Value &v : values)
+      v = kb.fmul(v, outer);
+    return values;
   }
 
 private:
@@ -193,46 +189,6 @@ private:
     return {row.page, row.offset, row.kvHead, byte};
   }
 
-  /// The code's value before any scale but nvfp4's group scale.
-  Value rawElement(KernelBuilder &kb, const PagedSide &side, const Row &row,
-                   Value channel) {
-    Value storage = get(side.storage);
-    switch (side.type.getEncoding()) {
-    case Encoding::f16:
-    case Encoding::bf16: {
-      Value bits = kb.loadU16Bytes(
-          storage, address(side, row, kb.mul(channel, kb.index(2))));
-      return side.type.getEncoding() == Encoding::f16 ? kb.decodeF16Bits(bits)
-                                                      : kb.decodeBF16Bits(bits);
-    }
-    case Encoding::i8: {
-      Value byte = kb.loadByte(storage, address(side, row, channel));
-      // Sign-extend the byte: (b ^ 0x80) - 0x80.
-      Value signedCode = kb.sub(
-          arith::XOrIOp::create(kb.b, kb.loc, byte, kb.i32(0x80)), kb.i32(0x80));
-      return kb.toF32(signedCode);
-    }
-    case Encoding::f8e4m3:
-      return kb.decodeE4M3(kb.loadByte(storage, address(side, row, channel)));
-    case Encoding::f8e5m2:
-      return kb.decodeE5M2(kb.loadByte(storage, address(side, row, channel)));
-    case Encoding::i4:
-    case Encoding::nvfp4: {
-      Value byte = kb.loadByte(
-          storage, address(side, row, kb.divs(channel, kb.index(2))));
-      // Element 2i is the low nibble, 2i+1 the high one.
-      Value shift = kb.mul(kb.toI32(kb.rems(channel, kb.index(2))), kb.i32(4));
-      Value nibble = kb.andi(kb.shru(byte, shift), kb.i32(0xF));
-      if (side.type.getEncoding() == Encoding::i4)
-        return kb.toF32(kb.sub(nibble, kb.i32(8)));
-      Value group = kb.loadByte(get(side.groupScales),
-                                address(side, row, kb.divs(channel, kb.index(16))));
-      return kb.fmul(kb.decodeE2M1(nibble), kb.decodeE4M3(group));
-    }
-    }
-    llvm_unreachable("unknown encoding");
-  }
-
   static int64_t elementsPerWord(Encoding encoding) {
     switch (encoding) {
     case Encoding::f16:
@@ -246,45 +202,130 @@ private:
     }
   }
 
-  /// Element `k` of a little-endian 32-bit word of codes, before any scale
-  /// but nvfp4's group scale (which the caller applies).
-  static Value decodeInWord(KernelBuilder &kb, Encoding encoding, Value word,
-                            int64_t k) {
+  /// The elements of `bytes` bytes of `side`'s row starting at byte `byte`
+  /// (channel `firstChannel`), read as one aligned vector load and decoded
+  /// word by word, with group and channel scales applied (not the outer one).
+  /// A channel scale multiplies its code, `code * s` as SPEC §2 defines
+  /// dequantization: multiplying the query by s instead would overflow where
+  /// a huge scale meets a zero code (the fold trap, in fp32).
+  SmallVector<Value> readVector(KernelBuilder &kb, const PagedSide &side,
+                                const Row &row, Value byte, int64_t bytes,
+                                Value firstChannel) {
+    MLIRContext *context = kb.b.getContext();
+    Encoding encoding = side.type.getEncoding();
+    int64_t perWord = elementsPerWord(encoding);
+    auto bytesType = VectorType::get({bytes}, IntegerType::get(context, 8));
+    auto wordsType = VectorType::get({bytes / 4}, kb.b.getI32Type());
+    Value loaded = vector::LoadOp::create(
+        kb.b, kb.loc, bytesType, get(side.storage), address(side, row, byte),
+        /*nontemporal=*/false, llvm::MaybeAlign(bytes));
+    Value words = vector::BitCastOp::create(kb.b, kb.loc, wordsType, loaded);
+    SmallVector<Value> elements;
+    for (int64_t w = 0; w < bytes / 4; ++w) {
+      Value word = vector::ExtractOp::create(kb.b, kb.loc, words, w);
+      Value wordChannel = kb.add(firstChannel, kb.index(w * perWord));
+      SmallVector<Value> decoded = decodeWord(kb, encoding, word);
+      Value groupScale;
+      if (encoding == Encoding::nvfp4)
+        groupScale = kb.decodeE4M3(kb.loadByte(
+            get(side.groupScales),
+            address(side, row, kb.divs(wordChannel, kb.index(16)))));
+      for (int64_t k = 0; k < perWord; ++k) {
+        Value element = decoded[k];
+        if (groupScale)
+          element = kb.fmul(element, groupScale);
+        if (side.type.getScale() == ScaleGranularity::channel)
+          element = kb.fmul(element,
+                            kb.load(get(side.scale),
+                                    {row.kvHead, kb.add(wordChannel, kb.index(k))}));
+        elements.push_back(element);
+      }
+    }
+    return elements;
+  }
+
+  /// fp32 values of a little-endian word of codes, in channel order. Integer
+  /// codes become f16 pairs by the magic-number trick (OR the codes into the
+  /// mantissa of 1024.0, subtract the bias as f16x2) instead of one integer
+  /// conversion per code; fp8/fp4 codes map onto f16 bit patterns by shifts.
+  static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
+                                       Value word) {
+    auto field = [&](int64_t bits, int64_t k) {
+      return kb.andi(kb.shru(word, kb.i32(bits * k)), kb.i32((1 << bits) - 1));
+    };
+    SmallVector<Value> values;
     switch (encoding) {
     case Encoding::f16:
-    case Encoding::bf16: {
-      Value bits = kb.andi(kb.shru(word, kb.i32(16 * k)), kb.i32(0xFFFF));
-      return encoding == Encoding::f16 ? kb.decodeF16Bits(bits)
-                                       : kb.decodeBF16Bits(bits);
-    }
-    case Encoding::i8: {
-      Value byte = kb.andi(kb.shru(word, kb.i32(8 * k)), kb.i32(0xFF));
-      return kb.toF32(kb.sub(
-          arith::XOrIOp::create(kb.b, kb.loc, byte, kb.i32(0x80)), kb.i32(0x80)));
-    }
+    case Encoding::bf16:
+      for (int64_t k = 0; k < 2; ++k)
+        values.push_back(encoding == Encoding::f16
+                             ? kb.decodeF16Bits(field(16, k))
+                             : kb.decodeBF16Bits(field(16, k)));
+      return values;
     case Encoding::f8e4m3:
-      return kb.decodeE4M3(kb.andi(kb.shru(word, kb.i32(8 * k)), kb.i32(0xFF)));
     case Encoding::f8e5m2:
-      return kb.decodeE5M2(kb.andi(kb.shru(word, kb.i32(8 * k)), kb.i32(0xFF)));
-    case Encoding::i4:
-      return kb.toF32(kb.sub(
-          kb.andi(kb.shru(word, kb.i32(4 * k)), kb.i32(0xF)), kb.i32(8)));
+      for (int64_t k = 0; k < 4; ++k)
+        values.push_back(encoding == Encoding::f8e4m3
+                             ? kb.decodeE4M3(field(8, k))
+                             : kb.decodeE5M2(field(8, k)));
+      return values;
     case Encoding::nvfp4:
-      return kb.decodeE2M1(kb.andi(kb.shru(word, kb.i32(4 * k)), kb.i32(0xF)));
+      for (int64_t k = 0; k < 8; ++k)
+        values.push_back(kb.decodeE2M1(field(4, k)));
+      return values;
+    case Encoding::i8: {
+      // Bytes 0/2 and 1/3 as f16 pairs 1024 + (b ^ 0x80), minus 1152.
+      Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
+                                           kb.i32(int32_t(0x80808080u)));
+      SmallVector<Value> pairs;
+      for (int64_t q = 0; q < 2; ++q)
+        pairs.push_back(kb.shru(biased, kb.i32(8 * q)));
+      SmallVector<std::pair<Value, Value>> halves =
+          magicPairs(kb, pairs, 0x00FF00FF, 1152.0f);
+      // pair q holds bytes q (low) and q + 2 (high).
+      values = {halves[0].first, halves[1].first, halves[0].second,
+                halves[1].second};
+      return values;
+    }
+    case Encoding::i4: {
+      // Nibbles p and p + 4 as f16 pairs 1024 + n, minus 1032.
+      SmallVector<Value> pairs;
+      for (int64_t p = 0; p < 4; ++p)
+        pairs.push_back(kb.shru(word, kb.i32(4 * p)));
+      SmallVector<std::pair<Value, Value>> halves =
+          magicPairs(kb, pairs, 0x000F000F, 1032.0f);
+      for (int64_t p = 0; p < 4; ++p)
+        values.push_back(halves[p].first);
+      for (int64_t p = 0; p < 4; ++p)
+        values.push_back(halves[p].second);
+      return values;
+    }
     }
     llvm_unreachable("unknown encoding");
   }
 
-  /// The element dequantized with its channel scale (code * s, as SPEC §2
-  /// defines it: multiplying the query by s first would overflow where a
-  /// huge scale meets a zero code, the portable path's version of the fold
-  /// trap).
-  Value channelScaled(KernelBuilder &kb, const PagedSide &side, const Row &row,
-                      Value channel) {
-    Value element = rawElement(kb, side, row, channel);
-    if (side.type.getScale() != ScaleGranularity::channel)
-      return element;
-    return kb.fmul(element, kb.load(get(side.scale), {row.kvHead, channel}));
+  /// For each word: (word & mask) | 0x64006400 as two f16, minus `bias`
+  /// in f16x2 (exact: the results are small integers), widened to fp32.
+  static SmallVector<std::pair<Value, Value>>
+  magicPairs(KernelBuilder &kb, ArrayRef<Value> words, int32_t mask,
+             float bias) {
+    auto pairType = VectorType::get({2}, kb.b.getF16Type());
+    Value biasPair = arith::ConstantOp::create(
+        kb.b, kb.loc, DenseElementsAttr::get(pairType, APFloat(APFloat::IEEEhalf(),
+                                                               std::to_string(bias))));
+    SmallVector<std::pair<Value, Value>> result;
+    for (Value word : words) {
+      Value bits = kb.ori(kb.andi(word, kb.i32(mask)), kb.i32(0x64006400));
+      Value pair = vector::BitCastOp::create(
+          kb.b, kb.loc, pairType,
+          vector::BroadcastOp::create(
+              kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
+      Value shifted = arith::SubFOp::create(kb.b, kb.loc, pair, biasPair);
+      result.push_back(
+          {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 0)),
+           kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 1))});
+    }
+    return result;
   }
 
   /// The scale applied once per row: tensor, token, or 1 (none, channel).
@@ -332,9 +373,20 @@ public:
     return latentSums;
   }
 
-  Value valueAt(KernelBuilder &kb, const Row &row, Value channel) override {
-    return kb.fmul(laneElement(kb, row, latent, channel),
-                   laneOuterScale(kb, row, latent));
+  /// Four latent channels per thread: 128 threads then cover a 512-wide
+  /// latent without splitting keys across threads.
+  int64_t valueVectorElements(int64_t heads) const override {
+    return latent.getCount() % 4 == 0 ? 4 : 1;
+  }
+
+  SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row,
+                                 Value first, int64_t elements) override {
+    Value outer = laneOuterScale(kb, row, latent);
+    SmallVector<Value> values;
+    for (int64_t k = 0; k < elements; ++k)
+      values.push_back(kb.fmul(
+          laneElement(kb, row, latent, kb.add(first, kb.index(k))), outer));
+    return values;
   }
 
 private:
@@ -536,11 +588,26 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                            gpu::AddressSpaceAttr::get(
                                context, gpu::AddressSpace::Workgroup));
   };
-  // Shared memory: the block's query rows, then per chunk each head's
-  // logits (overwritten by its softmax weights) and each key's page slot.
+  // How the value side is spread over the threads: each thread reads
+  // `elements` consecutive channels of a row as one vector; when a row needs
+  // fewer than 128 threads, the block reads `lanes` keys at once and sums
+  // the lanes' partial outputs at the end.
+  int64_t elements = source.valueVectorElements(heads);
+  int64_t vectorsPerRow = valueDim / elements;
+  int64_t lanes = std::max<int64_t>(1, kBlockThreads / vectorsPerRow);
+  int64_t vectorsPerThread =
+      lanes == 1 ? llvm::divideCeil(vectorsPerRow, kBlockThreads) : 1;
+  int64_t accumulators = vectorsPerThread * elements;
+  int64_t reduceStride = valueDim + 1; // a lane's head: outputs, then sum
+
+  // Shared memory: the block's query rows (reused for the lanes' partial
+  // outputs once the keys are done), then per chunk each head's logits
+  // (overwritten by its softmax weights) and each key's page slot.
+  int64_t scratch = std::max(heads * keyDim,
+                             lanes > 1 ? lanes * heads * reduceStride : 0);
   gpu::GPUFuncOp kernel = kernels.create(
       builder, p.loc, "pattn_decode", argTypes,
-      {workgroup(heads * keyDim, f32), workgroup(heads * kBlockThreads, f32),
+      {workgroup(scratch, f32), workgroup(heads * kBlockThreads, f32),
        workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
   KernelBuilder kb(builder, p.loc);
 
@@ -566,7 +633,12 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   Value firstHead = kb.add(kb.mul(kvHead, kb.index(group)),
                            kb.mul(kb.rems(row, kb.index(headGroups)),
                                   kb.index(heads)));
-  int64_t slices = llvm::divideCeil(valueDim, kBlockThreads);
+  Value lane = lanes > 1 ? kb.divs(tid, kb.index(vectorsPerRow)) : kb.index(0);
+  Value firstVector =
+      lanes > 1 ? kb.rems(tid, kb.index(vectorsPerRow)) : tid;
+  Value active = lanes > 1 ? kb.cmpi(arith::CmpIPredicate::slt, tid,
+                                     kb.index(lanes * vectorsPerRow))
+                           : kb.boolean(true);
   auto at = [&](int64_t j, Value i) {
     return kb.add(kb.index(j * kBlockThreads), i);
   };
@@ -598,14 +670,16 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                });
     kb.barrier();
 
-    // Carried per head j: max, sum, then the output slices.
-    auto maxOf = [&](int64_t j) { return j * (2 + slices); };
-    auto sumOf = [&](int64_t j) { return j * (2 + slices) + 1; };
-    auto accOf = [&](int64_t j, int64_t s) { return j * (2 + slices) + 2 + s; };
+    // Carried per head j: max, this lane's sum, then its accumulators
+    // (vector s, element e at 2 + s * elements + e).
+    int64_t perHead = 2 + accumulators;
+    auto maxOf = [&](int64_t j) { return j * perHead; };
+    auto sumOf = [&](int64_t j) { return j * perHead + 1; };
+    auto accOf = [&](int64_t j, int64_t a) { return j * perHead + 2 + a; };
     SmallVector<Value> init;
     for (int64_t j = 0; j < heads; ++j) {
       init.append({negInf(kb), kb.f32(0.0f)});
-      for (int64_t s = 0; s < slices; ++s)
+      for (int64_t a = 0; a < accumulators; ++a)
         init.push_back(kb.f32(0.0f));
     }
     SmallVector<Value> state = kb.forLoop(
@@ -669,16 +743,19 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
             kb.store(weight(kb, logits[j], newMax[j]), scores, {at(j, tid)});
           kb.barrier();
 
-          // Phase 3: each value element is loaded once for all heads.
+          // Phase 3: each lane takes every lanes-th key; a thread reads its
+          // value vector once for all heads.
           SmallVector<Value> accInit;
-          for (int64_t j = 0; j < heads; ++j) {
-            accInit.push_back(kb.fmul(carried[sumOf(j)], alpha[j]));
-            for (int64_t s = 0; s < slices; ++s)
-              accInit.push_back(kb.fmul(carried[accOf(j, s)], alpha[j]));
-          }
+          for (int64_t j = 0; j < heads; ++j)
+            for (int64_t k = 1; k < perHead; ++k)
+              accInit.push_back(kb.fmul(carried[j * perHead + k], alpha[j]));
+          Value laneStart = kb.select(active, lane, count);
           SmallVector<Value> acc = kb.forLoop(
-              kb.index(0), count, kb.index(1), accInit,
+              laneStart, count, kb.index(lanes), accInit,
               [&](Value i, ValueRange c) -> SmallVector<Value> {
+                auto slot = [&](int64_t j, int64_t k) {
+                  return j * (perHead - 1) + k; // k = 0: sum, 1 + a: acc a
+                };
                 SmallVector<Value> w;
                 for (int64_t j = 0; j < heads; ++j)
                   w.push_back(kb.load(scores, {at(j, i)}));
@@ -688,27 +765,34 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                              kb.toIndex(kb.load(offsets, {i})), kvHead};
                 SmallVector<Value> updated(c.begin(), c.end());
                 for (int64_t j = 0; j < heads; ++j)
-                  updated[j * (1 + slices)] = kb.fadd(c[j * (1 + slices)], w[j]);
-                for (int64_t s = 0; s < slices; ++s) {
-                  Value channel = kb.add(tid, kb.index(s * kBlockThreads));
+                  updated[slot(j, 0)] = kb.fadd(c[slot(j, 0)], w[j]);
+                for (int64_t v = 0; v < vectorsPerThread; ++v) {
+                  Value vector = kb.add(firstVector, kb.index(v * kBlockThreads));
                   Value owns = kb.land(
-                      live, kb.cmpi(arith::CmpIPredicate::slt, channel,
-                                    kb.index(valueDim)));
+                      live, kb.cmpi(arith::CmpIPredicate::slt, vector,
+                                    kb.index(vectorsPerRow)));
                   SmallVector<Value> current;
                   for (int64_t j = 0; j < heads; ++j)
-                    current.push_back(c[j * (1 + slices) + 1 + s]);
+                    for (int64_t e = 0; e < elements; ++e)
+                      current.push_back(c[slot(j, 1 + v * elements + e)]);
                   SmallVector<Value> next = kb.ifElse(
                       owns, TypeRange(ValueRange(current)),
                       [&]() -> SmallVector<Value> {
-                        Value v = source.valueAt(kb, valueRow, channel);
+                        SmallVector<Value> values = source.valueVector(
+                            kb, valueRow, kb.mul(vector, kb.index(elements)),
+                            elements);
                         SmallVector<Value> sums;
                         for (int64_t j = 0; j < heads; ++j)
-                          sums.push_back(kb.fma(w[j], v, current[j]));
+                          for (int64_t e = 0; e < elements; ++e)
+                            sums.push_back(kb.fma(w[j], values[e],
+                                                  current[j * elements + e]));
                         return sums;
                       },
                       [&]() -> SmallVector<Value> { return current; });
                   for (int64_t j = 0; j < heads; ++j)
-                    updated[j * (1 + slices) + 1 + s] = next[j];
+                    for (int64_t e = 0; e < elements; ++e)
+                      updated[slot(j, 1 + v * elements + e)] =
+                          next[j * elements + e];
                 }
                 return updated;
               });
@@ -716,27 +800,85 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
           SmallVector<Value> nextState;
           for (int64_t j = 0; j < heads; ++j) {
             nextState.push_back(newMax[j]);
-            for (int64_t k = 0; k < 1 + slices; ++k)
-              nextState.push_back(acc[j * (1 + slices) + k]);
+            for (int64_t k = 0; k < perHead - 1; ++k)
+              nextState.push_back(acc[j * (perHead - 1) + k]);
           }
           return nextState;
         });
 
     // Partial results of this split: unnormalized output, max and sum.
-    for (int64_t j = 0; j < heads; ++j) {
-      Value tokenHead = kb.add(kb.mul(token, kb.index(p.numHeads)),
-                               kb.add(firstHead, kb.index(j)));
-      for (int64_t s = 0; s < slices; ++s) {
-        Value channel = kb.add(tid, kb.index(s * kBlockThreads));
-        kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, channel, kb.index(valueDim)),
-                  [&] {
-                    kb.store(state[accOf(j, s)], partialOut,
-                             {split, tokenHead, channel});
-                  });
+    Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
+    auto tokenHeadOf = [&](int64_t j) {
+      return kb.add(kb.mul(token, kb.index(p.numHeads)),
+                    kb.add(firstHead, kb.index(j)));
+    };
+    kb.ifThen(isFirst, [&] {
+      for (int64_t j = 0; j < heads; ++j)
+        kb.store(state[maxOf(j)], partialStats,
+                 {split, tokenHeadOf(j), kb.index(0)});
+    });
+    if (lanes == 1) {
+      for (int64_t j = 0; j < heads; ++j) {
+        for (int64_t v = 0; v < vectorsPerThread; ++v) {
+          Value vector = kb.add(firstVector, kb.index(v * kBlockThreads));
+          kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, vector,
+                            kb.index(vectorsPerRow)),
+                    [&] {
+                      for (int64_t e = 0; e < elements; ++e)
+                        kb.store(state[accOf(j, v * elements + e)], partialOut,
+                                 {split, tokenHeadOf(j),
+                                  kb.add(kb.mul(vector, kb.index(elements)),
+                                         kb.index(e))});
+                    });
+        }
+        kb.ifThen(isFirst, [&] {
+          kb.store(state[sumOf(j)], partialStats,
+                   {split, tokenHeadOf(j), kb.index(1)});
+        });
       }
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
-        kb.store(state[maxOf(j)], partialStats, {split, tokenHead, kb.index(0)});
-        kb.store(state[sumOf(j)], partialStats, {split, tokenHead, kb.index(1)});
+    } else {
+      // Sum the lanes through shared memory: [lane][head][channel | sum].
+      kb.barrier();
+      kb.ifThen(active, [&] {
+        for (int64_t j = 0; j < heads; ++j) {
+          Value base = kb.mul(kb.add(kb.mul(lane, kb.index(heads)), kb.index(j)),
+                              kb.index(reduceStride));
+          for (int64_t e = 0; e < elements; ++e)
+            kb.store(state[accOf(j, e)], querySmem,
+                     {kb.add(base, kb.add(kb.mul(firstVector, kb.index(elements)),
+                                          kb.index(e)))});
+          kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, firstVector, kb.index(0)),
+                    [&] {
+                      kb.store(state[sumOf(j)], querySmem,
+                               {kb.add(base, kb.index(valueDim))});
+                    });
+        }
+      });
+      kb.barrier();
+      kb.forLoop(tid, kb.index(heads * reduceStride), kb.index(kBlockThreads), {},
+                 [&](Value index, ValueRange) -> SmallVector<Value> {
+        Value j = kb.divs(index, kb.index(reduceStride));
+        Value channel = kb.rems(index, kb.index(reduceStride));
+        Value total = kb.f32(0.0f);
+        for (int64_t l = 0; l < lanes; ++l)
+          total = kb.fadd(total,
+                          kb.load(querySmem,
+                                  {kb.add(kb.index(l * heads * reduceStride),
+                                          index)}));
+        Value tokenHead = kb.add(kb.mul(token, kb.index(p.numHeads)),
+                                 kb.add(firstHead, j));
+        Value isSum = kb.cmpi(arith::CmpIPredicate::eq, channel,
+                              kb.index(valueDim));
+        kb.ifElse(isSum, {},
+                  [&]() -> SmallVector<Value> {
+                    kb.store(total, partialStats, {split, tokenHead, kb.index(1)});
+                    return {};
+                  },
+                  [&]() -> SmallVector<Value> {
+                    kb.store(total, partialOut, {split, tokenHead, channel});
+                    return {};
+                  });
+        return {};
       });
     }
   });

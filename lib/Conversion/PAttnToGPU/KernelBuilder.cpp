@@ -412,9 +412,17 @@ KernelBuilder::ifElse(Value condition, TypeRange types,
   auto ifOp = scf::IfOp::create(b, loc, types, condition,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToEnd(ifOp.thenBlock());
-  scf::YieldOp::create(b, loc, then());
-  b.setInsertionPointToEnd(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, otherwise());
+  // Without results the builder has added empty yields: emit before them.
+  auto emit = [&](Block *block, function_ref<SmallVector<Value>()> body) {
+    if (types.empty()) {
+      b.setInsertionPoint(block->getTerminator());
+      body();
+      return;
+    }
+    b.setInsertionPointToEnd(block);
+    scf::YieldOp::create(b, loc, body());
+  };
+  emit(ifOp.thenBlock(), then);
+  emit(ifOp.elseBlock(), otherwise);
   return SmallVector<Value>(ifOp.getResults());
 }

@@ -76,11 +76,17 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_merge_1 blocks in (%[[ROWS]], %{{.*}}, %{{.*}})
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PO]]
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PS]]
-// The decode kernel stages its 4 query rows and the chunk's per-head logits
-// in shared memory.
-// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
+// The decode kernel stages its 4 query rows, then the lanes' partial
+// outputs (V rows are read as 16-byte vectors of 16 i8 codes: 8 threads a
+// row, 16 keys at once: 16 lanes x 4 heads x (128 + 1)), and the chunk's
+// per-head logits in shared memory.
+// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
 // CHECK:   gpu.barrier
 // CHECK:   math.exp
+// CHECK:   vector.load %{{.*}} : memref<?x16x8x128xi8>, vector<16xi8>
+// The i8 codes become f16 pairs by the magic number, not one conversion each.
+// CHECK:   arith.ori %{{.*}}, %c1677747200_i32
+// CHECK:   arith.subf %{{.*}} : vector<2xf16>
 // CHECK: gpu.func @pattn_merge_1
 // CHECK:   arith.truncf %{{.*}} : f32 to f16
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
