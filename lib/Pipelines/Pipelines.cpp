@@ -58,15 +58,17 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
     return failure();
   }
 
+  // The conversion attaches each chip's #nvvm.target itself: it groups the
+  // chips by how they decode fp8, one kernel module per group.
+  SmallVector<StringRef> chipNames;
+  for (Chip chip : chips)
+    chipNames.push_back(stringifyChip(chip));
   std::string pipeline = llvm::formatv(
       "pattn-fold-channel-scales,"
       "pattn-select-backend{{chip={0} force=portable},"
-      "convert-pattn-to-gpu{{keys-per-split={1}},",
-      stringifyChip(chips.front()), int64_t(options.keysPerSplit));
-  for (Chip chip : chips)
-    pipeline += llvm::formatv("nvvm-attach-target{{chip={0} features={1} O=3},",
-                              stringifyChip(chip),
-                              getTargetDescription(chip).ptxFeatures);
+      "convert-pattn-to-gpu{{keys-per-split={1} chips={2}},",
+      stringifyChip(chips.front()), int64_t(options.keysPerSplit),
+      llvm::join(chipNames, ","));
   pipeline += llvm::formatv(
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,cse,"
       "reconcile-unrealized-casts),"

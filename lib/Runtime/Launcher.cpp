@@ -284,6 +284,28 @@ void mgpuStreamDestroy(void *stream) {
 // Memory
 //===----------------------------------------------------------------------===//
 
+int32_t pattnRuntimeDeviceArch(void) {
+  Call call;
+  if (!call)
+    return 0;
+  const Driver &cu = call.driver();
+  CUdevice device = 0;
+  int major = 0, minor = 0;
+  CUresult result = cu.cuCtxGetDevice(&device);
+  if (result == CUDA_SUCCESS)
+    result = cu.cuDeviceGetAttribute(
+        &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  if (result == CUDA_SUCCESS)
+    result = cu.cuDeviceGetAttribute(
+        &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  if (result != CUDA_SUCCESS) {
+    recordError(driverError(cu, PATTN_ERROR_CUDA, "cuDeviceGetAttribute",
+                            result));
+    return 0;
+  }
+  return major * 10 + minor;
+}
+
 void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared) {
   Call call;
   if (!call)

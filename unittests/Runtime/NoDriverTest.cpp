@@ -83,6 +83,11 @@ TEST_F(RuntimeNoDriver, EveryCallIsANoOpReturningNull) {
   expectNoDriverOnce();
 }
 
+TEST_F(RuntimeNoDriver, DeviceArchIsZeroWithTheError) {
+  EXPECT_EQ(pattnRuntimeDeviceArch(), 0);
+  expectNoDriverOnce();
+}
+
 TEST_F(RuntimeNoDriver, AnEntryPointReportsTheFirstErrorOnce) {
   // The calls a compiled entry point makes, in order, each after the first
   // failure.

@@ -121,6 +121,16 @@ TEST_F(RuntimeFakeDriver, InitializeSucceedsWithTheFakeDriver) {
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 }
 
+TEST_F(RuntimeFakeDriver, DeviceArchIsTheComputeCapability) {
+  fake().computeMajor = 8;
+  fake().computeMinor = 9;
+  EXPECT_EQ(pattnRuntimeDeviceArch(), 89);
+  fake().computeMajor = 12;
+  fake().computeMinor = 0;
+  EXPECT_EQ(pattnRuntimeDeviceArch(), 120);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+}
+
 TEST_F(RuntimeFakeDriver, FirstRecordedErrorWinsUntilTaken) {
   EXPECT_EQ(pattnRuntimeRecordError(PATTN_ERROR_LAUNCH, "first"),
             PATTN_ERROR_LAUNCH);

@@ -33,6 +33,14 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     - guarded ops read the guard on the device and exit when it does not
       match.
 
+    Chip-specific choices come from the target table
+    (pattn/Conversion/TargetDescription.h): chips that convert fp8 in
+    hardware (sm_89 and up) get kernels that decode e4m3 pairs with
+    `nvvm.convert.f8x2.to.f16x2`, in their own `gpu.module` with their own
+    `#nvvm.target`s; the others decode with integer bit tricks. The host
+    code reads the device's compute capability once
+    (`pattnRuntimeDeviceArch`) and launches from the matching module.
+
     Host functions get a trailing `!llvm.ptr` stream argument; every launch
     and temporary allocation is ordered on it (no host sync, no stream of
     its own), and the function returns the runtime's i32 status
@@ -45,11 +53,17 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect",
     "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
-    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
+    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
   ];
   let options = [
     Option<"keysPerSplit", "keys-per-split", "int64_t", /*default=*/"512",
-           "Keys one decode block processes (a multiple of 128)">
+           "Keys one decode block processes (a multiple of 128)">,
+    ListOption<"chips", "chips", "std::string",
+               "Chips to build kernels for (default: sm_80, sm_86, sm_89, "
+               "sm_90a, sm_100a, sm_120a). Chips with the same conversion "
+               "instructions share a kernel module; the host code picks the "
+               "module by the device's compute capability">
   ];
 }
 

@@ -31,6 +31,11 @@ struct TargetDescription {
 
 const TargetDescription &getTargetDescription(Chip chip);
 
+/// The lowest compute capability whose chips convert fp8 in hardware (89):
+/// devices below it run the bit-trick kernels, devices at or above it the
+/// hardware-conversion ones.
+unsigned firstFp8ConversionCapability();
+
 /// The chips `pattn-compile` builds for when none are named.
 llvm::ArrayRef<Chip> defaultCompileChips();
 

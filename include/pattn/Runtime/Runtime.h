@@ -74,6 +74,12 @@ PATTN_RUNTIME_EXPORT const char *pattnStatusString(int32_t status);
 /// its message is available from pattnRuntimeLastErrorMessage.
 PATTN_RUNTIME_EXPORT int32_t pattnRuntimeInitialize(void);
 
+/// The compute capability (major * 10 + minor, e.g. 90) of the device the
+/// calling thread's runtime calls use, or 0 with a recorded error when there
+/// is none. Compiled code dispatches on it to the kernels built for the
+/// device's chip class.
+PATTN_RUNTIME_EXPORT int32_t pattnRuntimeDeviceArch(void);
+
 /// Records `status` with `message` on this thread unless an error is already
 /// pending there (the first error of an invocation is the one reported).
 /// PATTN_SUCCESS records nothing. Returns `status`.

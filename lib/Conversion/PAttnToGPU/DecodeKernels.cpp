@@ -19,6 +19,7 @@
 #include "KernelBuilder.h"
 #include "Kernels.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -263,11 +264,15 @@ private:
                              : kb.decodeBF16Bits(field(16, k)));
       return values;
     case Encoding::f8e4m3:
-    case Encoding::f8e5m2:
+      if (kb.hardwareFp8)
+        return hardwareE4M3(kb, word);
       for (int64_t k = 0; k < 4; ++k)
-        values.push_back(encoding == Encoding::f8e4m3
-                             ? kb.decodeE4M3(field(8, k))
-                             : kb.decodeE5M2(field(8, k)));
+        values.push_back(kb.decodeE4M3(field(8, k)));
+      return values;
+    case Encoding::f8e5m2:
+      // e5m2 is the top byte of an f16: a shift beats any conversion.
+      for (int64_t k = 0; k < 4; ++k)
+        values.push_back(kb.decodeE5M2(field(8, k)));
       return values;
     case Encoding::nvfp4:
       for (int64_t k = 0; k < 8; ++k)
@@ -302,6 +307,31 @@ private:
     }
     }
     llvm_unreachable("unknown encoding");
+  }
+
+  /// The four e4m3 codes of a word through the chip's conversion
+  /// instruction, two at a time (byte 2q is the low half of pair q).
+  static SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
+    MLIRContext *context = kb.b.getContext();
+    auto halfType = IntegerType::get(context, 16);
+    auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
+    auto halfPair = VectorType::get({2}, kb.b.getF16Type());
+    SmallVector<Value> values;
+    for (int64_t q = 0; q < 2; ++q) {
+      Value bits = arith::TruncIOp::create(kb.b, kb.loc, halfType,
+                                           kb.shru(word, kb.i32(16 * q)));
+      Value pair = vector::BitCastOp::create(
+          kb.b, kb.loc, bytePair,
+          vector::BroadcastOp::create(kb.b, kb.loc,
+                                      VectorType::get({1}, halfType), bits));
+      Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+          kb.b, kb.loc, Type(halfPair), pair, /*relu=*/false,
+          Type(Float8E4M3FNType::get(context)));
+      for (int64_t e = 0; e < 2; ++e)
+        values.push_back(
+            kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, halves, e)));
+    }
+    return values;
   }
 
   /// For each word: (word & mask) | 0x64006400 as two f16, minus `bias`
@@ -484,11 +514,12 @@ private:
 /// What the skeleton needs to know about the attention op.
 struct DecodeParams {
   Location loc;
-  Value query, blockTable, seqLens, queryStart, guard, sinks, outScale, out;
+  Value query = {}, blockTable = {}, seqLens = {}, queryStart = {}, guard = {},
+        sinks = {}, outScale = {}, out = {};
   int32_t guardValue = 0;
-  int64_t numHeads;
-  int64_t blockSize;
-  float softmaxScale;
+  int64_t numHeads = 0;
+  int64_t blockSize = 0;
+  float softmaxScale = 1.0f;
   float softcap = 0.0f;
   int64_t window = -1;
 };
@@ -610,6 +641,7 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
       {workgroup(scratch, f32), workgroup(heads * kBlockThreads, f32),
        workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
   KernelBuilder kb(builder, p.loc);
+  kb.hardwareFp8 = kernels.hardwareFp8;
 
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };

@@ -46,6 +46,8 @@ public:
 
   mlir::OpBuilder &b;
   mlir::Location loc;
+  /// The kernel runs only on chips with cvt.rn.f16x2.e4m3x2 (sm_89 and up).
+  bool hardwareFp8 = false;
 
   // Constants.
   mlir::Value index(int64_t value);

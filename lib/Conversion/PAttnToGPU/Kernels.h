@@ -44,10 +44,12 @@ struct Kernel {
   llvm::SmallVector<mlir::Value> operands;
 };
 
-/// Adds uniquely named kernels to one gpu.module.
+/// Adds uniquely named kernels to one gpu.module, which serves the chips of
+/// one conversion class of the target table.
 class KernelModule {
 public:
-  KernelModule(mlir::gpu::GPUModuleOp module) : module(module) {}
+  KernelModule(mlir::gpu::GPUModuleOp module, bool hardwareFp8)
+      : module(module), hardwareFp8(hardwareFp8) {}
 
   /// A new kernel `name_N` taking `arguments`, with the given workgroup
   /// buffers; the builder is left at its entry.
@@ -62,6 +64,8 @@ public:
                 mlir::TypeRange extra, mlir::TypeRange workgroupBuffers);
 
   mlir::gpu::GPUModuleOp module;
+  /// The chips of this module convert e4m3 pairs in hardware.
+  bool hardwareFp8;
 
 private:
   unsigned counter = 0;

@@ -14,10 +14,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Conversion/PAttnToGPU.h"
+#include "pattn/Conversion/TargetDescription.h"
 #include "KernelBuilder.h"
 #include "Kernels.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -33,27 +35,45 @@ using namespace mlir;
 using namespace mlir::pattn;
 using namespace ::pattn;
 
-/// The runtime entry that hands a compiled function its status.
+/// The runtime entries that hand a compiled function its status and the
+/// device's compute capability.
 static constexpr llvm::StringLiteral kTakeStatus = "pattnRuntimeTakeStatus";
+static constexpr llvm::StringLiteral kDeviceArch = "pattnRuntimeDeviceArch";
+
+/// A private declaration of the runtime function `name` returning i32.
+static void declareRuntimeFunction(ModuleOp module, StringRef name) {
+  if (module.lookupSymbol<func::FuncOp>(name))
+    return;
+  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+  auto declaration = func::FuncOp::create(
+      builder, module.getLoc(), name,
+      builder.getFunctionType({}, {builder.getI32Type()}));
+  declaration.setPrivate();
+}
 
 namespace {
 
 /// Rewrites one host function.
 class HostRewriter {
 public:
-  HostRewriter(func::FuncOp function, KernelModule &kernels,
+  HostRewriter(func::FuncOp function, ArrayRef<KernelModule *> modules,
                int64_t keysPerSplit)
-      : function(function), kernels(kernels), keysPerSplit(keysPerSplit),
+      : function(function), modules(modules), keysPerSplit(keysPerSplit),
         builder(function.getContext()) {}
 
   LogicalResult run();
 
 private:
   func::FuncOp function;
-  KernelModule &kernels;
+  ArrayRef<KernelModule *> modules;
   int64_t keysPerSplit;
   OpBuilder builder;
   Value stream; ///< the async token standing for the caller's stream
+  Value arch;   ///< the device's compute capability (several modules only)
+
+  /// Emits `body` once per kernel module, each under a test of the device's
+  /// compute capability, so that launches use the module built for it.
+  void dispatch(Location loc, function_ref<void(KernelModule &)> body);
 
   FailureOr<CacheBuffers> resolveCache(Operation *user, Value cache);
   FailureOr<RecordBuffers> resolveRecords(Operation *user, Value cache);
@@ -77,12 +97,15 @@ private:
   LogicalResult lower(FoldQueryOp op);
   LogicalResult lower(PagedAttentionOp op);
   LogicalResult lower(MlaDecodeOp op);
-  void lowerDecode(Location loc, const DecodeKernels &kernels, Value query,
-                   Value blockTable);
+  /// The workspace, then per kernel module the decode and merge launches of
+  /// the kernels `build` makes in that module.
+  void lowerDecode(Location loc, Value query, Value blockTable,
+                   int64_t blockSize, int64_t valueDim, int64_t numHeads,
+                   function_ref<DecodeKernels(KernelModule &)> build);
   /// Launches the slot check, then `kernel` gated by its flag.
-  void launchCheckedWrite(Location loc, const Kernel &kernel,
-                          gpu::KernelDim3 grid, Value slots, Value storage,
-                          int64_t blockSize);
+  void launchCheckedWrite(Location loc, KernelModule &module,
+                          const Kernel &kernel, gpu::KernelDim3 grid,
+                          Value slots, Value storage, int64_t blockSize);
 };
 
 } // namespace
@@ -111,6 +134,32 @@ FailureOr<RecordBuffers> HostRewriter::resolveRecords(Operation *user,
               "in the same function";
   return RecordBuffers{cast<RecordCacheType>(cache.getType()),
                        bind.getStorage()};
+}
+
+void HostRewriter::dispatch(Location loc,
+                            function_ref<void(KernelModule &)> body) {
+  if (modules.size() == 1)
+    return body(*modules.front());
+  // modules = {bit tricks, hardware fp8}: the device's class picks one, and
+  // the CUDA loader then picks the best cubin (or the PTX) within it. A
+  // device the chosen module has no binary for fails to load with the
+  // runtime's "no kernel binary for this GPU".
+  assert(modules.size() == 2 && !modules[0]->hardwareFp8 &&
+         modules[1]->hardwareFp8 && "one module per conversion class");
+  KernelBuilder kb(builder, loc);
+  Value withoutFp8 =
+      kb.cmpi(arith::CmpIPredicate::ult, arch,
+              kb.i32(::pattn::firstFp8ConversionCapability()));
+  kb.ifElse(
+      withoutFp8, {},
+      [&]() -> SmallVector<Value> {
+        body(*modules[0]);
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        body(*modules[1]);
+        return {};
+      });
 }
 
 /// Constant tables (memref.get_global, e.g. the fold's folded scales) live in
@@ -154,14 +203,15 @@ void HostRewriter::ifPositive(Location loc, Value count,
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::sgt, count, kb.index(0)), body);
 }
 
-void HostRewriter::launchCheckedWrite(Location loc, const Kernel &kernel,
+void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
+                                      const Kernel &kernel,
                                       gpu::KernelDim3 grid, Value slots,
                                       Value storage, int64_t blockSize) {
   Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
   auto flag = gpu::AllocOp::create(
       builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,
       ValueRange{stream}, ValueRange{}, ValueRange{}, /*hostShared=*/false);
-  Kernel check = buildSlotCheckKernel(kernels, loc, slots, storage, blockSize);
+  Kernel check = buildSlotCheckKernel(module, loc, slots, storage, blockSize);
   check.operands.push_back(flag.getMemref());
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
   launch(loc, check, {one, one, one});
@@ -176,15 +226,18 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
   FailureOr<CacheBuffers> cache = resolveCache(op, op.getCache());
   if (failed(cache))
     return failure();
-  Kernel kernel = buildWriteCacheKernel(kernels, op, *cache);
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getValues(), 0);
   ifPositive(loc, tokens, [&] {
     Value kvHeads =
         arith::ConstantIndexOp::create(builder, loc, cache->type.getKvHeads());
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launchCheckedWrite(loc, kernel, {tokens, kvHeads, one}, op.getSlots(),
-                       cache->storage, cache->type.getBlockSize());
+    dispatch(loc, [&](KernelModule &module) {
+      Kernel kernel = buildWriteCacheKernel(module, op, *cache);
+      launchCheckedWrite(loc, module, kernel, {tokens, kvHeads, one},
+                         op.getSlots(), cache->storage,
+                         cache->type.getBlockSize());
+    });
   });
   return success();
 }
@@ -212,53 +265,59 @@ LogicalResult HostRewriter::lower(WriteRecordOp op) {
               "e2m1 with e4m3 group scales, and rope lanes of bf16/f16 or e4m3 "
               "with one f32 scale; got "
            << record;
-  Kernel kernel = buildWriteRecordKernel(kernels, op, *cache);
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getLatent(), 0);
   ifPositive(loc, tokens, [&] {
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launchCheckedWrite(loc, kernel, {tokens, one, one}, op.getSlots(),
-                       cache->storage, cache->type.getBlockSize());
+    dispatch(loc, [&](KernelModule &module) {
+      Kernel kernel = buildWriteRecordKernel(module, op, *cache);
+      launchCheckedWrite(loc, module, kernel, {tokens, one, one}, op.getSlots(),
+                         cache->storage, cache->type.getBlockSize());
+    });
   });
   return success();
 }
 
 LogicalResult HostRewriter::lower(ScaleNormalizerOp op) {
-  Kernel kernel = buildScaleNormalizerKernel(kernels, op);
   Location loc = op.getLoc();
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-  launch(loc, kernel, {one, one, one});
+  dispatch(loc, [&](KernelModule &module) {
+    launch(loc, buildScaleNormalizerKernel(module, op), {one, one, one});
+  });
   return success();
 }
 
 LogicalResult HostRewriter::lower(FoldQueryOp op) {
-  Kernel kernel = buildFoldQueryKernel(kernels, op);
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getQuery(), 0);
   ifPositive(loc, tokens, [&] {
     Value heads = arith::ConstantIndexOp::create(
         builder, loc, static_cast<int64_t>(op.getNumHeads()));
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-    launch(loc, kernel, {tokens, heads, one});
+    dispatch(loc, [&](KernelModule &module) {
+      launch(loc, buildFoldQueryKernel(module, op), {tokens, heads, one});
+    });
   });
   return success();
 }
 
-void HostRewriter::lowerDecode(Location loc, const DecodeKernels &decode,
-                               Value query, Value blockTable) {
+void HostRewriter::lowerDecode(
+    Location loc, Value query, Value blockTable, int64_t blockSize,
+    int64_t valueDim, int64_t numHeads,
+    function_ref<DecodeKernels(KernelModule &)> build) {
   KernelBuilder kb(builder, loc);
   Value tokens = dim(loc, query, 0);
   ifPositive(loc, tokens, [&] {
     // Splits depend on the block table's width only (a host-known bound on
     // the kv length), never on device data: the call stays graph-capturable.
-    Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(decode.blockSize));
+    Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
     Value splits = kb.maxs(
         arith::CeilDivSIOp::create(builder, loc, maxKeys, kb.index(keysPerSplit)),
         kb.index(1));
-    Value rows = kb.mul(tokens, kb.index(decode.numHeads));
+    Value rows = kb.mul(tokens, kb.index(numHeads));
     MLIRContext *context = builder.getContext();
     auto outputType = MemRefType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic, decode.valueDim},
+        {ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
         builder.getF32Type());
     auto statsType = MemRefType::get(
         {ShapedType::kDynamic, ShapedType::kDynamic, 2}, builder.getF32Type());
@@ -270,14 +329,18 @@ void HostRewriter::lowerDecode(Location loc, const DecodeKernels &decode,
     auto partialStats = gpu::AllocOp::create(
         builder, loc, statsType, tokenType, ValueRange{stream},
         ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
-    SmallVector<Value> decodeOperands(decode.decodeOperands);
-    decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-    Value decodeRows = kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
-    launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
-           decodeOperands);
-    SmallVector<Value> mergeOperands(decode.mergeOperands);
-    mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-    launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)}, mergeOperands);
+    dispatch(loc, [&](KernelModule &module) {
+      DecodeKernels decode = build(module);
+      SmallVector<Value> decodeOperands(decode.decodeOperands);
+      decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
+      Value decodeRows = kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
+      launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
+             decodeOperands);
+      SmallVector<Value> mergeOperands(decode.mergeOperands);
+      mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
+      launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)},
+             mergeOperands);
+    });
     gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
                            partialOut.getMemref());
     gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
@@ -290,9 +353,13 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
   FailureOr<CacheBuffers> value = resolveCache(op, op.getValue());
   if (failed(key) || failed(value))
     return failure();
-  DecodeKernels decode =
-      buildPagedDecodeKernels(kernels, op, *key, *value, keysPerSplit);
-  lowerDecode(op.getLoc(), decode, op.getQuery(), op.getBlockTable());
+  lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+              key->type.getBlockSize(), value->type.getHeadDim(),
+              static_cast<int64_t>(op.getNumHeads()),
+              [&](KernelModule &module) {
+                return buildPagedDecodeKernels(module, op, *key, *value,
+                                               keysPerSplit);
+              });
   return success();
 }
 
@@ -300,9 +367,13 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   FailureOr<RecordBuffers> cache = resolveRecords(op, op.getCache());
   if (failed(cache))
     return failure();
-  DecodeKernels decode =
-      buildMlaDecodeKernels(kernels, op, *cache, keysPerSplit);
-  lowerDecode(op.getLoc(), decode, op.getQuery(), op.getBlockTable());
+  RecordType record = cache->type.getRecord();
+  lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+              cache->type.getBlockSize(), record.getLane("latent").getCount(),
+              static_cast<int64_t>(op.getNumHeads()),
+              [&](KernelModule &module) {
+                return buildMlaDecodeKernels(module, op, *cache, keysPerSplit);
+              });
   return success();
 }
 
@@ -331,6 +402,12 @@ LogicalResult HostRewriter::run() {
                builder, function.getLoc(),
                gpu::AsyncTokenType::get(context), entry.getArguments().back())
                .getResult(0);
+  if (modules.size() > 1) {
+    declareRuntimeFunction(module, kDeviceArch);
+    arch = func::CallOp::create(builder, function.getLoc(), kDeviceArch,
+                                TypeRange{builder.getI32Type()}, ValueRange{})
+               .getResult(0);
+  }
 
   SmallVector<Operation *> work;
   function.walk([&](Operation *op) {
@@ -376,13 +453,7 @@ LogicalResult HostRewriter::run() {
     op->erase();
 
   // Return the runtime's status of this call.
-  if (!module.lookupSymbol<func::FuncOp>(kTakeStatus)) {
-    OpBuilder moduleBuilder = OpBuilder::atBlockBegin(module.getBody());
-    auto declaration = func::FuncOp::create(
-        moduleBuilder, function.getLoc(), kTakeStatus,
-        moduleBuilder.getFunctionType({}, {moduleBuilder.getI32Type()}));
-    declaration.setPrivate();
-  }
+  declareRuntimeFunction(module, kTakeStatus);
   function.walk([&](func::ReturnOp ret) {
     builder.setInsertionPoint(ret);
     Value status = func::CallOp::create(builder, ret.getLoc(), kTakeStatus,
@@ -424,17 +495,53 @@ struct ConvertPAttnToGPUPass
     if (functions.empty())
       return;
 
+    SmallVector<::pattn::Chip> targetChips;
+    for (const std::string &name : chips) {
+      std::optional<::pattn::Chip> chip = ::pattn::parseChip(name);
+      if (!chip) {
+        module.emitError() << "unsupported chip '" << name
+                           << "'; supported chips: "
+                           << ::pattn::supportedChipList();
+        return signalPassFailure();
+      }
+      targetChips.push_back(*chip);
+    }
+    if (targetChips.empty())
+      llvm::append_range(targetChips, ::pattn::defaultCompileChips());
+
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));
-    // Created detached, then inserted: the symbol table renames it on a
-    // clash with a module the user already has.
-    OpBuilder builder(&getContext());
-    auto gpuModule =
-        gpu::GPUModuleOp::create(builder, module.getLoc(), "pattn_kernels");
-    SymbolTable(module).insert(gpuModule);
-    KernelModule kernels(gpuModule);
+    // One kernel module per conversion class of the target table, carrying
+    // the #nvvm.target of each of its chips.
+    std::vector<std::unique_ptr<KernelModule>> owned;
+    for (bool hardwareFp8 : {false, true}) {
+      SmallVector<Attribute> targets;
+      for (::pattn::Chip chip : targetChips) {
+        const ::pattn::TargetDescription &target =
+            ::pattn::getTargetDescription(chip);
+        if (target.hasFp8Conversion != hardwareFp8)
+          continue;
+        targets.push_back(NVVM::NVVMTargetAttr::get(
+            &getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",
+            ::pattn::stringifyChip(chip), target.ptxFeatures));
+      }
+      if (targets.empty())
+        continue;
+      // Created detached, then inserted: the symbol table renames it on a
+      // clash with a module the user already has.
+      OpBuilder builder(&getContext());
+      auto gpuModule = gpu::GPUModuleOp::create(
+          builder, module.getLoc(),
+          hardwareFp8 ? "pattn_kernels_fp8" : "pattn_kernels");
+      gpuModule.setTargetsAttr(ArrayAttr::get(&getContext(), targets));
+      SymbolTable(module).insert(gpuModule);
+      owned.push_back(std::make_unique<KernelModule>(gpuModule, hardwareFp8));
+    }
+    SmallVector<KernelModule *> modules;
+    for (auto &kernelModule : owned)
+      modules.push_back(kernelModule.get());
     for (func::FuncOp function : functions) {
-      HostRewriter rewriter(function, kernels, keysPerSplit);
+      HostRewriter rewriter(function, modules, keysPerSplit);
       if (failed(rewriter.run()))
         return signalPassFailure();
     }

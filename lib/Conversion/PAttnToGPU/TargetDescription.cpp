@@ -4,10 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// This file holds the target table. The portable kernels decode fp8 and e2m1
-// with integer bit tricks on every chip, so the conversion columns are not
-// read by them; they record which chips may use the hardware conversions
-// (the NVPTX backend aborts with "Cannot select" on chips without them).
+// This file holds the target table. The conversion columns record which
+// chips may use the hardware fp8/fp4 conversions (the NVPTX backend aborts
+// with "Cannot select" on chips without them). The decode kernels use the
+// fp8 one (cvt.rn.f16x2.e4m3x2) where the table allows it; sm_89 needs PTX
+// 8.1 for it (sm_90 has it from 7.8), hence +ptx81. e2m1 is decoded with
+// bit tricks on every chip: its hardware path has not run on a GPU yet.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,11 +17,13 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <algorithm>
+
 using namespace pattn;
 
 static const TargetDescription kTargets[] = {
     {Chip::SM80, "+ptx80", false, false},   {Chip::SM86, "+ptx80", false, false},
-    {Chip::SM87, "+ptx80", false, false},   {Chip::SM89, "+ptx80", true, false},
+    {Chip::SM87, "+ptx80", false, false},   {Chip::SM89, "+ptx81", true, false},
     {Chip::SM90, "+ptx80", true, false},    {Chip::SM90a, "+ptx80", true, false},
     {Chip::SM100, "+ptx86", true, false},   {Chip::SM100a, "+ptx86", true, true},
     {Chip::SM120, "+ptx87", true, false},   {Chip::SM120a, "+ptx87", true, true},
@@ -30,6 +34,14 @@ const TargetDescription &pattn::getTargetDescription(Chip chip) {
     if (target.chip == chip)
       return target;
   llvm_unreachable("chip missing from the target table");
+}
+
+unsigned pattn::firstFp8ConversionCapability() {
+  unsigned first = ~0u;
+  for (const TargetDescription &target : kTargets)
+    if (target.hasFp8Conversion)
+      first = std::min(first, computeCapability(target.chip));
+  return first;
 }
 
 llvm::ArrayRef<Chip> pattn::defaultCompileChips() {

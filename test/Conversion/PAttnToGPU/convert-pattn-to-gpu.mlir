@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --convert-pattn-to-gpu | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
 
 // A cache write: a single-block slot check, then one block per (token, kv
 // head), 128 threads, writing only when every slot is in range (a rejected
@@ -16,7 +16,7 @@
 // CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
 // CHECK:   return %[[STATUS]] : i32
-// CHECK: gpu.module @pattn_kernels
+// CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
 // CHECK:   gpu.func @pattn_write_cache_0(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<1xi32>) kernel
 // Writes only after a clean slot check; slot -1 skips the token.
 // CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%c0] : memref<1xi32>
