@@ -56,6 +56,8 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         paths = list(pool.map(
             lambda text: pattn.compile(text, chips=[args.chip]), unique))
+    pattn.compile(suite.DISPATCH_CASE.plan().module.text,
+                  chips=suite.DISPATCH_CHIPS)
     print(f"{len(unique)} modules for {args.chip} in "
           f"{os.path.dirname(paths[0]) if paths else '-'}")
     return 0

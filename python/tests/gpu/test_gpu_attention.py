@@ -725,6 +725,29 @@ def test_decode_matches_reference(case, gpu_results):
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
 
+#: A build for a chip without fp8 conversion next to this one: two kernel
+#: modules (bit tricks; cvt.rn.f16x2.e4m3x2) and a host-side dispatch on the
+#: device's compute capability.
+DISPATCH_CHIPS = ["sm_80", CHIP]
+DISPATCH_CASE = NAMED[1]
+assert DISPATCH_CASE.config.k_encoding == "f8e4m3"
+
+
+def test_two_class_build_runs_the_device_class():
+    """Built for sm_80 and this chip, the decode takes the device's kernels
+    and matches the single-chip build bit for bit."""
+    major, minor = torch.cuda.get_device_capability()
+    if major * 10 + minor < 89:
+        pytest.skip(f"{CHIP} is in sm_80's conversion class: no dispatch")
+    run = DISPATCH_CASE.run()
+    single = run.decode()
+    text = DISPATCH_CASE.plan().module.text
+    both = pattn.load(pattn.compile(text, chips=DISPATCH_CHIPS))
+    dispatched = dataclasses.replace(run, module=both).decode()
+    assert np.array_equal(single, dispatched), \
+        "the two-class build differs from the single-chip build"
+
+
 # ---------------------------------------------------------------------------
 # Masks and skipped slots
 # ---------------------------------------------------------------------------
