@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::pattn;
@@ -78,6 +79,123 @@ protected:
     return position < 0 ? Value() : kernelOperands[position];
   }
 };
+
+//===----------------------------------------------------------------------===//
+// Decoding 32-bit words of codes
+//===----------------------------------------------------------------------===//
+
+/// For each word: (word & mask) | 0x64006400 as two f16, minus `bias`
+/// in f16x2 (exact: the results are small integers), widened to fp32.
+SmallVector<std::pair<Value, Value>>
+magicPairs(KernelBuilder &kb, ArrayRef<Value> words, int32_t mask,
+           float bias) {
+  auto pairType = VectorType::get({2}, kb.b.getF16Type());
+  Value biasPair = arith::ConstantOp::create(
+      kb.b, kb.loc, DenseElementsAttr::get(pairType, APFloat(APFloat::IEEEhalf(),
+                                                             std::to_string(bias))));
+  SmallVector<std::pair<Value, Value>> result;
+  for (Value word : words) {
+    Value bits = kb.ori(kb.andi(word, kb.i32(mask)), kb.i32(0x64006400));
+    Value pair = vector::BitCastOp::create(
+        kb.b, kb.loc, pairType,
+        vector::BroadcastOp::create(
+            kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
+    Value shifted = arith::SubFOp::create(kb.b, kb.loc, pair, biasPair);
+    result.push_back(
+        {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 0)),
+         kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 1))});
+  }
+  return result;
+}
+
+/// The four e4m3 codes of a word through the chip's conversion
+/// instruction, two at a time (byte 2q is the low half of pair q).
+SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
+  MLIRContext *context = kb.b.getContext();
+  auto halfType = IntegerType::get(context, 16);
+  auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
+  auto halfPair = VectorType::get({2}, kb.b.getF16Type());
+  SmallVector<Value> values;
+  for (int64_t q = 0; q < 2; ++q) {
+    Value bits = arith::TruncIOp::create(kb.b, kb.loc, halfType,
+                                         kb.shru(word, kb.i32(16 * q)));
+    Value pair = vector::BitCastOp::create(
+        kb.b, kb.loc, bytePair,
+        vector::BroadcastOp::create(kb.b, kb.loc,
+                                    VectorType::get({1}, halfType), bits));
+    Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+        kb.b, kb.loc, Type(halfPair), pair, /*relu=*/false,
+        Type(Float8E4M3FNType::get(context)));
+    for (int64_t e = 0; e < 2; ++e)
+      values.push_back(
+          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, halves, e)));
+  }
+  return values;
+}
+
+/// fp32 values of a little-endian word of codes, in channel order. Integer
+/// codes become f16 pairs by the magic-number trick (OR the codes into the
+/// mantissa of 1024.0, subtract the bias as f16x2) instead of one integer
+/// conversion per code; fp8/fp4 codes map onto f16 bit patterns by shifts.
+static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
+                                     Value word) {
+  auto field = [&](int64_t bits, int64_t k) {
+    return kb.andi(kb.shru(word, kb.i32(bits * k)), kb.i32((1 << bits) - 1));
+  };
+  SmallVector<Value> values;
+  switch (encoding) {
+  case Encoding::f16:
+  case Encoding::bf16:
+    for (int64_t k = 0; k < 2; ++k)
+      values.push_back(encoding == Encoding::f16
+                           ? kb.decodeF16Bits(field(16, k))
+                           : kb.decodeBF16Bits(field(16, k)));
+    return values;
+  case Encoding::f8e4m3:
+    if (kb.hardwareFp8)
+      return hardwareE4M3(kb, word);
+    for (int64_t k = 0; k < 4; ++k)
+      values.push_back(kb.decodeE4M3(field(8, k)));
+    return values;
+  case Encoding::f8e5m2:
+    // e5m2 is the top byte of an f16: a shift beats any conversion.
+    for (int64_t k = 0; k < 4; ++k)
+      values.push_back(kb.decodeE5M2(field(8, k)));
+    return values;
+  case Encoding::nvfp4:
+    for (int64_t k = 0; k < 8; ++k)
+      values.push_back(kb.decodeE2M1(field(4, k)));
+    return values;
+  case Encoding::i8: {
+    // Bytes 0/2 and 1/3 as f16 pairs 1024 + (b ^ 0x80), minus 1152.
+    Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
+                                         kb.i32(int32_t(0x80808080u)));
+    SmallVector<Value> pairs;
+    for (int64_t q = 0; q < 2; ++q)
+      pairs.push_back(kb.shru(biased, kb.i32(8 * q)));
+    SmallVector<std::pair<Value, Value>> halves =
+        magicPairs(kb, pairs, 0x00FF00FF, 1152.0f);
+    // pair q holds bytes q (low) and q + 2 (high).
+    values = {halves[0].first, halves[1].first, halves[0].second,
+              halves[1].second};
+    return values;
+  }
+  case Encoding::i4: {
+    // Nibbles p and p + 4 as f16 pairs 1024 + n, minus 1032.
+    SmallVector<Value> pairs;
+    for (int64_t p = 0; p < 4; ++p)
+      pairs.push_back(kb.shru(word, kb.i32(4 * p)));
+    SmallVector<std::pair<Value, Value>> halves =
+        magicPairs(kb, pairs, 0x000F000F, 1032.0f);
+    for (int64_t p = 0; p < 4; ++p)
+      values.push_back(halves[p].first);
+    for (int64_t p = 0; p < 4; ++p)
+      values.push_back(halves[p].second);
+    return values;
+  }
+  }
+  llvm_unreachable("unknown encoding");
+}
 
 //===----------------------------------------------------------------------===//
 // Paged caches
@@ -245,119 +363,6 @@ private:
     return elements;
   }
 
-  /// fp32 values of a little-endian word of codes, in channel order. Integer
-  /// codes become f16 pairs by the magic-number trick (OR the codes into the
-  /// mantissa of 1024.0, subtract the bias as f16x2) instead of one integer
-  /// conversion per code; fp8/fp4 codes map onto f16 bit patterns by shifts.
-  static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
-                                       Value word) {
-    auto field = [&](int64_t bits, int64_t k) {
-      return kb.andi(kb.shru(word, kb.i32(bits * k)), kb.i32((1 << bits) - 1));
-    };
-    SmallVector<Value> values;
-    switch (encoding) {
-    case Encoding::f16:
-    case Encoding::bf16:
-      for (int64_t k = 0; k < 2; ++k)
-        values.push_back(encoding == Encoding::f16
-                             ? kb.decodeF16Bits(field(16, k))
-                             : kb.decodeBF16Bits(field(16, k)));
-      return values;
-    case Encoding::f8e4m3:
-      if (kb.hardwareFp8)
-        return hardwareE4M3(kb, word);
-      for (int64_t k = 0; k < 4; ++k)
-        values.push_back(kb.decodeE4M3(field(8, k)));
-      return values;
-    case Encoding::f8e5m2:
-      // e5m2 is the top byte of an f16: a shift beats any conversion.
-      for (int64_t k = 0; k < 4; ++k)
-        values.push_back(kb.decodeE5M2(field(8, k)));
-      return values;
-    case Encoding::nvfp4:
-      for (int64_t k = 0; k < 8; ++k)
-        values.push_back(kb.decodeE2M1(field(4, k)));
-      return values;
-    case Encoding::i8: {
-      // Bytes 0/2 and 1/3 as f16 pairs 1024 + (b ^ 0x80), minus 1152.
-      Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
-                                           kb.i32(int32_t(0x80808080u)));
-      SmallVector<Value> pairs;
-      for (int64_t q = 0; q < 2; ++q)
-        pairs.push_back(kb.shru(biased, kb.i32(8 * q)));
-      SmallVector<std::pair<Value, Value>> halves =
-          magicPairs(kb, pairs, 0x00FF00FF, 1152.0f);
-      // pair q holds bytes q (low) and q + 2 (high).
-      values = {halves[0].first, halves[1].first, halves[0].second,
-                halves[1].second};
-      return values;
-    }
-    case Encoding::i4: {
-      // Nibbles p and p + 4 as f16 pairs 1024 + n, minus 1032.
-      SmallVector<Value> pairs;
-      for (int64_t p = 0; p < 4; ++p)
-        pairs.push_back(kb.shru(word, kb.i32(4 * p)));
-      SmallVector<std::pair<Value, Value>> halves =
-          magicPairs(kb, pairs, 0x000F000F, 1032.0f);
-      for (int64_t p = 0; p < 4; ++p)
-        values.push_back(halves[p].first);
-      for (int64_t p = 0; p < 4; ++p)
-        values.push_back(halves[p].second);
-      return values;
-    }
-    }
-    llvm_unreachable("unknown encoding");
-  }
-
-  /// The four e4m3 codes of a word through the chip's conversion
-  /// instruction, two at a time (byte 2q is the low half of pair q).
-  static SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
-    MLIRContext *context = kb.b.getContext();
-    auto halfType = IntegerType::get(context, 16);
-    auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
-    auto halfPair = VectorType::get({2}, kb.b.getF16Type());
-    SmallVector<Value> values;
-    for (int64_t q = 0; q < 2; ++q) {
-      Value bits = arith::TruncIOp::create(kb.b, kb.loc, halfType,
-                                           kb.shru(word, kb.i32(16 * q)));
-      Value pair = vector::BitCastOp::create(
-          kb.b, kb.loc, bytePair,
-          vector::BroadcastOp::create(kb.b, kb.loc,
-                                      VectorType::get({1}, halfType), bits));
-      Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
-          kb.b, kb.loc, Type(halfPair), pair, /*relu=*/false,
-          Type(Float8E4M3FNType::get(context)));
-      for (int64_t e = 0; e < 2; ++e)
-        values.push_back(
-            kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, halves, e)));
-    }
-    return values;
-  }
-
-  /// For each word: (word & mask) | 0x64006400 as two f16, minus `bias`
-  /// in f16x2 (exact: the results are small integers), widened to fp32.
-  static SmallVector<std::pair<Value, Value>>
-  magicPairs(KernelBuilder &kb, ArrayRef<Value> words, int32_t mask,
-             float bias) {
-    auto pairType = VectorType::get({2}, kb.b.getF16Type());
-    Value biasPair = arith::ConstantOp::create(
-        kb.b, kb.loc, DenseElementsAttr::get(pairType, APFloat(APFloat::IEEEhalf(),
-                                                               std::to_string(bias))));
-    SmallVector<std::pair<Value, Value>> result;
-    for (Value word : words) {
-      Value bits = kb.ori(kb.andi(word, kb.i32(mask)), kb.i32(0x64006400));
-      Value pair = vector::BitCastOp::create(
-          kb.b, kb.loc, pairType,
-          vector::BroadcastOp::create(
-              kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
-      Value shifted = arith::SubFOp::create(kb.b, kb.loc, pair, biasPair);
-      result.push_back(
-          {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 0)),
-           kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 1))});
-    }
-    return result;
-  }
-
   /// The scale applied once per row: tensor, token, or 1 (none, channel).
   Value outerScale(KernelBuilder &kb, const PagedSide &side, const Row &row) {
     switch (side.type.getScale()) {
@@ -413,6 +418,14 @@ public:
                                  Value first, int64_t elements) override {
     Value outer = laneOuterScale(kb, row, latent);
     SmallVector<Value> values;
+    int64_t bits = latent.getElementType().getIntOrFloatBitWidth();
+    int64_t width = elements * bits / 8;
+    if (runBytes(latent) && width >= 2 && (width == 2 || width % 4 == 0) &&
+        latent.getOffset() % width == 0) {
+      for (Value value : laneRun(kb, row, latent, first, width))
+        values.push_back(kb.fmul(value, outer));
+      return values;
+    }
     for (int64_t k = 0; k < elements; ++k)
       values.push_back(kb.fmul(
           laneElement(kb, row, latent, kb.add(first, kb.index(k))), outer));
@@ -429,6 +442,29 @@ private:
   SmallVector<Value> laneDots(KernelBuilder &kb, const Row &row, LaneAttr lane,
                               Value query, int64_t queryOffset, int64_t heads) {
     int64_t dim = keyDim();
+    Value outer = laneOuterScale(kb, row, lane);
+    if (int64_t width = runBytes(lane)) {
+      // One aligned `width`-byte load per step, decoded word by word.
+      int64_t perRun = width * 8 / lane.getElementType().getIntOrFloatBitWidth();
+      SmallVector<Value> sums = kb.forLoop(
+          kb.index(0), kb.index(lane.getCount()), kb.index(perRun),
+          SmallVector<Value>(heads, kb.f32(0.0f)),
+          [&](Value first, ValueRange carried) -> SmallVector<Value> {
+            SmallVector<Value> elements = laneRun(kb, row, lane, first, width);
+            SmallVector<Value> next(carried.begin(), carried.end());
+            for (auto [k, element] : llvm::enumerate(elements))
+              for (int64_t j = 0; j < heads; ++j) {
+                Value q = kb.load(
+                    query, {kb.add(first, kb.index(j * dim + queryOffset +
+                                                   int64_t(k)))});
+                next[j] = kb.fma(q, element, next[j]);
+              }
+            return next;
+          });
+      for (Value &sum : sums)
+        sum = kb.fmul(sum, outer);
+      return sums;
+    }
     SmallVector<Value> sums = kb.forLoop(
         kb.index(0), kb.index(lane.getCount()), kb.index(1),
         SmallVector<Value>(heads, kb.f32(0.0f)),
@@ -442,10 +478,104 @@ private:
           }
           return next;
         });
-    Value outer = laneOuterScale(kb, row, lane);
     for (Value &sum : sums)
       sum = kb.fmul(sum, outer);
     return sums;
+  }
+
+  /// The paged encoding whose word decoder reads `type` codes, if any (f32
+  /// lanes hold scales and are read one by one).
+  static std::optional<Encoding> wordEncoding(Type type) {
+    if (type.isF16())
+      return Encoding::f16;
+    if (type.isBF16())
+      return Encoding::bf16;
+    if (isa<Float8E4M3FNType>(type))
+      return Encoding::f8e4m3;
+    if (isa<Float8E5M2Type>(type))
+      return Encoding::f8e5m2;
+    if (isa<Float4E2M1FNType>(type))
+      return Encoding::nvfp4; // its codes; the group scale is the lane's
+    if (type.isInteger(8))
+      return Encoding::i8;
+    return std::nullopt;
+  }
+
+  /// The widest vector read (16, 8 or 4 bytes) that tiles `lane` with
+  /// aligned loads, or 0 when its elements are read one by one. Records are
+  /// multiples of 16 bytes, so the lane's offset decides the alignment.
+  static int64_t runBytes(LaneAttr lane) {
+    if (!wordEncoding(lane.getElementType()))
+      return 0;
+    int64_t bytes =
+        lane.getCount() * lane.getElementType().getIntOrFloatBitWidth() / 8;
+    for (int64_t width : {16, 8, 4})
+      if (lane.getOffset() % width == 0 && bytes % width == 0)
+        return width;
+    return 0;
+  }
+
+  /// Elements [first, first + width * 8 / bits) of `lane` from one aligned
+  /// load of `width` bytes (2, 4, 8 or 16), with its scale lane applied;
+  /// `first` is a multiple of that count.
+  SmallVector<Value> laneRun(KernelBuilder &kb, const Row &row, LaneAttr lane,
+                             Value first, int64_t width) {
+    MLIRContext *context = kb.b.getContext();
+    Type type = lane.getElementType();
+    int64_t bits = type.getIntOrFloatBitWidth();
+    int64_t count = width * 8 / bits, perWord = 32 / bits;
+    Value byte = kb.add(kb.index(lane.getOffset()),
+                        kb.divs(kb.mul(first, kb.index(bits)), kb.index(8)));
+    Value loaded = vector::LoadOp::create(
+        kb.b, kb.loc, VectorType::get({width}, IntegerType::get(context, 8)),
+        get(storage), byteAddress(kb, row, byte), /*nontemporal=*/false,
+        llvm::MaybeAlign(width));
+    SmallVector<Value> words;
+    if (width == 2) {
+      auto halfType = IntegerType::get(context, 16);
+      Value half = vector::ExtractOp::create(
+          kb.b, kb.loc,
+          vector::BitCastOp::create(kb.b, kb.loc,
+                                    VectorType::get({1}, halfType), loaded),
+          0);
+      words.push_back(
+          arith::ExtUIOp::create(kb.b, kb.loc, kb.b.getI32Type(), half));
+    } else {
+      Value packed = vector::BitCastOp::create(
+          kb.b, kb.loc, VectorType::get({width / 4}, kb.b.getI32Type()),
+          loaded);
+      for (int64_t w = 0; w < width / 4; ++w)
+        words.push_back(vector::ExtractOp::create(kb.b, kb.loc, packed, w));
+    }
+    std::optional<LaneAttr> scaleLane;
+    int64_t group = 0;
+    if (lane.isScaled()) {
+      scaleLane = record.getLane(lane.getScaleLane());
+      group = lane.getCount() / scaleLane->getCount();
+    }
+    auto scaleOf = [&](Value channel) {
+      return decodeLaneValue(kb, row, *scaleLane,
+                             kb.divs(channel, kb.index(group)));
+    };
+    SmallVector<Value> elements;
+    for (auto [w, word] : llvm::enumerate(words)) {
+      SmallVector<Value> decoded = decodeWord(kb, *wordEncoding(type), word);
+      Value wordChannel = kb.add(first, kb.index(int64_t(w) * perWord));
+      // A word never straddles a group when the group is a multiple of it.
+      Value wordScale =
+          scaleLane && group % perWord == 0 ? scaleOf(wordChannel) : Value();
+      for (int64_t k = 0; k < perWord && int64_t(elements.size()) < count;
+           ++k) {
+        Value element = decoded[k];
+        if (scaleLane)
+          element = kb.fmul(element,
+                            wordScale ? wordScale
+                                      : scaleOf(kb.add(wordChannel,
+                                                       kb.index(k))));
+        elements.push_back(element);
+      }
+    }
+    return elements;
   }
 
   SmallVector<Value> byteAddress(KernelBuilder &kb, const Row &row,

@@ -148,8 +148,13 @@ func.func @guarded(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: me
 // CHECK: @pattn_kernels::@pattn_decode_2
 // CHECK: @pattn_kernels::@pattn_merge_3
 // CHECK: gpu.func @pattn_write_record_0
-// 16 heads share the latent head, 8 per block.
+// 16 heads share the latent head, 8 per block. Keys are read as aligned
+// 16-byte vectors (the e4m3 latent, then the bf16 rope at byte 528), each
+// thread's four value channels as one 4-byte load.
 // CHECK: gpu.func @pattn_decode_2({{.*}}) workgroup(%{{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>
+// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x64x656xi8>, vector<16xi8>
+// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x64x656xi8>, vector<16xi8>
+// CHECK: vector.load {{.*}} {alignment = 4 : i64} : memref<?x64x656xi8>, vector<4xi8>
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @mla(%pages: memref<?x64x656xi8>, %lat: memref<?x512xbf16>, %rope: memref<?x64xbf16>, %slots: memref<?xi64>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
   %c = pattn.bind_cache storage(%pages : memref<?x64x656xi8>) : !r
