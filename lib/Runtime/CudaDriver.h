@@ -59,6 +59,8 @@ enum : int {
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   CU_JIT_OPTIMIZATION_LEVEL = 7,
   CU_STREAM_NON_BLOCKING = 1,
+  CU_MEMHOSTALLOC_PORTABLE = 1,
+  CU_MEMHOSTALLOC_DEVICEMAP = 2,
 };
 
 /// Dynamic shared memory a kernel may use without opting in.
@@ -92,6 +94,9 @@ constexpr int32_t kDefaultDynamicSharedBytes = 48 * 1024;
   X(cuMemFreeAsync, "cuMemFreeAsync", CUresult(CUdeviceptr, CUstream))         \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr *, size_t))              \
   X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                          \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult(void **, size_t, unsigned))   \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2",                 \
+    CUresult(CUdeviceptr *, void *, unsigned))                                 \
   X(cuMemcpyAsync, "cuMemcpyAsync",                                            \
     CUresult(CUdeviceptr, CUdeviceptr, size_t, CUstream))                      \
   X(cuMemsetD32Async, "cuMemsetD32Async",                                      \

@@ -16,6 +16,7 @@
 #include "CudaDriver.h"
 #include "Module.h"
 
+#include <mutex>
 #include <unordered_set>
 
 namespace pattn::runtime {
@@ -283,6 +284,64 @@ void mgpuStreamDestroy(void *stream) {
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//
+
+namespace {
+/// The device error word: page-locked, mapped and portable host memory
+/// created once (under `mutex`) and never freed.
+struct DeviceErrorWord {
+  std::mutex mutex;
+  int32_t *host = nullptr;
+  CUdeviceptr device = 0;
+};
+DeviceErrorWord &deviceErrorWord() {
+  static DeviceErrorWord word;
+  return word;
+}
+} // namespace
+
+void _mlir_ciface_pattnRuntimeDeviceErrorWord(pattnI32Buffer *result) {
+  if (!result)
+    return;
+  *result = pattnI32Buffer{nullptr, nullptr, 0, 1, 1};
+  Call call;
+  if (!call)
+    return;
+  const Driver &cu = call.driver();
+  DeviceErrorWord &word = deviceErrorWord();
+  std::lock_guard<std::mutex> lock(word.mutex);
+  if (!word.host) {
+    void *host = nullptr;
+    CUresult status = cu.cuMemHostAlloc(
+        &host, sizeof(int32_t),
+        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    if (status != CUDA_SUCCESS) {
+      recordError(driverError(cu, PATTN_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc",
+                              status));
+      return;
+    }
+    word.host = static_cast<int32_t *>(host);
+    __atomic_store_n(word.host, 0, __ATOMIC_SEQ_CST);
+  }
+  if (!word.device) {
+    CUresult status = cu.cuMemHostGetDevicePointer(&word.device, word.host, 0);
+    if (status != CUDA_SUCCESS) {
+      word.device = 0;
+      recordError(driverError(cu, PATTN_ERROR_CUDA,
+                              "cuMemHostGetDevicePointer", status));
+      return;
+    }
+  }
+  auto *device = reinterpret_cast<int32_t *>(word.device);
+  *result = pattnI32Buffer{device, device, 0, 1, 1};
+}
+
+int32_t pattnRuntimeTakeDeviceErrors(void) {
+  DeviceErrorWord &word = deviceErrorWord();
+  std::lock_guard<std::mutex> lock(word.mutex);
+  if (!word.host)
+    return 0;
+  return __atomic_exchange_n(word.host, 0, __ATOMIC_SEQ_CST);
+}
 
 int32_t pattnRuntimeDeviceArch(void) {
   Call call;

@@ -17,10 +17,13 @@ Errors all derive from :class:`pattn.Error`: :class:`CompileError`,
 """
 
 from ._compiler import compile, find_compiler
-from ._errors import ArgumentError, CompileError, Error, LaunchError, LoadError
-from ._loader import ArgSpec, Function, Module, load
+from ._errors import (ArgumentError, CompileError, DeviceError, Error,
+                      LaunchError, LoadError)
+from ._loader import (DEVICE_ERROR_SLOT_OUT_OF_RANGE, DEVICE_ERRORS, ArgSpec,
+                      Function, Module, load)
 
 __all__ = [
-    "ArgSpec", "ArgumentError", "CompileError", "Error", "Function",
+    "ArgSpec", "ArgumentError", "CompileError", "DEVICE_ERRORS",
+    "DEVICE_ERROR_SLOT_OUT_OF_RANGE", "DeviceError", "Error", "Function",
     "LaunchError", "LoadError", "Module", "compile", "find_compiler", "load",
 ]

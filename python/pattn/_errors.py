@@ -55,3 +55,17 @@ class LaunchError(Error, RuntimeError):
         self.status = status
         self.status_name = status_name
         self.detail = detail
+
+
+class DeviceError(Error, RuntimeError):
+    """A kernel rejected input that only the device could see.
+
+    ``bits`` are the runtime's device error bits (``DEVICE_ERROR_*``);
+    ``str()`` names each. Raised by :meth:`pattn.Module.check_device_errors`
+    after the caller has synchronized.
+    """
+
+    def __init__(self, bits: int, reasons: Sequence[str]):
+        super().__init__("; ".join(reasons))
+        self.bits = bits
+        self.reasons = tuple(reasons)

@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ._errors import ArgumentError, LaunchError, LoadError
+from ._errors import ArgumentError, DeviceError, LaunchError, LoadError
 
 MANIFEST_VERSION = 1
 
@@ -50,6 +50,16 @@ _TORCH_DTYPES: Dict[str, Tuple[str, ...]] = {
 
 # pattnStatus values the loader treats specially (include/pattn/Runtime).
 _PATTN_ERROR_NO_BINARY_FOR_DEVICE = 3
+
+#: PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE (pattn/Runtime/Runtime.h).
+DEVICE_ERROR_SLOT_OUT_OF_RANGE = 1
+
+#: What each device error bit means.
+DEVICE_ERRORS = {
+    DEVICE_ERROR_SLOT_OUT_OF_RANGE:
+        "a cache write rejected its whole batch: a slot was below -1 or "
+        "past the cache's pages (nothing of that batch was written)",
+}
 
 _TENSOR_PROTOCOL = "data_ptr(), shape, dtype, device and is_contiguous()"
 
@@ -236,6 +246,8 @@ class Module:
             "pattnStatusString", [ctypes.c_int32])
         self._last_error_message = self._runtime_function(
             "pattnRuntimeLastErrorMessage", [])
+        self._take_device_errors = self._runtime_function(
+            "pattnRuntimeTakeDeviceErrors", [], ctypes.c_int32)
         self.chips: Tuple[str, ...] = tuple(manifest["chips"])
         self.functions: Dict[str, Function] = {}
         for entry in manifest["functions"]:
@@ -268,14 +280,34 @@ class Module:
         except AttributeError:
             return None
 
-    def _runtime_function(self, name: str, argtypes: List[Any]) -> Any:
+    def take_device_errors(self) -> int:
+        """The device error bits kernels raised since the last call, and
+        clears them (process-wide). Read them after synchronizing the
+        streams of the calls they should cover: kernels raise them without
+        a host sync. 0 when none; see :data:`DEVICE_ERRORS`."""
+        return int(self._take_device_errors())
+
+    def check_device_errors(self) -> None:
+        """Raises :class:`pattn.DeviceError` naming every device error
+        raised since the last check (see :meth:`take_device_errors`)."""
+        bits = self.take_device_errors()
+        if bits:
+            reasons = [text for bit, text in DEVICE_ERRORS.items()
+                       if bits & bit]
+            unknown = bits & ~sum(DEVICE_ERRORS)
+            if unknown:
+                reasons.append(f"unknown device error bits {unknown:#x}")
+            raise DeviceError(bits, reasons)
+
+    def _runtime_function(self, name: str, argtypes: List[Any],
+                          restype: Any = ctypes.c_char_p) -> Any:
         function = self._symbol(name)
         if function is None:
             raise LoadError(
                 f"{self.path}: {name} not found; a pattn artifact links "
                 "libpattn_runtime.so, which exports it")
         function.argtypes = argtypes
-        function.restype = ctypes.c_char_p
+        function.restype = restype
         return function
 
     def _read_manifest(self) -> Dict[str, Any]:

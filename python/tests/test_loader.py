@@ -98,6 +98,14 @@ int32_t pattnRuntimeTakeStatus(void) {
 
 const char *pattnRuntimeLastErrorMessage(void) { return message; }
 
+int32_t device_errors; /* a test plays the kernels by setting it */
+
+int32_t pattnRuntimeTakeDeviceErrors(void) {
+  int32_t bits = device_errors;
+  device_errors = 0;
+  return bits;
+}
+
 const char *pattnStatusString(int32_t status) {
   switch (status) {
   case 0: return "PATTN_SUCCESS";
@@ -251,6 +259,9 @@ class Probe:
 
     def fail_next_calls_with(self, status):
         self._int(ctypes.c_int32, "next_status").value = status
+
+    def raise_device_errors(self, bits):
+        self._int(ctypes.c_int32, "device_errors").value = bits
 
 
 @pytest.fixture
@@ -438,6 +449,27 @@ def test_nonzero_status_raises_launch_error(module, probe):
     # The status was taken: the next call starts clean.
     probe.fail_next_calls_with(0)
     module.decode_step(cache(), seq_lens(), stream=STREAM)
+
+
+def test_device_errors_are_taken_once_and_named(module, probe):
+    assert module.take_device_errors() == 0
+    module.check_device_errors()  # nothing raised: no exception
+
+    probe.raise_device_errors(pattn.DEVICE_ERROR_SLOT_OUT_OF_RANGE)
+    assert module.take_device_errors() == 1
+    assert module.take_device_errors() == 0, "taking clears the bits"
+
+    probe.raise_device_errors(1 | 0x40)
+    with pytest.raises(pattn.DeviceError) as caught:
+        module.check_device_errors()
+    error = caught.value
+    assert isinstance(error, RuntimeError) and isinstance(error, pattn.Error)
+    assert error.bits == 0x41
+    assert error.reasons == (
+        pattn.DEVICE_ERRORS[pattn.DEVICE_ERROR_SLOT_OUT_OF_RANGE],
+        "unknown device error bits 0x40")
+    assert "slot was below -1 or past the cache's pages" in str(error)
+    module.check_device_errors()  # cleared by the check
 
 
 def test_errors_are_read_on_the_calling_thread(module, probe):

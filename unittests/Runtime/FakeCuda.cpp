@@ -222,6 +222,23 @@ int cuMemFreeAsync(unsigned long long pointer, void *stream) {
   return kSuccess;
 }
 
+int cuMemHostAlloc(void **pointer, size_t bytes, unsigned flags) {
+  log("cuMemHostAlloc", {bytes, flags});
+  // Real host memory: a test plays the device by writing to it.
+  static int32_t words[64];
+  if (bytes > sizeof(words))
+    return kOutOfMemory;
+  *pointer = words;
+  return kSuccess;
+}
+
+int cuMemHostGetDevicePointer_v2(unsigned long long *device, void *host,
+                                 unsigned flags) {
+  log("cuMemHostGetDevicePointer", {bits(host), flags});
+  *device = bits(host); // unified addressing: the same address
+  return kSuccess;
+}
+
 int cuMemAlloc_v2(unsigned long long *pointer, size_t bytes) {
   log("cuMemAlloc", {bytes});
   *pointer = kDevicePointer + 0x100;

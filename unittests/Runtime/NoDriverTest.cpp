@@ -88,6 +88,16 @@ TEST_F(RuntimeNoDriver, DeviceArchIsZeroWithTheError) {
   expectNoDriverOnce();
 }
 
+TEST_F(RuntimeNoDriver, DeviceErrorWordIsNullWithTheError) {
+  pattnI32Buffer word{reinterpret_cast<int32_t *>(0x1), nullptr, 7, 7, 7};
+  _mlir_ciface_pattnRuntimeDeviceErrorWord(&word);
+  EXPECT_EQ(word.allocated, nullptr);
+  EXPECT_EQ(word.aligned, nullptr);
+  expectNoDriverOnce();
+  EXPECT_EQ(pattnRuntimeTakeDeviceErrors(), 0);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+}
+
 TEST_F(RuntimeNoDriver, AnEntryPointReportsTheFirstErrorOnce) {
   // The calls a compiled entry point makes, in order, each after the first
   // failure.

@@ -131,6 +131,37 @@ TEST_F(RuntimeFakeDriver, DeviceArchIsTheComputeCapability) {
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 }
 
+TEST_F(RuntimeFakeDriver, DeviceErrorWordIsMappedOnceAndTakenAtomically) {
+  pattnI32Buffer word;
+  _mlir_ciface_pattnRuntimeDeviceErrorWord(&word);
+  ASSERT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+  ASSERT_NE(word.aligned, nullptr);
+  EXPECT_EQ(word.allocated, word.aligned);
+  EXPECT_EQ(word.offset, 0);
+  EXPECT_EQ(word.size, 1);
+  EXPECT_EQ(word.stride, 1);
+  pattnI32Buffer again;
+  _mlir_ciface_pattnRuntimeDeviceErrorWord(&again);
+  EXPECT_EQ(again.aligned, word.aligned);
+  // Created once: page-locked, mapped, portable (valid in every context).
+  std::vector<fakecuda::Call> allocations;
+  for (const fakecuda::Call &call : fake().calls)
+    if (call.name == "cuMemHostAlloc" ||
+        call.name == "cuMemHostGetDevicePointer")
+      allocations.push_back(call);
+  ASSERT_EQ(allocations.size(), 2u);
+  EXPECT_EQ(allocations[0].name, "cuMemHostAlloc");
+  EXPECT_EQ(allocations[0].args, (std::vector<unsigned long long>{4, 3}));
+  EXPECT_EQ(allocations[1].name, "cuMemHostGetDevicePointer");
+
+  EXPECT_EQ(pattnRuntimeTakeDeviceErrors(), 0);
+  *word.aligned |= PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE; // a kernel's store
+  EXPECT_EQ(pattnRuntimeTakeDeviceErrors(),
+            PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE);
+  EXPECT_EQ(pattnRuntimeTakeDeviceErrors(), 0) << "taking clears the word";
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+}
+
 TEST_F(RuntimeFakeDriver, FirstRecordedErrorWinsUntilTaken) {
   EXPECT_EQ(pattnRuntimeRecordError(PATTN_ERROR_LAUNCH, "first"),
             PATTN_ERROR_LAUNCH);

@@ -80,6 +80,42 @@ PATTN_RUNTIME_EXPORT int32_t pattnRuntimeInitialize(void);
 /// device's chip class.
 PATTN_RUNTIME_EXPORT int32_t pattnRuntimeDeviceArch(void);
 
+//===----------------------------------------------------------------------===//
+// Device errors
+//===----------------------------------------------------------------------===//
+//
+// Some bad input is only visible on the device (a cache slot past the
+// cache's pages). Kernels reject it there (a cache write with such a slot
+// writes nothing) and raise a bit in a process-wide error word in mapped
+// host memory, so no call has to synchronize to report it: the caller reads
+// the word after synchronizing the stream, as it would read any result.
+
+/// A cache write rejected its whole batch: a slot was below -1 or past the
+/// cache's pages.
+#define PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE 1
+
+/// The bits kernels raised since the last call, cleared atomically. Call it
+/// after synchronizing the streams of the writes it should cover. 0 when
+/// none (also when the word was never created or no driver is present).
+PATTN_RUNTIME_EXPORT int32_t pattnRuntimeTakeDeviceErrors(void);
+
+/// A rank-1 memref descriptor of i32, as MLIR's C interface passes it.
+typedef struct pattnI32Buffer {
+  int32_t *allocated;
+  int32_t *aligned;
+  int64_t offset;
+  int64_t size;
+  int64_t stride;
+} pattnI32Buffer;
+
+/// The device error word as a memref<1xi32> (MLIR C interface of
+/// pattnRuntimeDeviceErrorWord: compiled code passes it to the kernels that
+/// raise bits). Created on first use in page-locked, device-mapped, portable
+/// host memory, valid in every context for the life of the process. On
+/// failure the buffer is null and the error is recorded.
+PATTN_RUNTIME_EXPORT void
+_mlir_ciface_pattnRuntimeDeviceErrorWord(pattnI32Buffer *result);
+
 /// Records `status` with `message` on this thread unless an error is already
 /// pending there (the first error of an invocation is the one reported).
 /// PATTN_SUCCESS records nothing. Returns `status`.

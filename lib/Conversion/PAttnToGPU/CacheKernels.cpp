@@ -97,11 +97,11 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   OpBuilder builder(context);
   Kernel result = kernels.create(builder, loc, "pattn_check_slots",
                                  ValueRange{slots, storage},
-                                 {flagType(context)}, {});
+                                 {flagType(context), flagType(context)}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value slotArg = kernel.getArgument(0), storageArg = kernel.getArgument(1);
-  Value flag = kernel.getArgument(2);
+  Value flag = kernel.getArgument(2), errorWord = kernel.getArgument(3);
   Value tid = kb.threadId();
   Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
   kb.ifThen(isFirst, [&] { kb.store(kb.i32(0), flag, {kb.index(0)}); });
@@ -116,7 +116,12 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
                Value bad = kb.lor(
                    kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1)),
                    kb.cmpi(arith::CmpIPredicate::sge, slot, capacity));
-               kb.ifThen(bad, [&] { kb.store(kb.i32(1), flag, {kb.index(0)}); });
+               kb.ifThen(bad, [&] {
+                 kb.store(kb.i32(1), flag, {kb.index(0)});
+                 memref::AtomicRMWOp::create(
+                     builder, loc, arith::AtomicRMWKind::ori,
+                     kb.i32(kSlotOutOfRangeBit), errorWord, {kb.index(0)});
+               });
                return {};
              });
   gpu::ReturnOp::create(builder, loc);

@@ -71,9 +71,15 @@ private:
   unsigned counter = 0;
 };
 
+/// The bit a rejected slot raises in the runtime's device error word
+/// (PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE in pattn/Runtime/Runtime.h).
+constexpr int32_t kSlotOutOfRangeBit = 1;
+
 /// A single block that sets `flag` ([1], i32) to 1 when any slot is out of
-/// range (below -1, or past the pages of `storage`) and to 0 otherwise.
-/// Its operands are (slots, storage, flag).
+/// range (below -1, or past the pages of `storage`) and to 0 otherwise, and
+/// then also ORs kSlotOutOfRangeBit into `errorWord` ([1], i32, the
+/// runtime's device error word). Its operands are (slots, storage), the
+/// caller appends (flag, errorWord).
 Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
                             mlir::Value slots, mlir::Value storage,
                             int64_t blockSize);

@@ -35,20 +35,26 @@ using namespace mlir;
 using namespace mlir::pattn;
 using namespace ::pattn;
 
-/// The runtime entries that hand a compiled function its status and the
-/// device's compute capability.
+/// The runtime entries that hand a compiled function its status, the
+/// device's compute capability and the device error word.
 static constexpr llvm::StringLiteral kTakeStatus = "pattnRuntimeTakeStatus";
 static constexpr llvm::StringLiteral kDeviceArch = "pattnRuntimeDeviceArch";
+static constexpr llvm::StringLiteral kDeviceErrorWord =
+    "pattnRuntimeDeviceErrorWord";
 
-/// A private declaration of the runtime function `name` returning i32.
-static void declareRuntimeFunction(ModuleOp module, StringRef name) {
+/// Declares the runtime function `name` taking nothing and returning
+/// `result`; one returning a memref goes through MLIR's C interface.
+static void declareRuntimeFunction(ModuleOp module, StringRef name,
+                                   Type result) {
   if (module.lookupSymbol<func::FuncOp>(name))
     return;
   OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
   auto declaration = func::FuncOp::create(
-      builder, module.getLoc(), name,
-      builder.getFunctionType({}, {builder.getI32Type()}));
+      builder, module.getLoc(), name, builder.getFunctionType({}, {result}));
   declaration.setPrivate();
+  if (isa<MemRefType>(result))
+    declaration->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                         builder.getUnitAttr());
 }
 
 namespace {
@@ -211,8 +217,17 @@ void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
   auto flag = gpu::AllocOp::create(
       builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,
       ValueRange{stream}, ValueRange{}, ValueRange{}, /*hostShared=*/false);
+  // Rejected slots also raise a bit in the runtime's device error word,
+  // which the caller reads after synchronizing (no sync here).
+  auto wordType = MemRefType::get({1}, builder.getI32Type());
+  declareRuntimeFunction(function->getParentOfType<ModuleOp>(),
+                         kDeviceErrorWord, wordType);
+  Value errorWord = func::CallOp::create(builder, loc, kDeviceErrorWord,
+                                         TypeRange{wordType}, ValueRange{})
+                        .getResult(0);
   Kernel check = buildSlotCheckKernel(module, loc, slots, storage, blockSize);
   check.operands.push_back(flag.getMemref());
+  check.operands.push_back(errorWord);
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
   launch(loc, check, {one, one, one});
   SmallVector<Value> operands(kernel.operands);
@@ -403,7 +418,7 @@ LogicalResult HostRewriter::run() {
                gpu::AsyncTokenType::get(context), entry.getArguments().back())
                .getResult(0);
   if (modules.size() > 1) {
-    declareRuntimeFunction(module, kDeviceArch);
+    declareRuntimeFunction(module, kDeviceArch, builder.getI32Type());
     arch = func::CallOp::create(builder, function.getLoc(), kDeviceArch,
                                 TypeRange{builder.getI32Type()}, ValueRange{})
                .getResult(0);
@@ -453,7 +468,7 @@ LogicalResult HostRewriter::run() {
     op->erase();
 
   // Return the runtime's status of this call.
-  declareRuntimeFunction(module, kTakeStatus);
+  declareRuntimeFunction(module, kTakeStatus, builder.getI32Type());
   function.walk([&](func::ReturnOp ret) {
     builder.setInsertionPoint(ret);
     Value status = func::CallOp::create(builder, ret.getLoc(), kTakeStatus,

@@ -483,9 +483,11 @@ def run_paged(plan: PagedPlan) -> PagedRun:
         tensors["sinks"] = upload(plan.sinks, "f32")
 
     functions = plan.module.functions
+    module.take_device_errors()
     invoke(module, "write_k", functions["write_k"], tensors)
     invoke(module, "write_v", functions["write_v"], tensors)
     torch.cuda.synchronize()
+    module.check_device_errors()  # valid slots and -1 raise nothing
     return PagedRun(plan, module, tensors,
                     downloaded_cache("k", plan.k_initial, tensors),
                     downloaded_cache("v", plan.v_initial, tensors))
@@ -777,19 +779,24 @@ def test_slot_minus_one_is_skipped(case):
     # A batch in which every token is skipped leaves the cache untouched.
     tensors = dict(run.tensors)
     tensors["slots"] = upload(np.full(run.plan.slots.shape, -1), "i64")
+    run.module.take_device_errors()
     invoke(run.module, "write_k", run.plan.module.functions["write_k"],
            tensors)
     torch.cuda.synchronize()
     assert_cache_equal(downloaded_cache("k", run.plan.k_initial, tensors),
                        run.k_cache, "K cache after an all -1 batch")
+    # Skipping is not an error.
+    assert run.module.take_device_errors() == 0
 
 
 @pytest.mark.parametrize("case", SKIP_CASES, ids=_ids)
 def test_out_of_range_slot_rejects_the_whole_batch(case):
     """SPEC §7: a batch holding a slot past the cache's pages (or below -1)
     writes nothing at all, valid slots included: no partial write, and no
-    out-of-bounds store (which would poison the CUDA context)."""
+    out-of-bounds store (which would poison the CUDA context). The caller
+    learns it after a sync from the device error word."""
     run = case.run()
+    run.module.take_device_errors()  # start clean
     capacity = run.tensors["k_pages"].shape[0] * case.config.block_size
     for bad in (capacity, capacity + 12345, -2):
         tensors = dict(run.tensors)
@@ -799,6 +806,9 @@ def test_out_of_range_slot_rejects_the_whole_batch(case):
         for name in ("write_k", "write_v"):
             invoke(run.module, name, run.plan.module.functions[name], tensors)
         torch.cuda.synchronize()
+        with pytest.raises(pattn.DeviceError, match="slot was below -1"):
+            run.module.check_device_errors()
+        assert run.module.take_device_errors() == 0, "the check clears it"
         for prefix, cache in (("k", run.k_cache), ("v", run.v_cache)):
             assert_cache_equal(
                 downloaded_cache(prefix, getattr(run.plan, f"{prefix}_initial"),

@@ -5,13 +5,15 @@
 // call leaves the cache untouched), all on the caller's stream (a trailing
 // !llvm.ptr seen as an async token); an empty batch launches nothing; the
 // function returns the runtime's status.
+// CHECK: func.func private @pattnRuntimeDeviceErrorWord() -> memref<1xi32> attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @write_i4
 // CHECK-SAME: (%[[PAGES:[^:]*]]: memref<?x16x2x32xi8>, %[[V:[^:]*]]: memref<?x2x64xf16>, %[[SLOTS:[^:]*]]: memref<?xi64>, %[[S:[^:]*]]: memref<1xf32>, %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
 // CHECK:   %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
 // CHECK:   %[[T:.*]] = memref.dim %[[V]], %{{.*}} : memref<?x2x64xf16>
 // CHECK:   scf.if
 // CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] () : memref<1xi32>
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_1 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>)
+// CHECK:     %[[WORD:.*]] = func.call @pattnRuntimeDeviceErrorWord() : () -> memref<1xi32>
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_1 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
 // CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_0 blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
 // CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
@@ -26,11 +28,13 @@
 // CHECK:     math.roundeven
 // CHECK:     arith.shli %{{.*}}, %c4_i32
 // CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
-// A slot below -1 or past the pages sets the flag.
-// CHECK:   gpu.func @pattn_check_slots_1(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>) kernel
+// A slot below -1 or past the pages sets the flag and raises bit 1 of the
+// runtime's device error word (read by the caller after a sync).
+// CHECK:   gpu.func @pattn_check_slots_1(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>, %[[EW:.*]]: memref<1xi32>) kernel
 // CHECK:     gpu.barrier
 // CHECK:     arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
 // CHECK:     arith.cmpi sge
+// CHECK:     memref.atomic_rmw ori %c1_i32{{.*}}, %[[EW]][%{{.*}}] : (i32, memref<1xi32>) -> i32
 !c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = tensor>
 func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {
   %c = pattn.bind_cache storage(%pages : memref<?x16x2x32xi8>) : !c
