@@ -66,9 +66,11 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
   std::string pipeline = llvm::formatv(
       "pattn-fold-channel-scales,"
       "pattn-select-backend{{chip={0} force=portable},"
-      "convert-pattn-to-gpu{{keys-per-split={1} chips={2}},",
+      "convert-pattn-to-gpu{{keys-per-split={1} chips={2} "
+      "hardware-conversions={3}},",
       stringifyChip(chips.front()), int64_t(options.keysPerSplit),
-      llvm::join(chipNames, ","));
+      llvm::join(chipNames, ","),
+      options.hardwareConversions ? "true" : "false");
   pipeline += llvm::formatv(
       "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,cse,"
       "reconcile-unrealized-casts),"

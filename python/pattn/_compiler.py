@@ -64,8 +64,9 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _cached_artifact(source: PathLike, chip_list: str) -> Optional[str]:
-    """The cache entry for ``source``, or None without an artifact cache."""
+def _cached_artifact(source: PathLike, variant: str) -> Optional[str]:
+    """The cache entry for ``source`` compiled as ``variant`` (the chips and
+    options), or None without an artifact cache."""
     directory = os.environ.get("PATTN_ARTIFACT_DIR")
     if not directory:
         return None
@@ -74,7 +75,7 @@ def _cached_artifact(source: PathLike, chip_list: str) -> Optional[str]:
             text = file.read()
     else:
         text = source
-    key = hashlib.sha256(f"{chip_list}\n{text}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{variant}\n{text}".encode()).hexdigest()[:24]
     return os.path.join(directory, f"{key}.so")
 
 
@@ -89,19 +90,24 @@ def _copy_runtime(directory: str, compiler: str) -> None:
 
 def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
             output: Optional[PathLike] = None,
-            compiler: Optional[PathLike] = None) -> str:
+            compiler: Optional[PathLike] = None,
+            hardware_conversions: bool = True) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text or the path of a ``.mlir`` file; ``chips`` is a
     chip name, a comma-separated list, or an iterable of names. The artifact
     goes to ``output``, or to a new temporary file that the caller owns.
     Returns the artifact's path; raises :class:`pattn.CompileError` with the
-    compiler's diagnostics on failure.
+    compiler's diagnostics on failure. ``hardware_conversions=False`` decodes
+    with bit tricks even where a chip has conversion instructions (the two
+    give the same values; this is for comparing them).
     """
     chip_list = chips if isinstance(chips, str) else ",".join(chips)
     if not chip_list:
         raise CompileError("no chips to compile for")
-    cached = _cached_artifact(source, chip_list) if output is None else None
+    variant = chip_list if hardware_conversions else \
+        f"{chip_list} --hardware-conversions=false"
+    cached = _cached_artifact(source, variant) if output is None else None
     if cached and os.path.isfile(cached):
         return cached
     executable = find_compiler(compiler)
@@ -131,6 +137,8 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
 
         command = [executable, input_path, f"--chips={chip_list}", "-o",
                    output_path]
+        if not hardware_conversions:
+            command.append("--hardware-conversions=false")
         try:
             result = subprocess.run(command, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True,

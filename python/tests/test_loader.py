@@ -593,6 +593,23 @@ def test_compile_runs_the_compiler(fake_compiler, tmp_path):
     assert argv[0].endswith("input.mlir")
 
 
+def test_compile_can_turn_hardware_conversions_off(fake_compiler, tmp_path,
+                                                  monkeypatch):
+    compiler, log = fake_compiler
+    output = tmp_path / "soft.so"
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  hardware_conversions=False)
+    argv = json.loads(log.read_text())
+    assert argv[1:] == ["--chips=sm_90a", "-o", str(output),
+                        "--hardware-conversions=false"]
+    # The artifact cache keeps the two variants apart.
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
+    hard = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    soft = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                         hardware_conversions=False)
+    assert hard != soft
+
+
 def test_compile_takes_a_file_and_makes_a_temporary_output(fake_compiler,
                                                            tmp_path):
     compiler, log = fake_compiler

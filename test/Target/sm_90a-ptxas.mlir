@@ -9,9 +9,16 @@
 // RUN: FileCheck %s --check-prefix=NONE < %t.ptx
 // RUN: FileCheck %s --check-prefix=FP8 < %t.ptx
 // RUN: %ptxas -arch=sm_90a %t.ptx -o %t.cubin
+// With --hardware-conversions=false the same chip reaches none.
+// RUN: pattn-compile %S/Inputs/all-ops.mlir --chips=sm_90a --hardware-conversions=false --emit=ptx -o %t.soft.ptx
+// RUN: FileCheck %s --check-prefix=SOFT < %t.soft.ptx
+// RUN: %ptxas -arch=sm_90a %t.soft.ptx -o %t.soft.cubin
 
 // CHECK: .target sm_90a
 // CHECK: .entry pattn_write_record
 // FP8: cvt.rn.f16x2.e4m3x2
 // NONE-NOT: e5m2x2
 // NONE-NOT: e2m1x2
+// SOFT: .target sm_90a
+// SOFT-NOT: e4m3x2
+// SOFT-NOT: e2m1x2

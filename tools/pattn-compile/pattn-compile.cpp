@@ -75,6 +75,11 @@ static cl::opt<bool> showRemarks("remarks",
                                  cl::desc("Print the backend remarks"));
 static cl::opt<int64_t> keysPerSplit("keys-per-split", cl::init(512),
                                      cl::desc("Keys one decode block reads"));
+static cl::opt<bool> hardwareConversions(
+    "hardware-conversions", cl::init(true),
+    cl::desc("Use the chips' conversion instructions where the target table "
+             "allows; =false decodes with bit tricks on every chip (for "
+             "comparing the two)"));
 
 /// Prints a message prefixed with the tool's name; returns 1.
 static int fail(const llvm::Twine &message) {
@@ -288,7 +293,9 @@ int main(int argc, char **argv) {
             "builtin.module(pattn-fold-channel-scales,pattn-select-backend{chip=" +
                 chipNames.front() +
                 " force=portable},convert-pattn-to-gpu{keys-per-split=" +
-                std::to_string(keysPerSplit) + "})",
+                std::to_string(keysPerSplit) + " chips=" +
+                llvm::join(chipNames, ",") + " hardware-conversions=" +
+                (hardwareConversions ? "true" : "false") + "})",
             pm)))
       return fail("internal error: bad pipeline");
   } else {
@@ -296,6 +303,7 @@ int main(int argc, char **argv) {
     options.chips = chipNames;
     options.format = emit == "ptx" ? "isa" : "bin";
     options.keysPerSplit = keysPerSplit;
+    options.hardwareConversions = hardwareConversions;
     if (failed(::pattn::buildCompilePipeline(pm, options, errorMessage)))
       return fail(errorMessage);
   }

@@ -63,7 +63,11 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
                "Chips to build kernels for (default: sm_80, sm_86, sm_89, "
                "sm_90a, sm_100a, sm_120a). Chips with the same conversion "
                "instructions share a kernel module; the host code picks the "
-               "module by the device's compute capability">
+               "module by the device's compute capability">,
+    Option<"hardwareConversions", "hardware-conversions", "bool",
+           /*default=*/"true",
+           "Use the chips' conversion instructions where the target table "
+           "allows (false: bit tricks on every chip, one kernel module)">
   ];
 }
 

@@ -36,6 +36,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> keysPerSplit{
       *this, "keys-per-split",
       llvm::cl::desc("Keys one decode block processes"), llvm::cl::init(512)};
+  Option<bool> hardwareConversions{
+      *this, "hardware-conversions",
+      llvm::cl::desc("Use the chips' conversion instructions where the target "
+                     "table allows (false: bit tricks on every chip)"),
+      llvm::cl::init(true)};
 };
 
 /// Adds the whole pipeline to `pm` (anchored on builtin.module). Fails with

@@ -108,6 +108,37 @@ magicPairs(KernelBuilder &kb, ArrayRef<Value> words, int32_t mask,
   return result;
 }
 
+/// Two minifloat codes at bits [15:0] and [31:16] of `codes` as one f16
+/// pair: `(codes & magnitudeMask) << magnitudeShift | (codes & signMask) <<
+/// signShift` are their f16 bit patterns up to the exponent bias, which one
+/// f16x2 multiply by `scale` (a power of two, exact) restores.
+static std::pair<Value, Value> minifloatPair(KernelBuilder &kb, Value codes,
+                                             int32_t magnitudeMask,
+                                             int64_t magnitudeShift,
+                                             int32_t signMask,
+                                             int64_t signShift, float scale) {
+  Value bits = kb.shl(kb.andi(codes, kb.i32(magnitudeMask)),
+                      kb.i32(magnitudeShift));
+  if (signMask)
+    bits = kb.ori(bits, kb.shl(kb.andi(codes, kb.i32(signMask)),
+                               kb.i32(signShift)));
+  auto pairType = VectorType::get({2}, kb.b.getF16Type());
+  Value pair = vector::BitCastOp::create(
+      kb.b, kb.loc, pairType,
+      vector::BroadcastOp::create(
+          kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
+  if (scale != 1.0f)
+    pair = arith::MulFOp::create(
+        kb.b, kb.loc, pair,
+        arith::ConstantOp::create(
+            kb.b, kb.loc,
+            DenseElementsAttr::get(pairType,
+                                   APFloat(APFloat::IEEEhalf(),
+                                           std::to_string(scale)))));
+  return {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 0)),
+          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 1))};
+}
+
 /// The four e4m3 codes of a word through the chip's conversion
 /// instruction, two at a time (byte 2q is the low half of pair q).
 SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
@@ -151,21 +182,41 @@ static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
                            ? kb.decodeF16Bits(field(16, k))
                            : kb.decodeBF16Bits(field(16, k)));
     return values;
-  case Encoding::f8e4m3:
+  case Encoding::f8e4m3: {
     if (kb.hardwareFp8)
       return hardwareE4M3(kb, word);
-    for (int64_t k = 0; k < 4; ++k)
-      values.push_back(kb.decodeE4M3(field(8, k)));
+    // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
+    // bit 15, then one f16x2 multiply by 2^(15 - 7) (exact: every e4m3
+    // value, subnormals included, is an f16 value).
+    SmallVector<std::pair<Value, Value>> halves;
+    for (int64_t q = 0; q < 2; ++q)
+      halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(8 * q)),
+                                     0x007F007F, 7, 0x00800080, 8, 256.0f));
+    return {halves[0].first, halves[1].first, halves[0].second,
+            halves[1].second};
+  }
+  case Encoding::f8e5m2: {
+    // e5m2 is the top byte of an f16: bytes q and q + 2 by one shift.
+    SmallVector<std::pair<Value, Value>> halves;
+    for (int64_t q = 0; q < 2; ++q)
+      halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(8 * q)),
+                                     0x00FF00FF, 8, 0, 0, 1.0f));
+    return {halves[0].first, halves[1].first, halves[0].second,
+            halves[1].second};
+  }
+  case Encoding::nvfp4: {
+    // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
+    // bit 15, times 2^(15 - 1) in f16x2 (exact, 0.5 included).
+    SmallVector<std::pair<Value, Value>> halves;
+    for (int64_t p = 0; p < 4; ++p)
+      halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(4 * p)),
+                                     0x00070007, 9, 0x00080008, 12, 16384.0f));
+    for (int64_t p = 0; p < 4; ++p)
+      values.push_back(halves[p].first);
+    for (int64_t p = 0; p < 4; ++p)
+      values.push_back(halves[p].second);
     return values;
-  case Encoding::f8e5m2:
-    // e5m2 is the top byte of an f16: a shift beats any conversion.
-    for (int64_t k = 0; k < 4; ++k)
-      values.push_back(kb.decodeE5M2(field(8, k)));
-    return values;
-  case Encoding::nvfp4:
-    for (int64_t k = 0; k < 8; ++k)
-      values.push_back(kb.decodeE2M1(field(4, k)));
-    return values;
+  }
   case Encoding::i8: {
     // Bytes 0/2 and 1/3 as f16 pairs 1024 + (b ^ 0x80), minus 1152.
     Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,

@@ -534,7 +534,7 @@ struct ConvertPAttnToGPUPass
       for (::pattn::Chip chip : targetChips) {
         const ::pattn::TargetDescription &target =
             ::pattn::getTargetDescription(chip);
-        if (target.hasFp8Conversion != hardwareFp8)
+        if ((hardwareConversions && target.hasFp8Conversion) != hardwareFp8)
           continue;
         targets.push_back(NVVM::NVVMTargetAttr::get(
             &getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",

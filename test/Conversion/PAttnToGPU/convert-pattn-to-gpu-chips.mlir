@@ -1,5 +1,6 @@
 // RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_86,sm_90a,sm_120a" | FileCheck %s
 // RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_90a" | FileCheck %s --check-prefix=ONE
+// RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_90a hardware-conversions=false" | FileCheck %s --check-prefix=SOFT
 // RUN: not pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_70" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The chips are grouped by conversion class of the target table: sm_80 and
@@ -25,6 +26,12 @@
 // ONE-NOT: pattnRuntimeDeviceArch
 // ONE: gpu.module @pattn_kernels_fp8 [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
 // ONE-NOT: gpu.module
+
+// Without hardware conversions every chip shares the bit-trick module.
+// SOFT-NOT: pattnRuntimeDeviceArch
+// SOFT: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">, #nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
+// SOFT-NOT: nvvm.convert
+// SOFT-NOT: gpu.module
 
 // BAD: error: unsupported chip 'sm_70'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>

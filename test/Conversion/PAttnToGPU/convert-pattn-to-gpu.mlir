@@ -86,6 +86,10 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // per-head logits in shared memory.
 // CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
 // CHECK:   gpu.barrier
+// Without hardware fp8 (sm_80), e4m3 bytes q and q + 2 become one f16 pair:
+// magnitudes (& 0x007F007F) shifted into place, times 2^8 in f16x2.
+// CHECK:   arith.andi %{{.*}}, %c8323199_i32
+// CHECK:   arith.mulf %{{.*}}, %cst{{.*}} : vector<2xf16>
 // CHECK:   math.exp
 // CHECK:   vector.load %{{.*}} : memref<?x16x8x128xi8>, vector<16xi8>
 // The i8 codes become f16 pairs by the magic number, not one conversion each.
