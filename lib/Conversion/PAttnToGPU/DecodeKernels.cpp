@@ -693,6 +693,9 @@ private:
 //===----------------------------------------------------------------------===//
 
 /// What the skeleton needs to know about the attention op.
+/// Decode blocks that must fit on one SM at once (the register budget).
+constexpr int32_t kDecodeBlocksPerSM = 4;
+
 struct DecodeParams {
   Location loc;
   Value query = {}, blockTable = {}, seqLens = {}, queryStart = {}, guard = {},
@@ -821,6 +824,13 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
       builder, p.loc, "pattn_decode", argTypes,
       {workgroup(scratch, f32), workgroup(heads * kBlockThreads, f32),
        workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
+  // 128 threads, and at least 4 blocks per SM: ptxas keeps the kernel within
+  // 128 registers. Without the bound several configurations land at 130-140
+  // registers, which leaves room for only 3 blocks of 128 threads.
+  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                  builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  builder.getI32IntegerAttr(kDecodeBlocksPerSM));
   KernelBuilder kb(builder, p.loc);
   kb.hardwareFp8 = kernels.hardwareFp8;
 
