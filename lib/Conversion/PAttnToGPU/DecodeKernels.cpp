@@ -58,6 +58,9 @@ public:
   /// block serves `heads` heads: a divisor of valueDim() small enough that
   /// heads x elements accumulators stay in registers.
   virtual int64_t valueVectorElements(int64_t heads) const = 0;
+  /// True when keys and values are plain f16/bf16: their decode needs few
+  /// registers.
+  virtual bool decodesCheaply() const { return false; }
   /// V[row][first, first + elements) as fp32, all V scales applied.
   virtual SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row,
                                          Value first, int64_t elements) = 0;
@@ -268,6 +271,13 @@ public:
   }
 
   int64_t keyDim() const override { return key.type.getHeadDim(); }
+  bool decodesCheaply() const override {
+    auto plain = [](const PagedSide &side) {
+      Encoding encoding = side.type.getEncoding();
+      return encoding == Encoding::f16 || encoding == Encoding::bf16;
+    };
+    return plain(key) && plain(value);
+  }
   int64_t valueDim() const override { return value.type.getHeadDim(); }
   int64_t kvHeads() const override { return key.type.getKvHeads(); }
 
@@ -824,13 +834,19 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
       builder, p.loc, "pattn_decode", argTypes,
       {workgroup(scratch, f32), workgroup(heads * kBlockThreads, f32),
        workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
-  // 128 threads, and at least 4 blocks per SM: ptxas keeps the kernel within
-  // 128 registers. Without the bound several configurations land at 130-140
-  // registers, which leaves room for only 3 blocks of 128 threads.
-  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                  builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
-  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                  builder.getI32IntegerAttr(kDecodeBlocksPerSM));
+  // Where the kernel would need more than 128 registers (code decoding, or
+  // 64+ accumulators), ask for 4 blocks of 128 threads per SM: ptxas then
+  // stays within 128 registers instead of landing at 130-140 and fitting
+  // only 3 blocks. A light f16 kernel (~72 registers) is left alone: with
+  // the bound ptxas spends registers up to 128 and loses occupancy.
+  // (H200, bench/results/2026-11-29-h200-portable-decode.md.)
+  if (!source.decodesCheaply() || heads * accumulators >= 64) {
+    kernel->setAttr(
+        NVVM::NVVMDialect::getMaxntidAttrName(),
+        builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    builder.getI32IntegerAttr(kDecodeBlocksPerSM));
+  }
   KernelBuilder kb(builder, p.loc);
   kb.hardwareFp8 = kernels.hardwareFp8;
 

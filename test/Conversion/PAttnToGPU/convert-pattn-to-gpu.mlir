@@ -84,7 +84,9 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // outputs (V rows are read as 16-byte vectors of 16 i8 codes: 8 threads a
 // row, 16 keys at once: 16 lanes x 4 heads x (128 + 1)), and the chunk's
 // per-head logits in shared memory.
-// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel
+// A quantized decode declares 128 threads and 4 blocks per SM (ptxas then
+// keeps it within 128 registers).
+// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK:   gpu.barrier
 // Without hardware fp8 (sm_80), e4m3 bytes q and q + 2 become one f16 pair:
 // magnitudes (& 0x007F007F) shifted into place, times 2^8 in f16x2.
