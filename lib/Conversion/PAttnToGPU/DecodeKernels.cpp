@@ -142,6 +142,21 @@ static std::pair<Value, Value> minifloatPair(KernelBuilder &kb, Value codes,
           kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 1))};
 }
 
+/// The four 8-bit minifloat codes of a word, in channel order, decoded as
+/// the pairs (0, 2) and (1, 3) by minifloatPair.
+static SmallVector<Value> bytePairs(KernelBuilder &kb, Value word,
+                                    int32_t magnitudeMask,
+                                    int64_t magnitudeShift, int32_t signMask,
+                                    int64_t signShift, float scale) {
+  SmallVector<std::pair<Value, Value>> halves;
+  for (int64_t q = 0; q < 2; ++q)
+    halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(8 * q)),
+                                   magnitudeMask, magnitudeShift, signMask,
+                                   signShift, scale));
+  return {halves[0].first, halves[1].first, halves[0].second,
+          halves[1].second};
+}
+
 /// The four e4m3 codes of a word through the chip's conversion
 /// instruction, two at a time (byte 2q is the low half of pair q).
 SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
@@ -185,28 +200,16 @@ static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
                            ? kb.decodeF16Bits(field(16, k))
                            : kb.decodeBF16Bits(field(16, k)));
     return values;
-  case Encoding::f8e4m3: {
+  case Encoding::f8e4m3:
     if (kb.hardwareFp8)
       return hardwareE4M3(kb, word);
     // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
     // bit 15, then one f16x2 multiply by 2^(15 - 7) (exact: every e4m3
     // value, subnormals included, is an f16 value).
-    SmallVector<std::pair<Value, Value>> halves;
-    for (int64_t q = 0; q < 2; ++q)
-      halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(8 * q)),
-                                     0x007F007F, 7, 0x00800080, 8, 256.0f));
-    return {halves[0].first, halves[1].first, halves[0].second,
-            halves[1].second};
-  }
-  case Encoding::f8e5m2: {
+    return bytePairs(kb, word, 0x007F007F, 7, 0x00800080, 8, 256.0f);
+  case Encoding::f8e5m2:
     // e5m2 is the top byte of an f16: bytes q and q + 2 by one shift.
-    SmallVector<std::pair<Value, Value>> halves;
-    for (int64_t q = 0; q < 2; ++q)
-      halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(8 * q)),
-                                     0x00FF00FF, 8, 0, 0, 1.0f));
-    return {halves[0].first, halves[1].first, halves[0].second,
-            halves[1].second};
-  }
+    return bytePairs(kb, word, 0x00FF00FF, 8, 0, 0, 1.0f);
   case Encoding::nvfp4: {
     // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
     // bit 15, times 2^(15 - 1) in f16x2 (exact, 0.5 included).
