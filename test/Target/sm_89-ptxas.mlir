@@ -1,8 +1,8 @@
 // The PTX pattn emits for sm_89 assembles with ptxas, for every kernel
 // (every encoding, granularity and record preset). sm_89 converts fp8 in
 // hardware (SPEC §1), so the e4m3 decode uses cvt.rn.f16x2.e4m3x2; e5m2 is
-// the top byte of an f16 and stays a shift, and e2m1 keeps its bit trick on
-// every chip (no e2m1 hardware path has been run on a GPU yet).
+// the top byte of an f16 and stays a shift, and sm_89 has no e2m1
+// conversion, so e2m1 keeps its bit trick (asking for it would abort).
 // REQUIRES: ptxas
 // RUN: pattn-compile %S/Inputs/all-ops.mlir --chips=sm_89 --emit=ptx -o %t.ptx
 // RUN: FileCheck %s < %t.ptx

@@ -36,10 +36,14 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     Chip-specific choices come from the target table
     (pattn/Conversion/TargetDescription.h): chips that convert fp8 in
     hardware (sm_89 and up) get kernels that decode e4m3 pairs with
-    `nvvm.convert.f8x2.to.f16x2`, in their own `gpu.module` with their own
-    `#nvvm.target`s; the others decode with integer bit tricks. The host
-    code reads the device's compute capability once
-    (`pattnRuntimeDeviceArch`) and launches from the matching module.
+    `nvvm.convert.f8x2.to.f16x2`, those that also convert e2m1 (sm_100a,
+    sm_120a) decode e2m1 pairs with `nvvm.convert.f4x2.to.f16x2`; each class
+    has its own `gpu.module` with its chips' `#nvvm.target`s, and the rest
+    decode with bit tricks (as every chip does with
+    `hardware-conversions=false`). The host code reads the device's compute
+    capability once (`pattnRuntimeDeviceArch`) and launches from the
+    module of its class. Cache writes report a rejected slot through the
+    runtime's device error word (`pattnRuntimeDeviceErrorWord`).
 
     Host functions get a trailing `!llvm.ptr` stream argument; every launch
     and temporary allocation is ordered on it (no host sync, no stream of
@@ -47,7 +51,7 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     (`pattnRuntimeTakeStatus`). Caches must come from `pattn.bind_cache` in
     the same function.
 
-    Example: `pattn-opt --convert-pattn-to-gpu model.mlir`.
+    Example: `pattn-opt --convert-pattn-to-gpu="chips=sm_80,sm_90a" model.mlir`.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

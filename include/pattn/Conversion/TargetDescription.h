@@ -36,6 +36,9 @@ const TargetDescription &getTargetDescription(Chip chip);
 /// hardware-conversion ones.
 unsigned firstFp8ConversionCapability();
 
+/// The same for the e2m1 conversion (100).
+unsigned firstFp4ConversionCapability();
+
 /// The chips `pattn-compile` builds for when none are named.
 llvm::ArrayRef<Chip> defaultCompileChips();
 

@@ -157,6 +157,26 @@ static SmallVector<Value> bytePairs(KernelBuilder &kb, Value word,
           halves[1].second};
 }
 
+/// The eight e2m1 codes of a word through the chip's conversion
+/// instruction, a byte at a time (its low nibble is the pair's low half).
+static SmallVector<Value> hardwareE2M1(KernelBuilder &kb, Value word) {
+  MLIRContext *context = kb.b.getContext();
+  auto byteType = IntegerType::get(context, 8);
+  auto halfPair = VectorType::get({2}, kb.b.getF16Type());
+  SmallVector<Value> values;
+  for (int64_t q = 0; q < 4; ++q) {
+    Value byte = arith::TruncIOp::create(kb.b, kb.loc, byteType,
+                                         kb.shru(word, kb.i32(8 * q)));
+    Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
+        kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
+        Type(Float4E2M1FNType::get(context)));
+    for (int64_t e = 0; e < 2; ++e)
+      values.push_back(
+          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, halves, e)));
+  }
+  return values;
+}
+
 /// The four e4m3 codes of a word through the chip's conversion
 /// instruction, two at a time (byte 2q is the low half of pair q).
 SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
@@ -211,6 +231,8 @@ static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
     // e5m2 is the top byte of an f16: bytes q and q + 2 by one shift.
     return bytePairs(kb, word, 0x00FF00FF, 8, 0, 0, 1.0f);
   case Encoding::nvfp4: {
+    if (kb.hardwareFp4)
+      return hardwareE2M1(kb, word);
     // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
     // bit 15, times 2^(15 - 1) in f16x2 (exact, 0.5 included).
     SmallVector<std::pair<Value, Value>> halves;
@@ -852,6 +874,7 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   }
   KernelBuilder kb(builder, p.loc);
   kb.hardwareFp8 = kernels.hardwareFp8;
+  kb.hardwareFp4 = kernels.hardwareFp4;
 
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };

@@ -48,6 +48,9 @@ public:
   mlir::Location loc;
   /// The kernel runs only on chips with cvt.rn.f16x2.e4m3x2 (sm_89 and up).
   bool hardwareFp8 = false;
+  /// The kernel runs only on chips with cvt.rn.f16x2.e2m1x2 (sm_100a,
+  /// sm_120a).
+  bool hardwareFp4 = false;
 
   // Constants.
   mlir::Value index(int64_t value);

@@ -44,12 +44,20 @@ struct Kernel {
   llvm::SmallVector<mlir::Value> operands;
 };
 
+/// The hardware conversions every chip of a kernel module has, ranked:
+/// none (sm_80/86/87), fp8 (sm_89 and up), fp8 and e2m1 (sm_100a, sm_120a).
+enum class ConversionClass { none = 0, fp8 = 1, fp8AndFp4 = 2 };
+
 /// Adds uniquely named kernels to one gpu.module, which serves the chips of
 /// one conversion class of the target table.
 class KernelModule {
 public:
-  KernelModule(mlir::gpu::GPUModuleOp module, bool hardwareFp8)
-      : module(module), hardwareFp8(hardwareFp8) {}
+  KernelModule(mlir::gpu::GPUModuleOp module, ConversionClass conversions,
+               unsigned firstCapability)
+      : module(module),
+        hardwareFp8(conversions != ConversionClass::none),
+        hardwareFp4(conversions == ConversionClass::fp8AndFp4),
+        firstCapability(firstCapability) {}
 
   /// A new kernel `name_N` taking `arguments`, with the given workgroup
   /// buffers; the builder is left at its entry.
@@ -66,6 +74,11 @@ public:
   mlir::gpu::GPUModuleOp module;
   /// The chips of this module convert e4m3 pairs in hardware.
   bool hardwareFp8;
+  /// The chips of this module convert e2m1 pairs in hardware.
+  bool hardwareFp4;
+  /// The lowest compute capability of the class: devices at or above it
+  /// (and below the next class's) run this module.
+  unsigned firstCapability;
 
 private:
   unsigned counter = 0;

@@ -144,28 +144,29 @@ FailureOr<RecordBuffers> HostRewriter::resolveRecords(Operation *user,
 
 void HostRewriter::dispatch(Location loc,
                             function_ref<void(KernelModule &)> body) {
-  if (modules.size() == 1)
-    return body(*modules.front());
-  // modules = {bit tricks, hardware fp8}: the device's class picks one, and
-  // the CUDA loader then picks the best cubin (or the PTX) within it. A
-  // device the chosen module has no binary for fails to load with the
-  // runtime's "no kernel binary for this GPU".
-  assert(modules.size() == 2 && !modules[0]->hardwareFp8 &&
-         modules[1]->hardwareFp8 && "one module per conversion class");
+  // modules are ranked by conversion class. A device runs the highest class
+  // whose first compute capability it reaches (the lowest class takes
+  // everything below), and the CUDA loader then picks the best cubin (or
+  // the PTX) within that module. A device the chosen module has no binary
+  // for fails to load with the runtime's "no kernel binary for this GPU".
   KernelBuilder kb(builder, loc);
-  Value withoutFp8 =
-      kb.cmpi(arith::CmpIPredicate::ult, arch,
-              kb.i32(::pattn::firstFp8ConversionCapability()));
-  kb.ifElse(
-      withoutFp8, {},
-      [&]() -> SmallVector<Value> {
-        body(*modules[0]);
-        return {};
-      },
-      [&]() -> SmallVector<Value> {
-        body(*modules[1]);
-        return {};
-      });
+  std::function<void(size_t)> emitFor = [&](size_t count) {
+    if (count == 1)
+      return body(*modules.front());
+    KernelModule &top = *modules[count - 1];
+    kb.ifElse(
+        kb.cmpi(arith::CmpIPredicate::uge, arch, kb.i32(top.firstCapability)),
+        {},
+        [&]() -> SmallVector<Value> {
+          body(top);
+          return {};
+        },
+        [&]() -> SmallVector<Value> {
+          emitFor(count - 1);
+          return {};
+        });
+  };
+  emitFor(modules.size());
 }
 
 /// Constant tables (memref.get_global, e.g. the fold's folded scales) live in
@@ -528,13 +529,21 @@ struct ConvertPAttnToGPUPass
                     UnitAttr::get(&getContext()));
     // One kernel module per conversion class of the target table, carrying
     // the #nvvm.target of each of its chips.
+    auto classOf = [&](const ::pattn::TargetDescription &target) {
+      if (!hardwareConversions || !target.hasFp8Conversion)
+        return ConversionClass::none;
+      return target.hasFp4Conversion ? ConversionClass::fp8AndFp4
+                                     : ConversionClass::fp8;
+    };
     std::vector<std::unique_ptr<KernelModule>> owned;
-    for (bool hardwareFp8 : {false, true}) {
+    for (ConversionClass conversions :
+         {ConversionClass::none, ConversionClass::fp8,
+          ConversionClass::fp8AndFp4}) {
       SmallVector<Attribute> targets;
       for (::pattn::Chip chip : targetChips) {
         const ::pattn::TargetDescription &target =
             ::pattn::getTargetDescription(chip);
-        if ((hardwareConversions && target.hasFp8Conversion) != hardwareFp8)
+        if (classOf(target) != conversions)
           continue;
         targets.push_back(NVVM::NVVMTargetAttr::get(
             &getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",
@@ -542,15 +551,20 @@ struct ConvertPAttnToGPUPass
       }
       if (targets.empty())
         continue;
+      static constexpr const char *kNames[] = {
+          "pattn_kernels", "pattn_kernels_fp8", "pattn_kernels_fp4"};
+      static const unsigned kFirstCapability[] = {
+          0, ::pattn::firstFp8ConversionCapability(),
+          ::pattn::firstFp4ConversionCapability()};
       // Created detached, then inserted: the symbol table renames it on a
       // clash with a module the user already has.
       OpBuilder builder(&getContext());
       auto gpuModule = gpu::GPUModuleOp::create(
-          builder, module.getLoc(),
-          hardwareFp8 ? "pattn_kernels_fp8" : "pattn_kernels");
+          builder, module.getLoc(), kNames[int(conversions)]);
       gpuModule.setTargetsAttr(ArrayAttr::get(&getContext(), targets));
       SymbolTable(module).insert(gpuModule);
-      owned.push_back(std::make_unique<KernelModule>(gpuModule, hardwareFp8));
+      owned.push_back(std::make_unique<KernelModule>(
+          gpuModule, conversions, kFirstCapability[int(conversions)]));
     }
     SmallVector<KernelModule *> modules;
     for (auto &kernelModule : owned)

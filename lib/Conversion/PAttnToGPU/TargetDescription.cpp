@@ -8,8 +8,8 @@
 // chips may use the hardware fp8/fp4 conversions (the NVPTX backend aborts
 // with "Cannot select" on chips without them). The decode kernels use the
 // fp8 one (cvt.rn.f16x2.e4m3x2) where the table allows it; sm_89 needs PTX
-// 8.1 for it (sm_90 has it from 7.8), hence +ptx81. e2m1 is decoded with
-// bit tricks on every chip: its hardware path has not run on a GPU yet.
+// 8.1 for it (sm_90 has it from 7.8), hence +ptx81; the e2m1 one
+// (cvt.rn.f16x2.e2m1x2) where the fp4 column allows it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +40,14 @@ unsigned pattn::firstFp8ConversionCapability() {
   unsigned first = ~0u;
   for (const TargetDescription &target : kTargets)
     if (target.hasFp8Conversion)
+      first = std::min(first, computeCapability(target.chip));
+  return first;
+}
+
+unsigned pattn::firstFp4ConversionCapability() {
+  unsigned first = ~0u;
+  for (const TargetDescription &target : kTargets)
+    if (target.hasFp4Conversion)
       first = std::min(first, computeCapability(target.chip));
   return first;
 }

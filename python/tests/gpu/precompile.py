@@ -58,7 +58,8 @@ def main() -> int:
             lambda text: pattn.compile(text, chips=[args.chip]), unique))
     pattn.compile(suite.DISPATCH_CASE.plan().module.text,
                   chips=suite.DISPATCH_CHIPS)
-    for text in (suite.DISPATCH_CASE.plan().module.text,
+    for text in (suite.NAMED[1].plan().module.text,
+                 suite.NAMED[3].plan().module.text,
                  suite.mla_plan(suite.MLA_CASES[0]).module.text):
         pattn.compile(text, chips=[args.chip], hardware_conversions=False)
     print(f"{len(unique)} modules for {args.chip} in "

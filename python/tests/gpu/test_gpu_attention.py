@@ -735,22 +735,36 @@ DISPATCH_CASE = NAMED[1]
 assert DISPATCH_CASE.config.k_encoding == "f8e4m3"
 
 
-def test_bit_trick_and_hardware_e4m3_agree_bit_for_bit():
-    """The e4m3 decode of chips without fp8 conversion (f16 bit patterns,
-    two codes per f16x2 multiply) gives exactly the values of
-    cvt.rn.f16x2.e4m3x2: built both ways, paged and MLA decodes match bit for
-    bit. This runs the bit-trick path on a chip that has the instruction."""
+def _has_conversion(encoding: str) -> bool:
+    """Does this chip have the hardware conversion for `encoding` (the
+    target table: e4m3 from sm_89, e2m1 on sm_100a/sm_120a)?"""
     major, minor = torch.cuda.get_device_capability()
-    if major * 10 + minor < 89:
-        pytest.skip(f"{CHIP} has no fp8 conversion to compare with")
-    run = DISPATCH_CASE.run()
+    return major * 10 + minor >= (89 if encoding == "f8e4m3" else 100)
+
+
+@pytest.mark.parametrize("case", [NAMED[1], NAMED[3]], ids=_ids)
+def test_bit_tricks_and_hardware_conversion_agree_bit_for_bit(case):
+    """Chips without the conversion instruction decode with f16 bit patterns,
+    two codes per f16x2 multiply; the values must be exactly those of
+    cvt.rn.f16x2.e4m3x2 / e2m1x2. Built both ways, the decode matches bit for
+    bit. This runs the bit-trick path on a chip that has the instruction."""
+    encoding = case.config.k_encoding
+    assert encoding in ("f8e4m3", "nvfp4")
+    if not _has_conversion(encoding):
+        pytest.skip(f"{CHIP} has no {encoding} conversion to compare with")
+    run = case.run()
     hardware = run.decode()
-    soft = pattn.load(pattn.compile(DISPATCH_CASE.plan().module.text,
-                                    chips=[CHIP], hardware_conversions=False))
+    soft = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
+                                    hardware_conversions=False))
     assert np.array_equal(hardware,
                           dataclasses.replace(run, module=soft).decode()), \
-        "paged e4m3: bit tricks and the hardware conversion differ"
+        f"{encoding}: bit tricks and the hardware conversion differ"
 
+
+def test_mla_bit_tricks_and_hardware_e4m3_agree_bit_for_bit():
+    """The same for an MLA fp8_ds_mla latent (e4m3 codes in records)."""
+    if not _has_conversion("f8e4m3"):
+        pytest.skip(f"{CHIP} has no e4m3 conversion to compare with")
     config = MLA_CASES[0]
     assert config.preset == "fp8_ds_mla"
     plan, module, tensors, _ = mla_run(config)

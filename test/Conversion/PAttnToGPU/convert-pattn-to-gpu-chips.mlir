@@ -4,23 +4,36 @@
 // RUN: not pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_70" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The chips are grouped by conversion class of the target table: sm_80 and
-// sm_86 decode e4m3 with bit tricks, sm_90a and sm_120a with
-// cvt.rn.f16x2.e4m3x2. Each class gets its own kernel module carrying its
-// chips' targets, and the host asks the runtime for the device's compute
-// capability once and launches the kernels of its class.
-// CHECK-LABEL: func.func @decode
+// sm_86 decode with bit tricks, sm_90a converts e4m3 with
+// cvt.rn.f16x2.e4m3x2, sm_120a also e2m1 with cvt.rn.f16x2.e2m1x2. Each
+// class gets its own kernel module carrying its chips' targets; the host
+// asks the runtime for the device's compute capability once and launches
+// the kernels of the highest class the device reaches (100, then 89).
+// CHECK-LABEL: func.func @decode(
 // CHECK: %[[ARCH:.*]] = call @pattnRuntimeDeviceArch() : () -> i32
-// CHECK: %[[OLD:.*]] = arith.cmpi ult, %[[ARCH]], %c89_i32 : i32
-// CHECK: scf.if %[[OLD]] {
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_0
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_1
+// CHECK: %[[FP4:.*]] = arith.cmpi uge, %[[ARCH]], %c100_i32 : i32
+// CHECK: scf.if %[[FP4]] {
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp4::@pattn_decode_0
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp4::@pattn_merge_1
 // CHECK: } else {
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_decode_0
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
+// CHECK:   %[[FP8:.*]] = arith.cmpi uge, %[[ARCH]], %c89_i32 : i32
+// CHECK:   scf.if %[[FP8]] {
+// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_decode_0
+// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
+// CHECK:   } else {
+// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_0
+// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_1
+// CHECK-LABEL: func.func @decode_nvfp4(
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">, #nvvm.target<O = 3, chip = "sm_86", features = "+ptx80">]
-// CHECK-NOT: nvvm.convert.f8x2.to.f16x2
-// CHECK: gpu.module @pattn_kernels_fp8 [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, #nvvm.target<O = 3, chip = "sm_120a", features = "+ptx87">]
+// CHECK-NOT: nvvm.convert
+// CHECK: gpu.module @pattn_kernels_fp8 [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
+// CHECK-NOT: nvvm.convert.f4x2
 // CHECK: nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK-NOT: nvvm.convert.f4x2
+// CHECK: gpu.module @pattn_kernels_fp4 [#nvvm.target<O = 3, chip = "sm_120a", features = "+ptx87">]
+// CHECK: nvvm.convert.f8x2.to.f16x2
+// CHECK: gpu.func @pattn_decode_2
+// CHECK: nvvm.convert.f4x2.to.f16x2 %{{.*}} : i8(f4E2M1FN) -> vector<2xf16>
 
 // One class needs no dispatch.
 // ONE-NOT: pattnRuntimeDeviceArch
@@ -42,5 +55,14 @@ func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: m
   pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%v : !v)
       block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<1xf32>)
       outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+!k4 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = nvfp4, scale = tensor>
+func.func @decode_nvfp4(%kp: memref<?x16x2x32xi8>, %kg: memref<?x16x2x4xf8E4M3FN>, %q: memref<?x4x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x4x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x32xi8>) group_scales(%kg : memref<?x16x2x4xf8E4M3FN>) : !k4
+  pattn.paged_attention query(%q : memref<?x4x64xf16>) key(%k : !k4) value(%k : !k4)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x4x64xf16>) {num_heads = 4 : i64}
   return
 }
