@@ -27,9 +27,7 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
       splits x (tokens * heads)) writing partial results to a stream-ordered
       workspace, then a merge kernel that applies sinks, `out_scale`, and the
       single output rounding. The split count is a function of the block
-      table's width and the batch only (keys-per-split keys a split, more
-      splits for a batch too small to fill the GPU), so the launch is
-      CUDA-graph capturable.
+      table's width only, so the launch is CUDA-graph capturable.
     - `pattn.scale_normalizer` (a single-block reduction) and
       `pattn.fold_query` (one rounding via round-to-odd in fp32).
     - guarded ops read the guard on the device and exit when it does not

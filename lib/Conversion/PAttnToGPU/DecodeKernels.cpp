@@ -809,7 +809,7 @@ int64_t headsPerBlock(int64_t group) {
 }
 
 gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
-                                 const DecodeParams &p,
+                                 const DecodeParams &p, int64_t keysPerSplit,
                                  SmallVectorImpl<Value> &hostOperands) {
   MLIRContext *context = p.query.getContext();
   OpBuilder builder(context);
@@ -919,21 +919,10 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
     Value begin = kb.i32(0);
     if (p.window > 0)
       begin = kb.maxs(begin, kb.add(kb.sub(queryPos, kb.i32(p.window)), kb.i32(1)));
-    Value maxBlocks = kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
-    // The host picks the split count (gridDim.x); each split takes an equal
-    // share of the block table's keys, rounded up to whole 128-key chunks.
-    Value splitCount = kb.toI32(
-        gpu::GridDimOp::create(kb.b, kb.loc, gpu::Dimension::x));
-    Value share = arith::CeilDivSIOp::create(
-        kb.b, kb.loc, kb.mul(maxBlocks, kb.i32(int32_t(p.blockSize))),
-        splitCount);
-    Value splitKeys = kb.mul(
-        arith::CeilDivSIOp::create(kb.b, kb.loc, share,
-                                   kb.i32(int32_t(kBlockThreads))),
-        kb.i32(int32_t(kBlockThreads)));
-    Value splitBegin = kb.mul(kb.toI32(split), splitKeys);
+    Value splitBegin = kb.mul(kb.toI32(split), kb.i32(keysPerSplit));
     Value first = kb.maxs(begin, splitBegin);
-    Value last = kb.mins(end, kb.add(splitBegin, splitKeys));
+    Value last = kb.mins(end, kb.add(splitBegin, kb.i32(keysPerSplit)));
+    Value maxBlocks = kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
 
     // The block's query rows in shared memory as fp32.
     kb.forLoop(tid, kb.index(heads * keyDim), kb.index(kBlockThreads), {},
@@ -1245,10 +1234,11 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
 }
 
 DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
-                                 const DecodeParams &params) {
+                                 const DecodeParams &params,
+                                 int64_t keysPerSplit) {
   DecodeKernels result;
-  result.decode =
-      buildDecodeKernel(kernels, source, params, result.decodeOperands);
+  result.decode = buildDecodeKernel(kernels, source, params, keysPerSplit,
+                                    result.decodeOperands);
   result.merge = buildMergeKernel(kernels, source.valueDim(), source.kvHeads(),
                                   params, result.mergeOperands);
   result.numHeads = params.numHeads;
@@ -1266,7 +1256,8 @@ DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
 auto ::pattn::buildPagedDecodeKernels(KernelModule &kernels,
                                              PagedAttentionOp op,
                                              const CacheBuffers &key,
-                                             const CacheBuffers &value) -> DecodeKernels {
+                                             const CacheBuffers &value,
+                                             int64_t keysPerSplit) -> DecodeKernels {
   PagedSource source(key, op.getKScale(), value, op.getVScale());
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
@@ -1283,12 +1274,13 @@ auto ::pattn::buildPagedDecodeKernels(KernelModule &kernels,
   params.softmaxScale = op.getEffectiveSoftmaxScale();
   params.softcap = op.getSoftcap().convertToFloat();
   params.window = static_cast<int64_t>(op.getWindow());
-  return buildDecodeKernels(kernels, source, params);
+  return buildDecodeKernels(kernels, source, params, keysPerSplit);
 }
 
 auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
                                            MlaDecodeOp op,
-                                           const RecordBuffers &cache) -> DecodeKernels {
+                                           const RecordBuffers &cache,
+                                           int64_t keysPerSplit) -> DecodeKernels {
   RecordSource source(cache, op.getOuterScale());
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
@@ -1302,5 +1294,5 @@ auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
   params.softmaxScale =
       scale ? scale->convertToFloat()
             : 1.0f / std::sqrt(float(source.keyDim()));
-  return buildDecodeKernels(kernels, source, params);
+  return buildDecodeKernels(kernels, source, params, keysPerSplit);
 }

@@ -23,11 +23,6 @@ namespace pattn {
 /// Threads of every pattn kernel block: four warps.
 inline constexpr int64_t kBlockThreads = 128;
 
-/// Decode blocks a launch should offer at least (4 per SM on a 132-SM H200
-/// is 528): a small batch is split into more, shorter key ranges until it
-/// has this many, so that it does not leave most SMs idle.
-inline constexpr int64_t kTargetDecodeBlocks = 512;
-
 /// The buffers behind a cache value, and the type it is read with (which
 /// differs from the bound type after pattn.rescale_view).
 struct CacheBuffers {
@@ -140,11 +135,13 @@ struct DecodeKernels {
 DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
                                       mlir::pattn::PagedAttentionOp op,
                                       const CacheBuffers &key,
-                                      const CacheBuffers &value);
+                                      const CacheBuffers &value,
+                                      int64_t keysPerSplit);
 
 DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
                                     mlir::pattn::MlaDecodeOp op,
-                                    const RecordBuffers &cache);
+                                    const RecordBuffers &cache,
+                                    int64_t keysPerSplit);
 
 } // namespace pattn
 

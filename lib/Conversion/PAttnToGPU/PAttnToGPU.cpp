@@ -324,7 +324,12 @@ void HostRewriter::lowerDecode(
   KernelBuilder kb(builder, loc);
   Value tokens = dim(loc, query, 0);
   ifPositive(loc, tokens, [&] {
+    // Splits depend on the block table's width only (a host-known bound on
+    // the kv length), never on device data: the call stays graph-capturable.
     Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
+    Value splits = kb.maxs(
+        arith::CeilDivSIOp::create(builder, loc, maxKeys, kb.index(keysPerSplit)),
+        kb.index(1));
     Value rows = kb.mul(tokens, kb.index(numHeads));
     MLIRContext *context = builder.getContext();
     auto outputType = MemRefType::get(
@@ -333,45 +338,29 @@ void HostRewriter::lowerDecode(
     auto statsType = MemRefType::get(
         {ShapedType::kDynamic, ShapedType::kDynamic, 2}, builder.getF32Type());
     Type tokenType = gpu::AsyncTokenType::get(context);
+    // Stream-ordered workspace: allocated and freed on the caller's stream.
+    auto partialOut = gpu::AllocOp::create(
+        builder, loc, outputType, tokenType, ValueRange{stream},
+        ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+    auto partialStats = gpu::AllocOp::create(
+        builder, loc, statsType, tokenType, ValueRange{stream},
+        ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
     dispatch(loc, [&](KernelModule &module) {
       DecodeKernels decode = build(module);
-      Value decodeRows = kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
-      // The split count is a function of host-known sizes only (the block
-      // table's width and the batch), never of device data, so the call
-      // stays graph-capturable: keys-per-split keys per split, or more
-      // splits (down to one 128-key chunk each) when the batch alone would
-      // leave the GPU without kTargetDecodeBlocks blocks.
-      Value bySize = kb.maxs(
-          arith::CeilDivSIOp::create(builder, loc, maxKeys,
-                                     kb.index(keysPerSplit)),
-          kb.index(1));
-      Value toFill = arith::CeilDivSIOp::create(
-          builder, loc, kb.index(kTargetDecodeBlocks), decodeRows);
-      Value mostSplits = kb.maxs(
-          arith::CeilDivSIOp::create(builder, loc, maxKeys,
-                                     kb.index(kBlockThreads)),
-          kb.index(1));
-      Value splits = kb.maxs(bySize, kb.mins(toFill, mostSplits));
-      // Stream-ordered workspace: allocated and freed on the caller's stream.
-      auto partialOut = gpu::AllocOp::create(
-          builder, loc, outputType, tokenType, ValueRange{stream},
-          ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
-      auto partialStats = gpu::AllocOp::create(
-          builder, loc, statsType, tokenType, ValueRange{stream},
-          ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
       SmallVector<Value> decodeOperands(decode.decodeOperands);
       decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
+      Value decodeRows = kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
       launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
              decodeOperands);
       SmallVector<Value> mergeOperands(decode.mergeOperands);
       mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
       launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)},
              mergeOperands);
-      gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
-                             partialOut.getMemref());
-      gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
-                             partialStats.getMemref());
     });
+    gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                           partialOut.getMemref());
+    gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                           partialStats.getMemref());
   });
 }
 
@@ -384,7 +373,8 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
               key->type.getBlockSize(), value->type.getHeadDim(),
               static_cast<int64_t>(op.getNumHeads()),
               [&](KernelModule &module) {
-                return buildPagedDecodeKernels(module, op, *key, *value);
+                return buildPagedDecodeKernels(module, op, *key, *value,
+                                               keysPerSplit);
               });
   return success();
 }
@@ -398,7 +388,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
               cache->type.getBlockSize(), record.getLane("latent").getCount(),
               static_cast<int64_t>(op.getNumHeads()),
               [&](KernelModule &module) {
-                return buildMlaDecodeKernels(module, op, *cache);
+                return buildMlaDecodeKernels(module, op, *cache, keysPerSplit);
               });
   return success();
 }

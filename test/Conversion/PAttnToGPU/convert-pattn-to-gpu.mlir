@@ -60,28 +60,22 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 
 // -----
 
-// Decode: the split count from host-known sizes only (512 keys a split, or
-// more splits, down to 128 keys each, until the launch has 512 blocks), a
-// stream-ordered workspace of that many splits, the decode kernel over
-// (splits, tokens * kv heads * head groups) with each block serving g = 4
-// heads of a KV head (each key loaded once for all of them), the merge
-// kernel over tokens * heads, then the workspace is freed.
+// Decode: a stream-ordered workspace sized by the block table's width (the
+// split count is host-known), the decode kernel over (splits, tokens *
+// kv heads * head groups) with each block serving g = 4 heads of a KV head
+// (each key loaded once for all of them), the merge kernel over tokens *
+// heads, then the workspace is freed.
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME: %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
 // CHECK: %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]]
 // CHECK: %[[MB:.*]] = memref.dim %{{.*}}, %c1{{.*}} : memref<?x?xi32>
 // CHECK: %[[KEYS:.*]] = arith.muli %[[MB]], %c16
+// CHECK: %[[SPLITS0:.*]] = arith.ceildivsi %[[KEYS]], %c512
+// CHECK: %[[SPLITS:.*]] = arith.maxsi %[[SPLITS0]], %c1
 // CHECK: %[[ROWS:.*]] = arith.muli %{{.*}}, %c32
-// CHECK: %[[DROWS:.*]] = arith.muli %{{.*}}, %c8
-// CHECK: %[[BYSIZE0:.*]] = arith.ceildivsi %[[KEYS]], %c512
-// CHECK: %[[BYSIZE:.*]] = arith.maxsi %[[BYSIZE0]], %c1
-// CHECK: %[[FILL:.*]] = arith.ceildivsi %c512{{.*}}, %[[DROWS]]
-// CHECK: %[[MOST0:.*]] = arith.ceildivsi %[[KEYS]], %c128
-// CHECK: %[[MOST:.*]] = arith.maxsi %[[MOST0]], %c1
-// CHECK: %[[WANT:.*]] = arith.minsi %[[FILL]], %[[MOST]]
-// CHECK: %[[SPLITS:.*]] = arith.maxsi %[[BYSIZE]], %[[WANT]]
 // CHECK: %[[PO:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x128xf32>
 // CHECK: %[[PS:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x2xf32>
+// CHECK: %[[DROWS:.*]] = arith.muli %{{.*}}, %c8
 // CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_decode_0 blocks in (%[[SPLITS]], %[[DROWS]], %{{.*}})
 // CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_merge_1 blocks in (%[[ROWS]], %{{.*}}, %{{.*}})
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PO]]
