@@ -128,12 +128,15 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   return result;
 }
 
-/// True when the slot check passed (its flag, the kernel's last argument,
-/// is 0).
-static Value slotsValid(KernelBuilder &kb, gpu::GPUFuncOp kernel) {
+/// True when this token is written: the slot check passed (its flag, the
+/// kernel's last argument, is 0) and the token's `slot` is not -1.
+static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot) {
   Value flag = kernel.getArguments().back();
-  return kb.cmpi(arith::CmpIPredicate::eq, kb.load(flag, {kb.index(0)}),
-                 kb.i32(0));
+  Value batchValid = kb.cmpi(arith::CmpIPredicate::eq,
+                             kb.load(flag, {kb.index(0)}), kb.i32(0));
+  Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
+  return kb.land(batchValid,
+                 kb.cmpi(arith::CmpIPredicate::sge, slot, zero));
 }
 
 auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
@@ -167,10 +170,7 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value kvHead = kb.blockId(gpu::Dimension::y);
   Value tid = kb.threadId();
   Value slot = kb.load(slots, {token});
-  Value live = kb.land(slotsValid(kb, kernel),
-                       kb.cmpi(arith::CmpIPredicate::sge, slot,
-                               arith::ConstantIntOp::create(
-                                   builder, loc, slot.getType(), 0)));
+  Value live = writesSlot(kb, kernel, slot);
   auto element = [&](Value channel) {
     return kb.toF32(kb.load(values, {token, kvHead, channel}));
   };
@@ -292,10 +292,7 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
   Value token = kb.blockId(gpu::Dimension::x);
   Value tid = kb.threadId();
   Value slot = kb.load(slots, {token});
-  Value live = kb.land(slotsValid(kb, kernel),
-                       kb.cmpi(arith::CmpIPredicate::sge, slot,
-                               arith::ConstantIntOp::create(
-                                   builder, loc, slot.getType(), 0)));
+  Value live = writesSlot(kb, kernel, slot);
   auto latentAt = [&](Value i) { return kb.toF32(kb.load(latentIn, {token, i})); };
   auto ropeAt = [&](Value i) { return kb.toF32(kb.load(ropeIn, {token, i})); };
 

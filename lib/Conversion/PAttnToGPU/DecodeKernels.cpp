@@ -87,26 +87,40 @@ protected:
 // Decoding 32-bit words of codes
 //===----------------------------------------------------------------------===//
 
+/// The two halves of a vector<2xf16> as fp32 (exact).
+static std::pair<Value, Value> widenPair(KernelBuilder &kb, Value pair) {
+  return {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 0)),
+          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 1))};
+}
+
+/// A 32-bit word seen as a vector<2xf16> (bits [15:0] are element 0).
+static Value f16PairOf(KernelBuilder &kb, Value bits) {
+  return vector::BitCastOp::create(
+      kb.b, kb.loc, VectorType::get({2}, kb.b.getF16Type()),
+      vector::BroadcastOp::create(
+          kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
+}
+
+/// `value` in both halves of a vector<2xf16> constant.
+static Value f16Splat(KernelBuilder &kb, float value) {
+  auto pairType = VectorType::get({2}, kb.b.getF16Type());
+  return arith::ConstantOp::create(
+      kb.b, kb.loc,
+      DenseElementsAttr::get(
+          pairType, APFloat(APFloat::IEEEhalf(), std::to_string(value))));
+}
+
 /// For each word: (word & mask) | 0x64006400 as two f16, minus `bias`
 /// in f16x2 (exact: the results are small integers), widened to fp32.
 SmallVector<std::pair<Value, Value>>
 magicPairs(KernelBuilder &kb, ArrayRef<Value> words, int32_t mask,
            float bias) {
-  auto pairType = VectorType::get({2}, kb.b.getF16Type());
-  Value biasPair = arith::ConstantOp::create(
-      kb.b, kb.loc, DenseElementsAttr::get(pairType, APFloat(APFloat::IEEEhalf(),
-                                                             std::to_string(bias))));
+  Value biasPair = f16Splat(kb, bias);
   SmallVector<std::pair<Value, Value>> result;
   for (Value word : words) {
     Value bits = kb.ori(kb.andi(word, kb.i32(mask)), kb.i32(0x64006400));
-    Value pair = vector::BitCastOp::create(
-        kb.b, kb.loc, pairType,
-        vector::BroadcastOp::create(
-            kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
-    Value shifted = arith::SubFOp::create(kb.b, kb.loc, pair, biasPair);
-    result.push_back(
-        {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 0)),
-         kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, shifted, 1))});
+    result.push_back(widenPair(
+        kb, arith::SubFOp::create(kb.b, kb.loc, f16PairOf(kb, bits), biasPair)));
   }
   return result;
 }
@@ -125,21 +139,10 @@ static std::pair<Value, Value> minifloatPair(KernelBuilder &kb, Value codes,
   if (signMask)
     bits = kb.ori(bits, kb.shl(kb.andi(codes, kb.i32(signMask)),
                                kb.i32(signShift)));
-  auto pairType = VectorType::get({2}, kb.b.getF16Type());
-  Value pair = vector::BitCastOp::create(
-      kb.b, kb.loc, pairType,
-      vector::BroadcastOp::create(
-          kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
+  Value pair = f16PairOf(kb, bits);
   if (scale != 1.0f)
-    pair = arith::MulFOp::create(
-        kb.b, kb.loc, pair,
-        arith::ConstantOp::create(
-            kb.b, kb.loc,
-            DenseElementsAttr::get(pairType,
-                                   APFloat(APFloat::IEEEhalf(),
-                                           std::to_string(scale)))));
-  return {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 0)),
-          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 1))};
+    pair = arith::MulFOp::create(kb.b, kb.loc, pair, f16Splat(kb, scale));
+  return widenPair(kb, pair);
 }
 
 /// The four 8-bit minifloat codes of a word, in channel order, decoded as
@@ -170,9 +173,8 @@ static SmallVector<Value> hardwareE2M1(KernelBuilder &kb, Value word) {
     Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
         kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
         Type(Float4E2M1FNType::get(context)));
-    for (int64_t e = 0; e < 2; ++e)
-      values.push_back(
-          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, halves, e)));
+    auto [low, high] = widenPair(kb, halves);
+    values.append({low, high});
   }
   return values;
 }
@@ -195,9 +197,8 @@ SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
     Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
         kb.b, kb.loc, Type(halfPair), pair, /*relu=*/false,
         Type(Float8E4M3FNType::get(context)));
-    for (int64_t e = 0; e < 2; ++e)
-      values.push_back(
-          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, halves, e)));
+    auto [low, high] = widenPair(kb, halves);
+    values.append({low, high});
   }
   return values;
 }

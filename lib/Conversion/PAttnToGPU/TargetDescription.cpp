@@ -36,20 +36,21 @@ const TargetDescription &pattn::getTargetDescription(Chip chip) {
   llvm_unreachable("chip missing from the target table");
 }
 
-unsigned pattn::firstFp8ConversionCapability() {
+/// The lowest compute capability among the chips whose `column` is set.
+static unsigned firstCapabilityWith(bool TargetDescription::*column) {
   unsigned first = ~0u;
   for (const TargetDescription &target : kTargets)
-    if (target.hasFp8Conversion)
+    if (target.*column)
       first = std::min(first, computeCapability(target.chip));
   return first;
 }
 
+unsigned pattn::firstFp8ConversionCapability() {
+  return firstCapabilityWith(&TargetDescription::hasFp8Conversion);
+}
+
 unsigned pattn::firstFp4ConversionCapability() {
-  unsigned first = ~0u;
-  for (const TargetDescription &target : kTargets)
-    if (target.hasFp4Conversion)
-      first = std::min(first, computeCapability(target.chip));
-  return first;
+  return firstCapabilityWith(&TargetDescription::hasFp4Conversion);
 }
 
 llvm::ArrayRef<Chip> pattn::defaultCompileChips() {
