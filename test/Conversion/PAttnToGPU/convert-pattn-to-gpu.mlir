@@ -172,3 +172,20 @@ func.func @mla(%pages: memref<?x64x656xi8>, %lat: memref<?x512xbf16>, %rope: mem
   pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
   return
 }
+
+// -----
+
+// A plain f16 decode with few accumulators (4 heads x 8 channels) needs
+// about 72 registers: it gets no launch bound, so ptxas keeps it small and
+// 7 blocks fit an SM (with the bound it spent 116 registers, 4 blocks).
+// CHECK-LABEL: func.func @decode_f16
+// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup({{.*}}) kernel {
+!h = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @decode_f16(%kp: memref<?x16x8x256xi8>, %vp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !h
+  %v = pattn.bind_cache storage(%vp : memref<?x16x8x256xi8>) : !h
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !h) value(%v : !h)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
