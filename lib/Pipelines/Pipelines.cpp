@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Pipelines/Pipelines.h"
-#include "pattn/Conversion/TargetDescription.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"

@@ -365,6 +365,25 @@ int32_t pattnRuntimeDeviceArch(void) {
   return major * 10 + minor;
 }
 
+int32_t pattnRuntimeDeviceMultiprocessors(void) {
+  Call call;
+  if (!call)
+    return 0;
+  const Driver &cu = call.driver();
+  CUdevice device = 0;
+  int count = 0;
+  CUresult result = cu.cuCtxGetDevice(&device);
+  if (result == CUDA_SUCCESS)
+    result = cu.cuDeviceGetAttribute(
+        &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  if (result != CUDA_SUCCESS) {
+    recordError(driverError(cu, PATTN_ERROR_CUDA, "cuDeviceGetAttribute",
+                            result));
+    return 0;
+  }
+  return count;
+}
+
 void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared) {
   Call call;
   if (!call)

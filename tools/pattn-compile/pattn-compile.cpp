@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pattn/Conversion/TargetDescription.h"
+#include "pattn/Target/TargetDescription.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/InitAll.h"
 #include "pattn/Pipelines/Pipelines.h"

@@ -104,6 +104,9 @@ int cuDeviceGetAttribute(int *value, int attribute, int /*device*/) {
   case 97:
     *value = state.sharedOptInBytes;
     return kSuccess;
+  case 16:
+    *value = state.multiprocessors;
+    return kSuccess;
   default:
     return kInvalidValue;
   }

@@ -71,6 +71,7 @@ struct State {
   int computeMajor = 7;
   int computeMinor = 5;
   int sharedOptInBytes = 99 * 1024;
+  int multiprocessors = 132;
   /// What cuCtxGetCurrent reports on threads that pushed nothing; null
   /// plays a thread on which no library has made a context current.
   void *currentContext = kContext;

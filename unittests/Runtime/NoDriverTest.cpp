@@ -88,6 +88,11 @@ TEST_F(RuntimeNoDriver, DeviceArchIsZeroWithTheError) {
   expectNoDriverOnce();
 }
 
+TEST_F(RuntimeNoDriver, DeviceMultiprocessorsIsZeroWithTheError) {
+  EXPECT_EQ(pattnRuntimeDeviceMultiprocessors(), 0);
+  expectNoDriverOnce();
+}
+
 TEST_F(RuntimeNoDriver, DeviceErrorWordIsNullWithTheError) {
   pattnI32Buffer word{reinterpret_cast<int32_t *>(0x1), nullptr, 7, 7, 7};
   _mlir_ciface_pattnRuntimeDeviceErrorWord(&word);

@@ -131,6 +131,14 @@ TEST_F(RuntimeFakeDriver, DeviceArchIsTheComputeCapability) {
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 }
 
+TEST_F(RuntimeFakeDriver, DeviceMultiprocessorsIsTheSMCount) {
+  fake().multiprocessors = 132;
+  EXPECT_EQ(pattnRuntimeDeviceMultiprocessors(), 132);
+  fake().multiprocessors = 188;
+  EXPECT_EQ(pattnRuntimeDeviceMultiprocessors(), 188);
+  EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
+}
+
 TEST_F(RuntimeFakeDriver, DeviceErrorWordIsMappedOnceAndTakenAtomically) {
   pattnI32Buffer word;
   _mlir_ciface_pattnRuntimeDeviceErrorWord(&word);

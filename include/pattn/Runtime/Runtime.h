@@ -80,6 +80,11 @@ PATTN_RUNTIME_EXPORT int32_t pattnRuntimeInitialize(void);
 /// device's chip class.
 PATTN_RUNTIME_EXPORT int32_t pattnRuntimeDeviceArch(void);
 
+/// The streaming multiprocessors of that device, or 0 with a recorded error
+/// when there is none. The tensor-core decode sizes its split count by it
+/// (a host-known, per-device constant: the launch stays graph-capturable).
+PATTN_RUNTIME_EXPORT int32_t pattnRuntimeDeviceMultiprocessors(void);
+
 //===----------------------------------------------------------------------===//
 // Device errors
 //===----------------------------------------------------------------------===//

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Codecs.h"
 #include "KernelBuilder.h"
 #include "Kernels.h"
 
@@ -82,200 +83,6 @@ protected:
     return position < 0 ? Value() : kernelOperands[position];
   }
 };
-
-//===----------------------------------------------------------------------===//
-// Decoding 32-bit words of codes
-//===----------------------------------------------------------------------===//
-
-/// The two halves of a vector<2xf16> as fp32 (exact).
-static std::pair<Value, Value> widenPair(KernelBuilder &kb, Value pair) {
-  return {kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 0)),
-          kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair, 1))};
-}
-
-/// A 32-bit word seen as a vector<2xf16> (bits [15:0] are element 0).
-static Value f16PairOf(KernelBuilder &kb, Value bits) {
-  return vector::BitCastOp::create(
-      kb.b, kb.loc, VectorType::get({2}, kb.b.getF16Type()),
-      vector::BroadcastOp::create(
-          kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
-}
-
-/// `value` in both halves of a vector<2xf16> constant.
-static Value f16Splat(KernelBuilder &kb, float value) {
-  auto pairType = VectorType::get({2}, kb.b.getF16Type());
-  return arith::ConstantOp::create(
-      kb.b, kb.loc,
-      DenseElementsAttr::get(
-          pairType, APFloat(APFloat::IEEEhalf(), std::to_string(value))));
-}
-
-/// For each word: (word & mask) | 0x64006400 as two f16, minus `bias`
-/// in f16x2 (exact: the results are small integers), widened to fp32.
-SmallVector<std::pair<Value, Value>>
-magicPairs(KernelBuilder &kb, ArrayRef<Value> words, int32_t mask,
-           float bias) {
-  Value biasPair = f16Splat(kb, bias);
-  SmallVector<std::pair<Value, Value>> result;
-  for (Value word : words) {
-    Value bits = kb.ori(kb.andi(word, kb.i32(mask)), kb.i32(0x64006400));
-    result.push_back(widenPair(
-        kb, arith::SubFOp::create(kb.b, kb.loc, f16PairOf(kb, bits), biasPair)));
-  }
-  return result;
-}
-
-/// Two minifloat codes at bits [15:0] and [31:16] of `codes` as one f16
-/// pair: `(codes & magnitudeMask) << magnitudeShift | (codes & signMask) <<
-/// signShift` are their f16 bit patterns up to the exponent bias, which one
-/// f16x2 multiply by `scale` (a power of two, exact) restores.
-static std::pair<Value, Value> minifloatPair(KernelBuilder &kb, Value codes,
-                                             int32_t magnitudeMask,
-                                             int64_t magnitudeShift,
-                                             int32_t signMask,
-                                             int64_t signShift, float scale) {
-  Value bits = kb.shl(kb.andi(codes, kb.i32(magnitudeMask)),
-                      kb.i32(magnitudeShift));
-  if (signMask)
-    bits = kb.ori(bits, kb.shl(kb.andi(codes, kb.i32(signMask)),
-                               kb.i32(signShift)));
-  Value pair = f16PairOf(kb, bits);
-  if (scale != 1.0f)
-    pair = arith::MulFOp::create(kb.b, kb.loc, pair, f16Splat(kb, scale));
-  return widenPair(kb, pair);
-}
-
-/// The four 8-bit minifloat codes of a word, in channel order, decoded as
-/// the pairs (0, 2) and (1, 3) by minifloatPair.
-static SmallVector<Value> bytePairs(KernelBuilder &kb, Value word,
-                                    int32_t magnitudeMask,
-                                    int64_t magnitudeShift, int32_t signMask,
-                                    int64_t signShift, float scale) {
-  SmallVector<std::pair<Value, Value>> halves;
-  for (int64_t q = 0; q < 2; ++q)
-    halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(8 * q)),
-                                   magnitudeMask, magnitudeShift, signMask,
-                                   signShift, scale));
-  return {halves[0].first, halves[1].first, halves[0].second,
-          halves[1].second};
-}
-
-/// The eight e2m1 codes of a word through the chip's conversion
-/// instruction, a byte at a time (its low nibble is the pair's low half).
-static SmallVector<Value> hardwareE2M1(KernelBuilder &kb, Value word) {
-  MLIRContext *context = kb.b.getContext();
-  auto byteType = IntegerType::get(context, 8);
-  auto halfPair = VectorType::get({2}, kb.b.getF16Type());
-  SmallVector<Value> values;
-  for (int64_t q = 0; q < 4; ++q) {
-    Value byte = arith::TruncIOp::create(kb.b, kb.loc, byteType,
-                                         kb.shru(word, kb.i32(8 * q)));
-    Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
-        kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
-        Type(Float4E2M1FNType::get(context)));
-    auto [low, high] = widenPair(kb, halves);
-    values.append({low, high});
-  }
-  return values;
-}
-
-/// The four e4m3 codes of a word through the chip's conversion
-/// instruction, two at a time (byte 2q is the low half of pair q).
-SmallVector<Value> hardwareE4M3(KernelBuilder &kb, Value word) {
-  MLIRContext *context = kb.b.getContext();
-  auto halfType = IntegerType::get(context, 16);
-  auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
-  auto halfPair = VectorType::get({2}, kb.b.getF16Type());
-  SmallVector<Value> values;
-  for (int64_t q = 0; q < 2; ++q) {
-    Value bits = arith::TruncIOp::create(kb.b, kb.loc, halfType,
-                                         kb.shru(word, kb.i32(16 * q)));
-    Value pair = vector::BitCastOp::create(
-        kb.b, kb.loc, bytePair,
-        vector::BroadcastOp::create(kb.b, kb.loc,
-                                    VectorType::get({1}, halfType), bits));
-    Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
-        kb.b, kb.loc, Type(halfPair), pair, /*relu=*/false,
-        Type(Float8E4M3FNType::get(context)));
-    auto [low, high] = widenPair(kb, halves);
-    values.append({low, high});
-  }
-  return values;
-}
-
-/// fp32 values of a little-endian word of codes, in channel order. Integer
-/// codes become f16 pairs by the magic-number trick (OR the codes into the
-/// mantissa of 1024.0, subtract the bias as f16x2) instead of one integer
-/// conversion per code; fp8/fp4 codes map onto f16 bit patterns by shifts.
-static SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
-                                     Value word) {
-  auto field = [&](int64_t bits, int64_t k) {
-    return kb.andi(kb.shru(word, kb.i32(bits * k)), kb.i32((1 << bits) - 1));
-  };
-  SmallVector<Value> values;
-  switch (encoding) {
-  case Encoding::f16:
-  case Encoding::bf16:
-    for (int64_t k = 0; k < 2; ++k)
-      values.push_back(encoding == Encoding::f16
-                           ? kb.decodeF16Bits(field(16, k))
-                           : kb.decodeBF16Bits(field(16, k)));
-    return values;
-  case Encoding::f8e4m3:
-    if (kb.hardwareFp8)
-      return hardwareE4M3(kb, word);
-    // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
-    // bit 15, then one f16x2 multiply by 2^(15 - 7) (exact: every e4m3
-    // value, subnormals included, is an f16 value).
-    return bytePairs(kb, word, 0x007F007F, 7, 0x00800080, 8, 256.0f);
-  case Encoding::f8e5m2:
-    // e5m2 is the top byte of an f16: bytes q and q + 2 by one shift.
-    return bytePairs(kb, word, 0x00FF00FF, 8, 0, 0, 1.0f);
-  case Encoding::nvfp4: {
-    if (kb.hardwareFp4)
-      return hardwareE2M1(kb, word);
-    // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
-    // bit 15, times 2^(15 - 1) in f16x2 (exact, 0.5 included).
-    SmallVector<std::pair<Value, Value>> halves;
-    for (int64_t p = 0; p < 4; ++p)
-      halves.push_back(minifloatPair(kb, kb.shru(word, kb.i32(4 * p)),
-                                     0x00070007, 9, 0x00080008, 12, 16384.0f));
-    for (int64_t p = 0; p < 4; ++p)
-      values.push_back(halves[p].first);
-    for (int64_t p = 0; p < 4; ++p)
-      values.push_back(halves[p].second);
-    return values;
-  }
-  case Encoding::i8: {
-    // Bytes 0/2 and 1/3 as f16 pairs 1024 + (b ^ 0x80), minus 1152.
-    Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
-                                         kb.i32(int32_t(0x80808080u)));
-    SmallVector<Value> pairs;
-    for (int64_t q = 0; q < 2; ++q)
-      pairs.push_back(kb.shru(biased, kb.i32(8 * q)));
-    SmallVector<std::pair<Value, Value>> halves =
-        magicPairs(kb, pairs, 0x00FF00FF, 1152.0f);
-    // pair q holds bytes q (low) and q + 2 (high).
-    values = {halves[0].first, halves[1].first, halves[0].second,
-              halves[1].second};
-    return values;
-  }
-  case Encoding::i4: {
-    // Nibbles p and p + 4 as f16 pairs 1024 + n, minus 1032.
-    SmallVector<Value> pairs;
-    for (int64_t p = 0; p < 4; ++p)
-      pairs.push_back(kb.shru(word, kb.i32(4 * p)));
-    SmallVector<std::pair<Value, Value>> halves =
-        magicPairs(kb, pairs, 0x000F000F, 1032.0f);
-    for (int64_t p = 0; p < 4; ++p)
-      values.push_back(halves[p].first);
-    for (int64_t p = 0; p < 4; ++p)
-      values.push_back(halves[p].second);
-    return values;
-  }
-  }
-  llvm_unreachable("unknown encoding");
-}
 
 //===----------------------------------------------------------------------===//
 // Paged caches
@@ -393,19 +200,6 @@ private:
     if (side.type.getLayout() == Layout::hnd)
       return {row.page, row.kvHead, row.offset, byte};
     return {row.page, row.offset, row.kvHead, byte};
-  }
-
-  static int64_t elementsPerWord(Encoding encoding) {
-    switch (encoding) {
-    case Encoding::f16:
-    case Encoding::bf16:
-      return 2;
-    case Encoding::i4:
-    case Encoding::nvfp4:
-      return 8;
-    default:
-      return 4;
-    }
   }
 
   /// The elements of `bytes` bytes of `side`'s row starting at byte `byte`
@@ -799,26 +593,18 @@ Value weight(KernelBuilder &kb, Value x, Value m) {
   return kb.select(isNegInf(kb, x), kb.f32(0.0f), e);
 }
 
-/// Heads of one KV head that a decode block serves together: each key row
-/// is loaded and dequantized once for all of them. The largest divisor of
-/// the group size up to 8 keeps the per-thread state in registers.
-int64_t headsPerBlock(int64_t group) {
-  for (int64_t heads = std::min<int64_t>(group, 8); heads > 1; --heads)
-    if (group % heads == 0)
-      return heads;
-  return 1;
-}
-
 gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
-                                 const DecodeParams &p, int64_t keysPerSplit,
+                                 const DecodeParams &p, PortablePlanAttr plan,
                                  SmallVectorImpl<Value> &hostOperands) {
+  // Each key row is loaded and dequantized once for the block's heads.
+  int64_t keysPerSplit = plan.getKeysPerSplit();
   MLIRContext *context = p.query.getContext();
   OpBuilder builder(context);
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   int64_t keyDim = source.keyDim(), valueDim = source.valueDim();
   int64_t kvHeads = source.kvHeads();
   int64_t group = p.numHeads / kvHeads;
-  int64_t heads = headsPerBlock(group);
+  int64_t heads = plan.getHeadsPerBlock();
   int64_t headGroups = group / heads;
 
   // Kernel arguments: the op's buffers, the source's, then the workspace.
@@ -1236,17 +1022,16 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
 
 DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
                                  const DecodeParams &params,
-                                 int64_t keysPerSplit) {
+                                 PortablePlanAttr plan) {
   DecodeKernels result;
-  result.decode = buildDecodeKernel(kernels, source, params, keysPerSplit,
+  result.decode = buildDecodeKernel(kernels, source, params, plan,
                                     result.decodeOperands);
   result.merge = buildMergeKernel(kernels, source.valueDim(), source.kvHeads(),
                                   params, result.mergeOperands);
   result.numHeads = params.numHeads;
   result.decodeBlocksPerToken =
       source.kvHeads() *
-      (params.numHeads / source.kvHeads() /
-       headsPerBlock(params.numHeads / source.kvHeads()));
+      (params.numHeads / source.kvHeads() / plan.getHeadsPerBlock());
   result.valueDim = source.valueDim();
   result.blockSize = params.blockSize;
   return result;
@@ -1254,12 +1039,8 @@ DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
 
 } // namespace
 
-auto ::pattn::buildPagedDecodeKernels(KernelModule &kernels,
-                                             PagedAttentionOp op,
-                                             const CacheBuffers &key,
-                                             const CacheBuffers &value,
-                                             int64_t keysPerSplit) -> DecodeKernels {
-  PagedSource source(key, op.getKScale(), value, op.getVScale());
+/// What the kernels need to know about a paged attention op.
+static DecodeParams pagedParams(PagedAttentionOp op) {
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
   params.blockTable = op.getBlockTable();
@@ -1271,17 +1052,34 @@ auto ::pattn::buildPagedDecodeKernels(KernelModule &kernels,
   params.outScale = op.getOutScale();
   params.out = op.getOut();
   params.numHeads = static_cast<int64_t>(op.getNumHeads());
-  params.blockSize = key.type.getBlockSize();
+  params.blockSize = op.getKey().getType().getBlockSize();
   params.softmaxScale = op.getEffectiveSoftmaxScale();
   params.softcap = op.getSoftcap().convertToFloat();
   params.window = static_cast<int64_t>(op.getWindow());
-  return buildDecodeKernels(kernels, source, params, keysPerSplit);
+  return params;
+}
+
+auto ::pattn::buildPagedDecodeKernels(KernelModule &kernels,
+                                      PagedAttentionOp op,
+                                      const CacheBuffers &key,
+                                      const CacheBuffers &value,
+                                      PortablePlanAttr plan) -> DecodeKernels {
+  PagedSource source(key, op.getKScale(), value, op.getVScale());
+  return buildDecodeKernels(kernels, source, pagedParams(op), plan);
+}
+
+auto ::pattn::buildPagedMergeKernel(KernelModule &kernels, PagedAttentionOp op,
+                                    SmallVectorImpl<Value> &hostOperands)
+    -> gpu::GPUFuncOp {
+  CacheType value = op.getValue().getType();
+  return buildMergeKernel(kernels, value.getHeadDim(), value.getKvHeads(),
+                          pagedParams(op), hostOperands);
 }
 
 auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
                                            MlaDecodeOp op,
                                            const RecordBuffers &cache,
-                                           int64_t keysPerSplit) -> DecodeKernels {
+                                           PortablePlanAttr plan) -> DecodeKernels {
   RecordSource source(cache, op.getOuterScale());
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
@@ -1295,5 +1093,5 @@ auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
   params.softmaxScale =
       scale ? scale->convertToFloat()
             : 1.0f / std::sqrt(float(source.keyDim()));
-  return buildDecodeKernels(kernels, source, params, keysPerSplit);
+  return buildDecodeKernels(kernels, source, params, plan);
 }

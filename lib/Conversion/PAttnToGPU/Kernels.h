@@ -14,6 +14,7 @@
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
@@ -53,11 +54,11 @@ enum class ConversionClass { none = 0, fp8 = 1, fp8AndFp4 = 2 };
 class KernelModule {
 public:
   KernelModule(mlir::gpu::GPUModuleOp module, ConversionClass conversions,
-               unsigned firstCapability)
+               llvm::ArrayRef<Chip> chips)
       : module(module),
         hardwareFp8(conversions != ConversionClass::none),
         hardwareFp4(conversions == ConversionClass::fp8AndFp4),
-        firstCapability(firstCapability) {}
+        chips(chips.begin(), chips.end()) {}
 
   /// A new kernel `name_N` taking `arguments`, with the given workgroup
   /// buffers; the builder is left at its entry.
@@ -76,9 +77,9 @@ public:
   bool hardwareFp8;
   /// The chips of this module convert e2m1 pairs in hardware.
   bool hardwareFp4;
-  /// The lowest compute capability of the class: devices at or above it
-  /// (and below the next class's) run this module.
-  unsigned firstCapability;
+  /// The chips this module is built for; the host runs it on devices of
+  /// their compute capabilities (pattn::chipForDevice).
+  llvm::SmallVector<Chip> chips;
 
 private:
   unsigned counter = 0;
@@ -130,18 +131,36 @@ struct DecodeKernels {
   int64_t decodeBlocksPerToken;
   int64_t valueDim;
   int64_t blockSize;
+  /// Dynamic shared memory of a decode block (XQA), 0 for none.
+  int64_t sharedBytes = 0;
 };
 
 DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
                                       mlir::pattn::PagedAttentionOp op,
                                       const CacheBuffers &key,
                                       const CacheBuffers &value,
-                                      int64_t keysPerSplit);
+                                      mlir::pattn::PortablePlanAttr plan);
+
+/// The tensor-core decode of an op planned for XQA (`plan`): grid (splits,
+/// batch * kv_heads), 128 threads, plan.shared_bytes of dynamic shared
+/// memory; the splits are taken from gridDim.x. Its merge is the portable
+/// one.
+DecodeKernels buildXqaDecodeKernels(KernelModule &kernels,
+                                    mlir::pattn::PagedAttentionOp op,
+                                    mlir::pattn::XqaPlanAttr plan,
+                                    const CacheBuffers &key,
+                                    const CacheBuffers &value);
+
+/// The split merge of a paged attention op (sinks, out_scale, the output's
+/// single rounding); its operands precede the workspace.
+mlir::gpu::GPUFuncOp
+buildPagedMergeKernel(KernelModule &kernels, mlir::pattn::PagedAttentionOp op,
+                      llvm::SmallVectorImpl<mlir::Value> &hostOperands);
 
 DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
                                     mlir::pattn::MlaDecodeOp op,
                                     const RecordBuffers &cache,
-                                    int64_t keysPerSplit);
+                                    mlir::pattn::PortablePlanAttr plan);
 
 } // namespace pattn
 

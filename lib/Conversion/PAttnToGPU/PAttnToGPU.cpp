@@ -14,10 +14,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Conversion/PAttnToGPU.h"
-#include "pattn/Conversion/TargetDescription.h"
+#include "pattn/Target/TargetDescription.h"
 #include "KernelBuilder.h"
 #include "Kernels.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -41,6 +42,16 @@ static constexpr llvm::StringLiteral kTakeStatus = "pattnRuntimeTakeStatus";
 static constexpr llvm::StringLiteral kDeviceArch = "pattnRuntimeDeviceArch";
 static constexpr llvm::StringLiteral kDeviceErrorWord =
     "pattnRuntimeDeviceErrorWord";
+static constexpr llvm::StringLiteral kDeviceMultiprocessors =
+    "pattnRuntimeDeviceMultiprocessors";
+
+/// The most keys of one XQA split when the op carries no plan (the
+/// planner's default).
+static constexpr int64_t kDefaultXqaKeysPerSplit = 4096;
+
+/// XQA launches aim at this many decode blocks per SM: small batches get
+/// more, shorter splits (down to one tile) until the grid fills the GPU.
+static constexpr int64_t kXqaBlocksPerSM = 4;
 
 /// Declares the runtime function `name` taking nothing and returning
 /// `result`; one returning a memref goes through MLIR's C interface.
@@ -63,15 +74,16 @@ namespace {
 class HostRewriter {
 public:
   HostRewriter(func::FuncOp function, ArrayRef<KernelModule *> modules,
-               int64_t keysPerSplit)
-      : function(function), modules(modules), keysPerSplit(keysPerSplit),
-        builder(function.getContext()) {}
+               ArrayRef<Chip> chips, int64_t keysPerSplit)
+      : function(function), modules(modules), chips(chips),
+        keysPerSplit(keysPerSplit), builder(function.getContext()) {}
 
   LogicalResult run();
 
 private:
   func::FuncOp function;
   ArrayRef<KernelModule *> modules;
+  ArrayRef<Chip> chips;
   int64_t keysPerSplit;
   OpBuilder builder;
   Value stream; ///< the async token standing for the caller's stream
@@ -84,9 +96,10 @@ private:
   FailureOr<CacheBuffers> resolveCache(Operation *user, Value cache);
   FailureOr<RecordBuffers> resolveRecords(Operation *user, Value cache);
 
-  /// Launches `kernel` on the stream with 128 threads per block.
+  /// Launches `kernel` on the stream with 128 threads per block and
+  /// `sharedBytes` of dynamic shared memory.
   void launch(Location loc, gpu::GPUFuncOp kernel, gpu::KernelDim3 grid,
-              ValueRange operands);
+              ValueRange operands, int64_t sharedBytes = 0);
   void launch(Location loc, const Kernel &kernel, gpu::KernelDim3 grid) {
     launch(loc, kernel.func, grid, kernel.operands);
   }
@@ -104,9 +117,13 @@ private:
   LogicalResult lower(PagedAttentionOp op);
   LogicalResult lower(MlaDecodeOp op);
   /// The workspace, then per kernel module the decode and merge launches of
-  /// the kernels `build` makes in that module.
+  /// the kernels `build` makes in that module. Portable decodes take
+  /// `splitKeys` keys per split and a block per (token, head group); XQA
+  /// decodes (`xqa`) a block per (sequence, KV head) and as many splits of
+  /// whole tiles as fill the device.
   void lowerDecode(Location loc, Value query, Value blockTable,
                    int64_t blockSize, int64_t valueDim, int64_t numHeads,
+                   int64_t splitKeys, XqaPlanAttr xqa, int64_t kvHeads,
                    function_ref<DecodeKernels(KernelModule &)> build);
   /// Launches the slot check, then `kernel` gated by its flag.
   void launchCheckedWrite(Location loc, KernelModule &module,
@@ -144,29 +161,70 @@ FailureOr<RecordBuffers> HostRewriter::resolveRecords(Operation *user,
 
 void HostRewriter::dispatch(Location loc,
                             function_ref<void(KernelModule &)> body) {
-  // modules are ranked by conversion class. A device runs the highest class
-  // whose first compute capability it reaches (the lowest class takes
-  // everything below), and the CUDA loader then picks the best cubin (or
-  // the PTX) within that module. A device the chosen module has no binary
-  // for fails to load with the runtime's "no kernel binary for this GPU".
+  // A device runs the module holding a chip of exactly its compute
+  // capability; failing that, the module of the highest generic chip below
+  // it (whose PTX the driver compiles forward); failing that, the first
+  // module, whose load then reports "no kernel binary for this GPU". The
+  // routes are tried in order (pattn::chipForDevice is the same rule).
+  if (modules.size() == 1)
+    return body(*modules.front());
+  struct Route {
+    bool exact;
+    unsigned capability;
+    KernelModule *module;
+  };
+  SmallVector<Route> routes;
+  SmallVector<std::pair<unsigned, KernelModule *>> generic;
+  for (KernelModule *module : modules)
+    for (Chip chip : module->chips) {
+      unsigned capability = computeCapability(chip);
+      if (llvm::none_of(routes, [&](const Route &route) {
+            return route.capability == capability;
+          }))
+        routes.push_back({true, capability, module});
+      if (!getTargetDescription(chip).archSpecific)
+        generic.push_back({capability, module});
+    }
+  llvm::sort(routes, [](const Route &a, const Route &b) {
+    return a.capability > b.capability;
+  });
+  llvm::stable_sort(generic, [](const auto &a, const auto &b) {
+    return a.first > b.first;
+  });
+  for (auto [capability, module] : generic)
+    routes.push_back({false, capability, module});
+
+  // The module's position, chosen by the routes (the first that matches
+  // wins), then each module's launches emitted once under its position.
   KernelBuilder kb(builder, loc);
-  std::function<void(size_t)> emitFor = [&](size_t count) {
-    if (count == 1)
-      return body(*modules.front());
-    KernelModule &top = *modules[count - 1];
+  auto position = [&](KernelModule *module) {
+    return int32_t(llvm::find(modules, module) - modules.begin());
+  };
+  Value choice = kb.i32(0);
+  for (const Route &route : llvm::reverse(routes)) {
+    Value matches = kb.cmpi(route.exact ? arith::CmpIPredicate::eq
+                                        : arith::CmpIPredicate::uge,
+                            arch, kb.i32(route.capability));
+    Value chosen = kb.i32(position(route.module));
+    choice = kb.select(matches, chosen, choice);
+  }
+  std::function<void(size_t)> emitFrom = [&](size_t index) {
+    if (index + 1 == modules.size())
+      return body(*modules[index]);
+    Value isThis = kb.cmpi(arith::CmpIPredicate::eq, choice,
+                           kb.i32(int32_t(index)));
     kb.ifElse(
-        kb.cmpi(arith::CmpIPredicate::uge, arch, kb.i32(top.firstCapability)),
-        {},
+        isThis, {},
         [&]() -> SmallVector<Value> {
-          body(top);
+          body(*modules[index]);
           return {};
         },
         [&]() -> SmallVector<Value> {
-          emitFor(count - 1);
+          emitFrom(index + 1);
           return {};
         });
   };
-  emitFor(modules.size());
+  emitFrom(0);
 }
 
 /// Constant tables (memref.get_global, e.g. the fold's folded scales) live in
@@ -194,12 +252,17 @@ static void readGlobalsOnDevice(gpu::GPUFuncOp kernel, ValueRange operands) {
 }
 
 void HostRewriter::launch(Location loc, gpu::GPUFuncOp kernel,
-                          gpu::KernelDim3 grid, ValueRange operands) {
+                          gpu::KernelDim3 grid, ValueRange operands,
+                          int64_t sharedBytes) {
   readGlobalsOnDevice(kernel, operands);
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
   Value threads = arith::ConstantIndexOp::create(builder, loc, kBlockThreads);
+  Value shared;
+  if (sharedBytes > 0)
+    shared = arith::ConstantIntOp::create(builder, loc, builder.getI32Type(),
+                                          sharedBytes);
   gpu::LaunchFuncOp::create(builder, loc, kernel, grid, {threads, one, one},
-                            /*dynamicSharedMemorySize=*/Value(), operands,
+                            shared, operands,
                             gpu::AsyncTokenType::get(builder.getContext()),
                             ValueRange{stream});
 }
@@ -319,17 +382,41 @@ LogicalResult HostRewriter::lower(FoldQueryOp op) {
 
 void HostRewriter::lowerDecode(
     Location loc, Value query, Value blockTable, int64_t blockSize,
-    int64_t valueDim, int64_t numHeads,
-    function_ref<DecodeKernels(KernelModule &)> build) {
+    int64_t valueDim, int64_t numHeads, int64_t splitKeys, XqaPlanAttr xqa,
+    int64_t kvHeads, function_ref<DecodeKernels(KernelModule &)> build) {
   KernelBuilder kb(builder, loc);
   Value tokens = dim(loc, query, 0);
   ifPositive(loc, tokens, [&] {
-    // Splits depend on the block table's width only (a host-known bound on
-    // the kv length), never on device data: the call stays graph-capturable.
+    // Splits depend on the block table's shape (a host-known bound on the
+    // kv length) and, for XQA, on the device's SM count, never on device
+    // data: the call stays graph-capturable.
     Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
-    Value splits = kb.maxs(
-        arith::CeilDivSIOp::create(builder, loc, maxKeys, kb.index(keysPerSplit)),
-        kb.index(1));
+    Value splits;
+    if (xqa) {
+      int64_t tile = xqa.getKeysPerTile();
+      Value sequences = kb.mul(dim(loc, blockTable, 0), kb.index(kvHeads));
+      auto ceilDiv = [&](Value a, Value b) {
+        return arith::CeilDivSIOp::create(builder, loc, a, b).getResult();
+      };
+      declareRuntimeFunction(function->getParentOfType<ModuleOp>(),
+                             kDeviceMultiprocessors, builder.getI32Type());
+      Value multiprocessors =
+          func::CallOp::create(builder, loc, kDeviceMultiprocessors,
+                               TypeRange{builder.getI32Type()}, ValueRange{})
+              .getResult(0);
+      Value wanted = kb.mul(kb.toIndex(kb.maxs(multiprocessors, kb.i32(1))),
+                            kb.index(kXqaBlocksPerSM));
+      Value bySize = ceilDiv(maxKeys, kb.index(xqa.getKeysPerSplit()));
+      Value byDevice = ceilDiv(wanted, kb.maxs(sequences, kb.index(1)));
+      Value most = kb.maxs(ceilDiv(maxKeys, kb.index(tile)), kb.index(1));
+      splits = kb.maxs(kb.mins(kb.maxs(bySize, byDevice), most), kb.index(1));
+    } else {
+      Value perSplit = kb.index(splitKeys);
+      Value bySize =
+          arith::CeilDivSIOp::create(builder, loc, maxKeys, perSplit);
+      Value one = kb.index(1);
+      splits = kb.maxs(bySize, one);
+    }
     Value rows = kb.mul(tokens, kb.index(numHeads));
     MLIRContext *context = builder.getContext();
     auto outputType = MemRefType::get(
@@ -349,9 +436,11 @@ void HostRewriter::lowerDecode(
       DecodeKernels decode = build(module);
       SmallVector<Value> decodeOperands(decode.decodeOperands);
       decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-      Value decodeRows = kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
+      Value decodeRows =
+          xqa ? kb.mul(dim(loc, blockTable, 0), kb.index(kvHeads))
+              : kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
       launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
-             decodeOperands);
+             decodeOperands, decode.sharedBytes);
       SmallVector<Value> mergeOperands(decode.mergeOperands);
       mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
       launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)},
@@ -369,12 +458,31 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
   FailureOr<CacheBuffers> value = resolveCache(op, op.getValue());
   if (failed(key) || failed(value))
     return failure();
+  // The recorded backend decides; an op without a plan gets the default
+  // plan of its backend (portable when none was chosen).
+  Attribute plan = op.getPlanAttr();
+  if (!plan)
+    plan = op.getBackend() == Backend::xqa
+               ? Attribute(planXqaDecode(op, chips, kDefaultXqaKeysPerSplit))
+               : Attribute(planPortableDecode(op, keysPerSplit));
+  int64_t kvHeads = key->type.getKvHeads();
+  if (auto xqa = dyn_cast<XqaPlanAttr>(plan)) {
+    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+                key->type.getBlockSize(), value->type.getHeadDim(),
+                static_cast<int64_t>(op.getNumHeads()), 0, xqa, kvHeads,
+                [&](KernelModule &module) {
+                  return buildXqaDecodeKernels(module, op, xqa, *key, *value);
+                });
+    return success();
+  }
+  auto portable = cast<PortablePlanAttr>(plan);
   lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
               key->type.getBlockSize(), value->type.getHeadDim(),
               static_cast<int64_t>(op.getNumHeads()),
+              portable.getKeysPerSplit(), XqaPlanAttr(), kvHeads,
               [&](KernelModule &module) {
                 return buildPagedDecodeKernels(module, op, *key, *value,
-                                               keysPerSplit);
+                                               portable);
               });
   return success();
 }
@@ -383,12 +491,15 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   FailureOr<RecordBuffers> cache = resolveRecords(op, op.getCache());
   if (failed(cache))
     return failure();
+  auto plan = dyn_cast_or_null<PortablePlanAttr>(op.getPlanAttr());
+  if (!plan)
+    plan = planPortableDecode(op, keysPerSplit);
   RecordType record = cache->type.getRecord();
   lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
               cache->type.getBlockSize(), record.getLane("latent").getCount(),
-              static_cast<int64_t>(op.getNumHeads()),
-              [&](KernelModule &module) {
-                return buildMlaDecodeKernels(module, op, *cache, keysPerSplit);
+              static_cast<int64_t>(op.getNumHeads()), plan.getKeysPerSplit(),
+              XqaPlanAttr(), 1, [&](KernelModule &module) {
+                return buildMlaDecodeKernels(module, op, *cache, plan);
               });
   return success();
 }
@@ -540,11 +651,13 @@ struct ConvertPAttnToGPUPass
          {ConversionClass::none, ConversionClass::fp8,
           ConversionClass::fp8AndFp4}) {
       SmallVector<Attribute> targets;
+      SmallVector<::pattn::Chip> members;
       for (::pattn::Chip chip : targetChips) {
         const ::pattn::TargetDescription &target =
             ::pattn::getTargetDescription(chip);
         if (classOf(target) != conversions)
           continue;
+        members.push_back(chip);
         targets.push_back(NVVM::NVVMTargetAttr::get(
             &getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",
             ::pattn::stringifyChip(chip), target.ptxFeatures));
@@ -553,9 +666,6 @@ struct ConvertPAttnToGPUPass
         continue;
       static constexpr const char *kNames[] = {
           "pattn_kernels", "pattn_kernels_fp8", "pattn_kernels_fp4"};
-      static const unsigned kFirstCapability[] = {
-          0, ::pattn::firstFp8ConversionCapability(),
-          ::pattn::firstFp4ConversionCapability()};
       // Created detached, then inserted: the symbol table renames it on a
       // clash with a module the user already has.
       OpBuilder builder(&getContext());
@@ -563,14 +673,14 @@ struct ConvertPAttnToGPUPass
           builder, module.getLoc(), kNames[int(conversions)]);
       gpuModule.setTargetsAttr(ArrayAttr::get(&getContext(), targets));
       SymbolTable(module).insert(gpuModule);
-      owned.push_back(std::make_unique<KernelModule>(
-          gpuModule, conversions, kFirstCapability[int(conversions)]));
+      owned.push_back(
+          std::make_unique<KernelModule>(gpuModule, conversions, members));
     }
     SmallVector<KernelModule *> modules;
     for (auto &kernelModule : owned)
       modules.push_back(kernelModule.get());
     for (func::FuncOp function : functions) {
-      HostRewriter rewriter(function, modules, keysPerSplit);
+      HostRewriter rewriter(function, modules, targetChips, keysPerSplit);
       if (failed(rewriter.run()))
         return signalPassFailure();
     }

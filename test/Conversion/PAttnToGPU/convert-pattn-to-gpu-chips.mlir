@@ -2,27 +2,43 @@
 // RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_90a" | FileCheck %s --check-prefix=ONE
 // RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_90a hardware-conversions=false" | FileCheck %s --check-prefix=SOFT
 // RUN: not pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_70" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_100a,sm_120" | FileCheck %s --check-prefix=CC120
 
 // The chips are grouped by conversion class of the target table: sm_80 and
 // sm_86 decode with bit tricks, sm_90a converts e4m3 with
 // cvt.rn.f16x2.e4m3x2, sm_120a also e2m1 with cvt.rn.f16x2.e2m1x2. Each
 // class gets its own kernel module carrying its chips' targets; the host
-// asks the runtime for the device's compute capability once and launches
-// the kernels of the highest class the device reaches (100, then 89).
+// asks the runtime for the device's compute capability once and picks the
+// module holding a chip of exactly that capability, else the module of the
+// highest generic (not arch-specific) chip below it, else the first
+// (pattn::chipForDevice). The routes become one module number, tested
+// lowest route first so the exact ones win; each module is launched once.
 // CHECK-LABEL: func.func @decode(
 // CHECK: %[[ARCH:.*]] = call @pattnRuntimeDeviceArch() : () -> i32
-// CHECK: %[[FP4:.*]] = arith.cmpi uge, %[[ARCH]], %c100_i32 : i32
-// CHECK: scf.if %[[FP4]] {
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp4::@pattn_decode_0
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp4::@pattn_merge_1
+// CHECK: %[[GE80:.*]] = arith.cmpi uge, %[[ARCH]], %c80_i32 : i32
+// CHECK: %[[R0:.*]] = arith.select %[[GE80]], %c0_i32{{.*}}, %c0_i32 : i32
+// CHECK: %[[GE86:.*]] = arith.cmpi uge, %[[ARCH]], %c86_i32 : i32
+// CHECK: %[[R1:.*]] = arith.select %[[GE86]], %c0_i32{{.*}}, %[[R0]] : i32
+// CHECK: %[[EQ80:.*]] = arith.cmpi eq, %[[ARCH]], %c80_i32{{.*}} : i32
+// CHECK: %[[R2:.*]] = arith.select %[[EQ80]], %c0_i32{{.*}}, %[[R1]] : i32
+// CHECK: %[[EQ86:.*]] = arith.cmpi eq, %[[ARCH]], %c86_i32{{.*}} : i32
+// CHECK: %[[R3:.*]] = arith.select %[[EQ86]], %c0_i32{{.*}}, %[[R2]] : i32
+// CHECK: %[[EQ90:.*]] = arith.cmpi eq, %[[ARCH]], %c90_i32 : i32
+// CHECK: %[[R4:.*]] = arith.select %[[EQ90]], %c1_i32, %[[R3]] : i32
+// CHECK: %[[EQ120:.*]] = arith.cmpi eq, %[[ARCH]], %c120_i32 : i32
+// CHECK: %[[CHOICE:.*]] = arith.select %[[EQ120]], %c2_i32, %[[R4]] : i32
+// CHECK: %[[IS0:.*]] = arith.cmpi eq, %[[CHOICE]], %c0_i32{{.*}} : i32
+// CHECK: scf.if %[[IS0]] {
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_0
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_1
 // CHECK: } else {
-// CHECK:   %[[FP8:.*]] = arith.cmpi uge, %[[ARCH]], %c89_i32 : i32
-// CHECK:   scf.if %[[FP8]] {
+// CHECK:   %[[IS1:.*]] = arith.cmpi eq, %[[CHOICE]], %c1_i32{{.*}} : i32
+// CHECK:   scf.if %[[IS1]] {
 // CHECK:     gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_decode_0
 // CHECK:     gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
 // CHECK:   } else {
-// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_0
-// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_1
+// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels_fp4::@pattn_decode_0
+// CHECK:     gpu.launch_func async {{.*}} @pattn_kernels_fp4::@pattn_merge_1
 // CHECK-LABEL: func.func @decode_nvfp4(
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">, #nvvm.target<O = 3, chip = "sm_86", features = "+ptx80">]
 // CHECK-NOT: nvvm.convert
@@ -45,6 +61,23 @@
 // SOFT: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">, #nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
 // SOFT-NOT: nvvm.convert
 // SOFT-NOT: gpu.module
+
+// A 12.0 device runs the sm_120 build (the fp8 module), never the sm_100a
+// cubin of the fp4 module: the exact route for 120 names module 0.
+// CC120-LABEL: func.func @decode(
+// CC120: %[[ARCH:.*]] = call @pattnRuntimeDeviceArch() : () -> i32
+// CC120: %[[GE120:.*]] = arith.cmpi uge, %[[ARCH]], %c120_i32 : i32
+// CC120: %[[R0:.*]] = arith.select %[[GE120]], %c0_i32{{.*}}, %c0_i32 : i32
+// CC120: %[[EQ100:.*]] = arith.cmpi eq, %[[ARCH]], %c100_i32 : i32
+// CC120: %[[R1:.*]] = arith.select %[[EQ100]], %c1_i32, %[[R0]] : i32
+// CC120: %[[EQ120:.*]] = arith.cmpi eq, %[[ARCH]], %c120_i32{{.*}} : i32
+// CC120: %[[CHOICE:.*]] = arith.select %[[EQ120]], %c0_i32{{.*}}, %[[R1]] : i32
+// CC120: scf.if
+// CC120:   @pattn_kernels_fp8::@pattn_decode_0
+// CC120: } else {
+// CC120:   @pattn_kernels_fp4::@pattn_decode_0
+// CC120: gpu.module @pattn_kernels_fp8 [#nvvm.target<O = 3, chip = "sm_120", features = "+ptx87">]
+// CC120: gpu.module @pattn_kernels_fp4 [#nvvm.target<O = 3, chip = "sm_100a", features = "+ptx86">]
 
 // BAD: error: unsupported chip 'sm_70'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>

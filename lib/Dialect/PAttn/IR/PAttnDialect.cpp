@@ -75,6 +75,43 @@ uint64_t LaneAttr::getByteSize() const {
   return (uint64_t(getCount()) * getElementBits() + 7) / 8;
 }
 
+LogicalResult
+PortablePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t headsPerBlock, int64_t keysPerSplit) {
+  if (headsPerBlock < 1 || headsPerBlock > 8)
+    return emitError() << "heads_per_block " << headsPerBlock
+                       << " not in [1, 8]";
+  if (keysPerSplit < 128 || keysPerSplit % 128 != 0)
+    return emitError() << "keys_per_split " << keysPerSplit
+                       << " must be a positive multiple of 128";
+  return success();
+}
+
+LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t rows, int64_t keysPerTile,
+                                  int64_t stages, int64_t keyWarps,
+                                  int64_t valueWarps, int64_t keysPerSplit,
+                                  int64_t sharedBytes) {
+  if (rows != 16 && rows != 32)
+    return emitError() << "rows " << rows << " must be 16 or 32";
+  if (keyWarps < 1 || valueWarps < 1 || keyWarps * valueWarps != 4)
+    return emitError() << "key_warps x value_warps = " << keyWarps << " x "
+                       << valueWarps << " must be the block's 4 warps";
+  if (keysPerTile < 16 * keyWarps || keysPerTile % (16 * keyWarps) != 0 ||
+      keysPerTile > 256)
+    return emitError() << "keys_per_tile " << keysPerTile
+                       << " must be a multiple of 16 x key_warps, at most 256";
+  if (stages < 2 || stages > 8)
+    return emitError() << "stages " << stages << " not in [2, 8]";
+  if (keysPerSplit < keysPerTile || keysPerSplit % keysPerTile != 0)
+    return emitError() << "keys_per_split " << keysPerSplit
+                       << " must be a positive multiple of keys_per_tile "
+                       << keysPerTile;
+  if (sharedBytes < 0)
+    return emitError() << "shared_bytes " << sharedBytes << " is negative";
+  return success();
+}
+
 LogicalResult LaneAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringRef name, Type elementType,
                                uint32_t count, uint32_t offset,

@@ -340,6 +340,25 @@ void WriteRecordOp::getEffects(
 // PagedAttentionOp
 //===----------------------------------------------------------------------===//
 
+/// A plan must match the recorded backend: the lowering obeys both.
+static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
+                               Attribute plan) {
+  if (!plan)
+    return success();
+  if (!backend)
+    return op->emitOpError()
+           << "has a decode plan but no backend (run --pattn-select-backend "
+              "before --pattn-plan-decode)";
+  bool xqaPlan = isa<XqaPlanAttr>(plan);
+  if (xqaPlan != (*backend == Backend::xqa))
+    return op->emitOpError()
+           << "backend " << stringifyBackend(*backend) << " needs a "
+           << (*backend == Backend::xqa ? "#pattn.xqa_plan"
+                                        : "#pattn.portable_plan")
+           << ", got " << plan;
+  return success();
+}
+
 LogicalResult PagedAttentionOp::verify() {
   Operation *op = getOperation();
   CacheType key = getKey().getType(), value = getValue().getType();
@@ -399,7 +418,7 @@ LogicalResult PagedAttentionOp::verify() {
   if (window != -1 && window < 1)
     return emitOpError() << "window " << window
                          << " must be >= 1, or -1 for no window";
-  return success();
+  return checkPlan(op, getBackend(), getPlanAttr());
 }
 
 float PagedAttentionOp::getEffectiveSoftmaxScale() {
@@ -444,7 +463,8 @@ LogicalResult MlaDecodeOp::verify() {
   if (failed(checkSequenceOperands(op, getQuery(), getBlockTable(),
                                    getSeqLens(), getQueryStart(),
                                    static_cast<int64_t>(getMaxQueryLen()))) ||
-      failed(checkOuterScale(op, record, getOuterScale())))
+      failed(checkOuterScale(op, record, getOuterScale())) ||
+      failed(checkPlan(op, getBackend(), getPlanAttr())))
     return failure();
   return checkSoftmaxScale(op, getSoftmaxScale());
 }

@@ -20,53 +20,6 @@
 
 using namespace pattn;
 
-namespace {
-struct ChipInfo {
-  Chip chip;
-  llvm::StringLiteral name;
-  unsigned capability;
-};
-} // namespace
-
-static constexpr ChipInfo kChips[] = {
-    {Chip::SM80, "sm_80", 80},     {Chip::SM86, "sm_86", 86},
-    {Chip::SM87, "sm_87", 87},     {Chip::SM89, "sm_89", 89},
-    {Chip::SM90, "sm_90", 90},     {Chip::SM90a, "sm_90a", 90},
-    {Chip::SM100, "sm_100", 100},  {Chip::SM100a, "sm_100a", 100},
-    {Chip::SM120, "sm_120", 120},  {Chip::SM120a, "sm_120a", 120},
-};
-
-static const ChipInfo &info(Chip chip) {
-  return kChips[static_cast<unsigned>(chip)];
-}
-
-std::optional<Chip> pattn::parseChip(llvm::StringRef name) {
-  for (const ChipInfo &chip : kChips)
-    if (chip.name == name)
-      return chip.chip;
-  return std::nullopt;
-}
-
-llvm::StringRef pattn::stringifyChip(Chip chip) { return info(chip).name; }
-
-unsigned pattn::computeCapability(Chip chip) { return info(chip).capability; }
-
-llvm::ArrayRef<Chip> pattn::supportedChips() {
-  static const Chip chips[] = {Chip::SM80,  Chip::SM86,   Chip::SM87,
-                               Chip::SM89,  Chip::SM90,   Chip::SM90a,
-                               Chip::SM100, Chip::SM100a, Chip::SM120,
-                               Chip::SM120a};
-  return chips;
-}
-
-std::string pattn::supportedChipList() {
-  return llvm::join(llvm::map_range(kChips,
-                                    [](const ChipInfo &c) {
-                                      return c.name.str();
-                                    }),
-                    ", ");
-}
-
 std::string Eligibility::explain() const {
   if (isXqa())
     return "xqa";
@@ -148,6 +101,12 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     break;
   }
 
+  // Row 7b: XQA reads V at a scalar (or per-token) scale too; the fold
+  // moves channel scales to the output.
+  if (config.valueChannelScales)
+    fail("V channel scales not moved to the output (run "
+         "--pattn-fold-channel-scales)");
+
   // Row 8: speculative decode up to 8 query tokens per sequence.
   if (config.queryTokens < 1 || config.queryTokens > 8)
     fail(llvm::formatv("query tokens {0} not in [1, 8]", config.queryTokens));
@@ -170,6 +129,8 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "| channel K scale | folded: static table <= 24 binades with an "
         "unclamped normalizer, or dynamic with a device guard | fold always "
         "on (env opt-out) |\n"
+     << "| channel V scale | moved to the output by the fold | applied in "
+        "the kernel |\n"
      << "| query tokens per sequence | 1-8 | 1-8 with metadata bound |\n"
      << "| softcap | supported | not supported on XQA |\n";
 }

@@ -83,6 +83,8 @@ static AttentionConfig describe(PagedAttentionOp op, ::pattn::Chip chip) {
   config.keyEncoding = key.getEncoding();
   config.valueEncoding = op.getValue().getType().getEncoding();
   config.softcap = op.getSoftcap().convertToFloat();
+  config.valueChannelScales =
+      op.getValue().getType().getScale() == ScaleGranularity::channel;
   describeKeyScales(op, config);
   return config;
 }

@@ -134,4 +134,57 @@ def PAttn_LaneAttr : AttrDef<PAttn_Dialect, "Lane"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Decode plans
+//===----------------------------------------------------------------------===//
+
+def PAttn_PortablePlanAttr : AttrDef<PAttn_Dialect, "PortablePlan"> {
+  let mnemonic = "portable_plan";
+  let summary = "How the portable (fp32) decode of an attention op is tiled";
+  let description = [{
+    Written by `--pattn-plan-decode` on ops whose backend is `portable`, and
+    obeyed by `--convert-pattn-to-gpu`. A decode block of 128 threads serves
+    `heads_per_block` query heads of one KV head (each key row is read and
+    dequantized once for all of them) and `keys_per_split` keys; a merge
+    kernel combines the splits.
+
+    Example: `#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>`.
+  }];
+  let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_split);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
+  let mnemonic = "xqa_plan";
+  let summary = "How the tensor-core (XQA) decode of an attention op is tiled";
+  let description = [{
+    Written by `--pattn-plan-decode` on ops whose backend is `xqa`, and
+    obeyed by `--convert-pattn-to-gpu`. One block of four warps serves one
+    (sequence, KV head, split): the sequence's query tokens times the g heads
+    of the KV head are the M rows of `mma.sync.m16n8k16` (`rows` = 16 or
+    32, one or two m-tiles). Keys stream through a `stages`-deep ring of
+    shared memory filled by `cp.async`, `keys_per_tile` keys per stage; the
+    four warps are `key_warps` groups over a tile's keys times
+    `value_warps` groups over the value channels (each group of a key
+    group recomputes the same logits, so each warp's output accumulators
+    stay within budget). `keys_per_split` keys per block (a multiple of
+    `keys_per_tile`); `shared_bytes` of dynamic shared memory per block.
+
+    Example:
+    ```mlir
+    #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4,
+                    value_warps = 1, keys_per_split = 2048, shared_bytes = 41984>
+    ```
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$keys_per_tile,
+                        "int64_t":$stages, "int64_t":$key_warps,
+                        "int64_t":$value_warps, "int64_t":$keys_per_split,
+                        "int64_t":$shared_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def PAttn_DecodePlanAttr : AnyAttrOf<[PAttn_PortablePlanAttr, PAttn_XqaPlanAttr]>;
+
 #endif // PATTN_DIALECT_PATTN_IR_PATTNATTRS_TD

@@ -151,6 +151,8 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
       guard[0] == guard_value, read on the device (no host sync). The fold
       pass guards the folded and the unfolded form of a dynamic K table.
     - `backend`: the lowering chosen by `--pattn-select-backend`.
+    - `plan`: its tiling, written by `--pattn-plan-decode`
+      (`#pattn.xqa_plan` for `xqa`, `#pattn.portable_plan` for `portable`).
 
     Example:
     ```mlir
@@ -178,7 +180,8 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
                        DefaultValuedAttr<I64Attr, "-1">:$window,
                        DefaultValuedAttr<I64Attr, "1">:$max_query_len,
                        OptionalAttr<I32Attr>:$guard_value,
-                       OptionalAttr<PAttn_BackendAttr>:$backend);
+                       OptionalAttr<PAttn_BackendAttr>:$backend,
+                       OptionalAttr<PAttn_DecodePlanAttr>:$plan);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `key` `(` $key `:` qualified(type($key)) `)`
@@ -229,7 +232,8 @@ def PAttn_MlaDecodeOp : PAttn_Op<"mla_decode", [AttrSizedOperandSegments,
                        I64Attr:$num_heads,
                        OptionalAttr<F32Attr>:$softmax_scale,
                        DefaultValuedAttr<I64Attr, "1">:$max_query_len,
-                       OptionalAttr<PAttn_BackendAttr>:$backend);
+                       OptionalAttr<PAttn_BackendAttr>:$backend,
+                       OptionalAttr<PAttn_DecodePlanAttr>:$plan);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `cache` `(` $cache `:` qualified(type($cache)) `)`

@@ -16,6 +16,7 @@
 #define PATTN_DIALECT_PATTN_TRANSFORMS_ELIGIBILITY_H
 
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -29,20 +30,6 @@ class raw_ostream;
 } // namespace llvm
 
 namespace pattn {
-
-/// The chips pattn compiles for.
-enum class Chip : uint8_t {
-  SM80, SM86, SM87, SM89, SM90, SM90a, SM100, SM100a, SM120, SM120a
-};
-
-/// "sm_90a" -> Chip::SM90a; nullopt for anything else (sm_75, "h100", ...).
-std::optional<Chip> parseChip(llvm::StringRef name);
-llvm::StringRef stringifyChip(Chip chip);
-/// 80, 86, 87, 89, 90, 90, 100, 100, 120, 120.
-unsigned computeCapability(Chip chip);
-llvm::ArrayRef<Chip> supportedChips();
-/// "sm_80, sm_86, ..., sm_120a", for diagnostics.
-std::string supportedChipList();
 
 /// Where the per-channel K scales of an op stand, as far as the XQA path is
 /// concerned: XQA reads K at a scalar scale, so channel scales must have
@@ -73,6 +60,8 @@ struct AttentionConfig {
   int keyWantedExponent = 0;  ///< for StaticClamped
   int keyMaxExponent = 0;     ///< for StaticClamped
   float softcap = 0.0f;
+  /// V still has per-channel scales (the fold moves them to out_scale).
+  bool valueChannelScales = false;
 };
 
 /// The verdict: XQA when no condition failed. Each failure is one sentence

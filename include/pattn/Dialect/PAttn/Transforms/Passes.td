@@ -118,4 +118,42 @@ def PAttnSelectBackend : Pass<"pattn-select-backend", "::mlir::ModuleOp"> {
   ];
 }
 
+def PAttnPlanDecode : Pass<"pattn-plan-decode", "::mlir::ModuleOp"> {
+  let summary = "Write each attention op's tiling for its chosen backend";
+  let description = [{
+    For every `pattn.paged_attention` and `pattn.mla_decode` whose backend
+    `--pattn-select-backend` recorded, writes `plan`: a `#pattn.xqa_plan`
+    (rows, keys per tile, ring stages, key and value warps, keys per split,
+    shared memory bytes) for `xqa` ops, a `#pattn.portable_plan` (heads per
+    block, keys per split) for `portable` ones. `--convert-pattn-to-gpu`
+    builds exactly what the plan says, so a schedule change shows here, in
+    this pass's lit test, as a one-line diff.
+
+    The XQA plan must fit every chip in `chips`: the smallest opt-in shared
+    memory per block among them (99 KiB for sm_86/89/120, 227 KiB for
+    sm_90a/sm_100a, from the chip capability table) bounds the ring. See
+    pattn/Dialect/PAttn/Transforms/DecodePlan.h for the rules.
+
+    An op without a recorded backend is an error.
+
+    Example:
+    `pattn-opt --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a`
+    turns `{backend = #pattn.backend<xqa>}` into
+    `{backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<rows = 16,
+    keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1,
+    keys_per_split = 4096, shared_bytes = 113152>}`.
+  }];
+  let options = [
+    ListOption<"chips", "chips", "std::string",
+               "Chips the kernels are built for (default: sm_80, sm_86, "
+               "sm_89, sm_90a, sm_100a, sm_120a)">,
+    Option<"keysPerSplit", "keys-per-split", "int64_t", /*default=*/"512",
+           "Keys one portable decode block processes (a multiple of 128)">,
+    Option<"xqaKeysPerSplit", "xqa-keys-per-split", "int64_t",
+           /*default=*/"4096",
+           "Most keys one XQA block processes; small batches split further "
+           "until the launch has about four blocks per SM">
+  ];
+}
+
 #endif // PATTN_DIALECT_PATTN_TRANSFORMS_PASSES_TD

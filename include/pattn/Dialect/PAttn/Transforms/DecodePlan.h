@@ -1,0 +1,78 @@
+//===- DecodePlan.h - How each backend tiles a decode -----------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The decode planner: from an attention op, its recorded backend and the
+// chip capability table, the tiling its kernels use (#pattn.xqa_plan or
+// #pattn.portable_plan). --pattn-plan-decode writes it on the op and
+// --convert-pattn-to-gpu obeys it; the XQA shared-memory layout is computed
+// here once so that the plan's byte count and the kernel's buffers agree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H
+#define PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H
+
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Target/TargetDescription.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+namespace pattn {
+
+/// Query heads of one KV head that a portable decode block serves together:
+/// the largest divisor of the group size up to 8.
+int64_t portableHeadsPerBlock(int64_t group);
+
+/// The element type of the XQA kernel's mma operands: bf16 when the query
+/// or either cache is bf16, else f16 (every quantized code and every
+/// nvfp4 code x group scale is exact in both).
+bool xqaUsesBf16(mlir::Type activation, mlir::pattn::CacheType key,
+                 mlir::pattn::CacheType value);
+
+/// True when a cache side is read by the mma straight from the cp.async
+/// ring (its codes already are the operand type), false when it is decoded
+/// into a tile first.
+bool xqaReadsRaw(mlir::pattn::CacheType side, bool bf16);
+
+/// Byte offsets into the XQA kernel's dynamic shared memory. The ring holds
+/// `stages` tiles of raw cache bytes (rows padded by 16 bytes, so that
+/// ldmatrix rows fall in different banks), each with its nvfp4 group scales
+/// and per-token scales; decoded tiles hold f16/bf16 rows padded by 8
+/// elements. After the key loop the ring is reused to merge the key warps.
+struct XqaSharedLayout {
+  int64_t query = 0, queryStride = 0; ///< rows x (head_dim + 8) elements
+  int64_t ring = 0, stageBytes = 0;
+  /// Within a stage; -1 when absent.
+  int64_t keyRows = 0, valueRows = 0, keyGroupScales = -1,
+          valueGroupScales = -1, keyTokenScales = -1, valueTokenScales = -1;
+  int64_t keyRowStride = 0, valueRowStride = 0; ///< bytes
+  int64_t keyGroupStride = 0, valueGroupStride = 0;
+  /// Decoded tiles (-1 when read raw) and their row strides in bytes.
+  int64_t keyTile = -1, valueTile = -1;
+  int64_t keyTileStride = 0, valueTileStride = 0;
+  /// The key-warp merge: per key warp, rows x (value_dim + 2) fp32.
+  int64_t merge = 0;
+  int64_t total = 0;
+};
+
+XqaSharedLayout layoutXqaShared(mlir::pattn::CacheType key,
+                                mlir::pattn::CacheType value, bool bf16,
+                                int64_t rows, int64_t keysPerTile,
+                                int64_t stages, int64_t keyWarps);
+
+/// The XQA plan of `op` for every chip of `chips` (the smallest shared
+/// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
+mlir::pattn::XqaPlanAttr planXqaDecode(mlir::pattn::PagedAttentionOp op,
+                                       llvm::ArrayRef<Chip> chips,
+                                       int64_t maxKeysPerSplit);
+
+/// The portable plan of a paged_attention or mla_decode op.
+mlir::pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
+                                                 int64_t keysPerSplit);
+
+} // namespace pattn
+
+#endif // PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H

@@ -1,0 +1,90 @@
+//===- TargetDescription.h - What pattn knows about each chip ---*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The one chip capability table. Every chip-specific choice (the backend
+// rules, the decode plans, the conversion instructions a kernel may use, the
+// PTX version, which kernel module a device runs) reads it; nothing else
+// names a chip. Plain facts, no MLIR: the eligibility rules, the planner,
+// the GPU lowering and the compile pipeline all link it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_TARGET_TARGETDESCRIPTION_H
+#define PATTN_TARGET_TARGETDESCRIPTION_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace pattn {
+
+/// The chips pattn compiles for.
+enum class Chip : uint8_t {
+  SM80, SM86, SM87, SM89, SM90, SM90a, SM100, SM100a, SM120, SM120a
+};
+
+/// "sm_90a" -> Chip::SM90a; nullopt for anything else (sm_75, "h100", ...).
+std::optional<Chip> parseChip(llvm::StringRef name);
+llvm::StringRef stringifyChip(Chip chip);
+/// 80, 86, 87, 89, 90, 90, 100, 100, 120, 120.
+unsigned computeCapability(Chip chip);
+llvm::ArrayRef<Chip> supportedChips();
+/// "sm_80, sm_86, ..., sm_120a", for diagnostics.
+std::string supportedChipList();
+
+/// One row of the table.
+struct TargetDescription {
+  Chip chip;
+  llvm::StringRef name;        ///< "sm_90a"
+  unsigned capability;         ///< 90
+  /// An arch-specific target ("a" suffix): its cubins run on exactly this
+  /// compute capability, never on a later one.
+  bool archSpecific;
+  llvm::StringRef ptxFeatures; ///< "+ptx80", "+ptx81", "+ptx86", "+ptx87"
+  /// mma.sync.m16n8k16 with f16/bf16 operands and fp32 accumulation.
+  bool hasMmaSync;
+  /// ldmatrix (plain and .trans).
+  bool hasLdmatrix;
+  /// cp.async (4, 8 and 16 bytes; .cg for 16).
+  bool hasCpAsync;
+  /// Warpgroup mma (wgmma.mma_async): sm_90a only.
+  bool hasWgmma;
+  /// Bulk tensor copies (TMA): sm_90 and up.
+  bool hasTma;
+  /// cvt.rn.f16x2.e4m3x2 / e5m2x2 (sm_89 and up).
+  bool hasFp8Conversion;
+  /// cvt.rn.f16x2.e2m1x2 (sm_100a / sm_120a families).
+  bool hasFp4Conversion;
+  /// Shared memory one block may opt into (bytes).
+  int64_t sharedMemoryPerBlock;
+  /// Shared memory of one SM (bytes).
+  int64_t sharedMemoryPerSM;
+  /// 32-bit registers of one SM, and at most per thread.
+  int64_t registersPerSM;
+  int64_t registersPerThread;
+  /// Resident threads per SM.
+  int64_t threadsPerSM;
+};
+
+const TargetDescription &getTargetDescription(Chip chip);
+
+/// The chips `pattn-compile` builds for when none are named.
+llvm::ArrayRef<Chip> defaultCompileChips();
+
+/// The chip whose kernels a device of compute capability `capability` runs,
+/// among `built`: the first built chip of exactly that capability, else the
+/// highest generic (not arch-specific) chip below it, whose PTX the driver
+/// compiles forward, else nullopt. So an sm_100a build is never chosen for
+/// a 12.0 device.
+std::optional<Chip> chipForDevice(llvm::ArrayRef<Chip> built,
+                                  unsigned capability);
+
+} // namespace pattn
+
+#endif // PATTN_TARGET_TARGETDESCRIPTION_H

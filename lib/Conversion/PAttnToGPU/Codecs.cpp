@@ -1,0 +1,193 @@
+//===- Codecs.cpp - Word decoders shared by the decode kernels ------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the word decoders of Codecs.h. Every decoder is
+// exact: each code of every encoding is an f16 value (e4m3 subnormals
+// included), so the f16x2 arithmetic below never rounds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Codecs.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <string>
+
+using namespace mlir;
+using namespace mlir::pattn;
+
+namespace pattn {
+
+int64_t elementsPerWord(Encoding encoding) {
+  switch (encoding) {
+  case Encoding::f16:
+  case Encoding::bf16:
+    return 2;
+  case Encoding::i4:
+  case Encoding::nvfp4:
+    return 8;
+  default:
+    return 4;
+  }
+}
+
+Value f16PairOf(KernelBuilder &kb, Value bits) {
+  return vector::BitCastOp::create(
+      kb.b, kb.loc, VectorType::get({2}, kb.b.getF16Type()),
+      vector::BroadcastOp::create(
+          kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), bits));
+}
+
+Value f16Splat(KernelBuilder &kb, float value) {
+  auto pairType = VectorType::get({2}, kb.b.getF16Type());
+  return arith::ConstantOp::create(
+      kb.b, kb.loc,
+      DenseElementsAttr::get(
+          pairType, APFloat(APFloat::IEEEhalf(), std::to_string(value))));
+}
+
+/// (word >> shift & mask) | 0x64006400 as two f16 (1024 + code), minus
+/// `bias` in f16x2: exact, the results are small integers.
+static Value magicPair(KernelBuilder &kb, Value word, int64_t shift,
+                       int32_t mask, float bias) {
+  Value shifted = shift ? kb.shru(word, kb.i32(shift)) : word;
+  Value bits = kb.ori(kb.andi(shifted, kb.i32(mask)), kb.i32(0x64006400));
+  return arith::SubFOp::create(kb.b, kb.loc, f16PairOf(kb, bits),
+                               f16Splat(kb, bias));
+}
+
+/// Two minifloat codes at bits [15:0] and [31:16] of `codes` as one f16
+/// pair: `(codes & magnitudeMask) << magnitudeShift | (codes & signMask) <<
+/// signShift` are their f16 bit patterns up to the exponent bias, which one
+/// f16x2 multiply by `scale` (a power of two, exact) restores.
+static Value minifloatPair(KernelBuilder &kb, Value codes,
+                           int32_t magnitudeMask, int64_t magnitudeShift,
+                           int32_t signMask, int64_t signShift, float scale) {
+  Value bits = kb.shl(kb.andi(codes, kb.i32(magnitudeMask)),
+                      kb.i32(magnitudeShift));
+  if (signMask)
+    bits = kb.ori(bits, kb.shl(kb.andi(codes, kb.i32(signMask)),
+                               kb.i32(signShift)));
+  Value pair = f16PairOf(kb, bits);
+  if (scale != 1.0f)
+    pair = arith::MulFOp::create(kb.b, kb.loc, pair, f16Splat(kb, scale));
+  return pair;
+}
+
+SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
+                                         Value word) {
+  MLIRContext *context = kb.b.getContext();
+  auto halfPair = VectorType::get({2}, kb.b.getF16Type());
+  SmallVector<ChannelPair> pairs;
+  switch (encoding) {
+  case Encoding::f16:
+    pairs.push_back({f16PairOf(kb, word), 0, 1});
+    return pairs;
+  case Encoding::bf16: {
+    Value pair = vector::BitCastOp::create(
+        kb.b, kb.loc, VectorType::get({2}, kb.b.getBF16Type()),
+        vector::BroadcastOp::create(
+            kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), word));
+    pairs.push_back({pair, 0, 1});
+    return pairs;
+  }
+  case Encoding::f8e4m3:
+    if (kb.hardwareFp8) {
+      // cvt.rn.f16x2.e4m3x2, two bytes at a time: byte 2q is the low half.
+      auto halfType = IntegerType::get(context, 16);
+      auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
+      for (int64_t q = 0; q < 2; ++q) {
+        Value bits = arith::TruncIOp::create(
+            kb.b, kb.loc, halfType, q ? kb.shru(word, kb.i32(16)) : word);
+        Value codes = vector::BitCastOp::create(
+            kb.b, kb.loc, bytePair,
+            vector::BroadcastOp::create(kb.b, kb.loc,
+                                        VectorType::get({1}, halfType), bits));
+        Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+            kb.b, kb.loc, Type(halfPair), codes, /*relu=*/false,
+            Type(Float8E4M3FNType::get(context)));
+        pairs.push_back({halves, 2 * q, 2 * q + 1});
+      }
+      return pairs;
+    }
+    // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
+    // bit 15, then one f16x2 multiply by 2^(15 - 7).
+    for (int64_t q = 0; q < 2; ++q)
+      pairs.push_back({minifloatPair(kb, q ? kb.shru(word, kb.i32(8)) : word,
+                                     0x007F007F, 7, 0x00800080, 8, 256.0f),
+                       q, q + 2});
+    return pairs;
+  case Encoding::f8e5m2:
+    // e5m2 is the top byte of an f16: bytes q and q + 2 by one shift.
+    for (int64_t q = 0; q < 2; ++q)
+      pairs.push_back({minifloatPair(kb, q ? kb.shru(word, kb.i32(8)) : word,
+                                     0x00FF00FF, 8, 0, 0, 1.0f),
+                       q, q + 2});
+    return pairs;
+  case Encoding::nvfp4:
+    if (kb.hardwareFp4) {
+      // cvt.rn.f16x2.e2m1x2 per byte: its low nibble is the low half.
+      auto byteType = IntegerType::get(context, 8);
+      for (int64_t q = 0; q < 4; ++q) {
+        Value byte = arith::TruncIOp::create(
+            kb.b, kb.loc, byteType, q ? kb.shru(word, kb.i32(8 * q)) : word);
+        Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
+            kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
+            Type(Float4E2M1FNType::get(context)));
+        pairs.push_back({halves, 2 * q, 2 * q + 1});
+      }
+      return pairs;
+    }
+    // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
+    // bit 15, times 2^(15 - 1) in f16x2 (0.5 included).
+    for (int64_t p = 0; p < 4; ++p)
+      pairs.push_back({minifloatPair(kb, p ? kb.shru(word, kb.i32(4 * p)) : word,
+                                     0x00070007, 9, 0x00080008, 12, 16384.0f),
+                       p, p + 4});
+    return pairs;
+  case Encoding::i8: {
+    // Bytes q and q + 2 as 1024 + (b ^ 0x80), minus 1152.
+    Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
+                                         kb.i32(int32_t(0x80808080u)));
+    for (int64_t q = 0; q < 2; ++q)
+      pairs.push_back({magicPair(kb, biased, 8 * q, 0x00FF00FF, 1152.0f), q,
+                       q + 2});
+    return pairs;
+  }
+  case Encoding::i4:
+    // Nibbles p and p + 4 as 1024 + n, minus 1032.
+    for (int64_t p = 0; p < 4; ++p)
+      pairs.push_back({magicPair(kb, word, 4 * p, 0x000F000F, 1032.0f), p,
+                       p + 4});
+    return pairs;
+  }
+  llvm_unreachable("unknown encoding");
+}
+
+SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
+                              Value word) {
+  SmallVector<Value> values(elementsPerWord(encoding));
+  if (encoding == Encoding::f16 || encoding == Encoding::bf16) {
+    // Two 16-bit fields widened directly (no vector round trip).
+    for (int64_t k = 0; k < 2; ++k) {
+      Value bits = kb.andi(k ? kb.shru(word, kb.i32(16)) : word,
+                           kb.i32(0xFFFF));
+      values[k] = encoding == Encoding::f16 ? kb.decodeF16Bits(bits)
+                                            : kb.decodeBF16Bits(bits);
+    }
+    return values;
+  }
+  for (const ChannelPair &pair : decodeWordPairs(kb, encoding, word)) {
+    values[pair.low] =
+        kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair.pair, 0));
+    values[pair.high] =
+        kb.toF32(vector::ExtractOp::create(kb.b, kb.loc, pair.pair, 1));
+  }
+  return values;
+}
+
+} // namespace pattn

@@ -1,0 +1,53 @@
+//===- Codecs.h - Word decoders shared by the decode kernels ----*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Decoding a 32-bit word of cache codes into packed f16x2 (bf16x2 for bf16
+// codes) pairs, exactly and without a conversion instruction per element:
+// integer codes by the magic-number trick, minifloat codes by moving their
+// bits into f16 bit patterns (or by the chip's conversion instruction where
+// the kernel module's chips have one). The portable kernel widens the pairs
+// to fp32; the tensor-core kernel stores them as mma operand tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_CODECS_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_CODECS_H
+
+#include "KernelBuilder.h"
+
+namespace pattn {
+
+/// Two decoded elements of a word: `pair` (vector<2xf16>, or vector<2xbf16>
+/// for bf16 codes) holds the word's elements `low` (bits [15:0] of the
+/// pair) and `high`, counted from the word's first element.
+struct ChannelPair {
+  mlir::Value pair;
+  int64_t low, high;
+};
+
+/// Elements of `encoding` in a 32-bit word: 2, 4 or 8.
+int64_t elementsPerWord(mlir::pattn::Encoding encoding);
+
+/// The unscaled values of a little-endian word of codes, as pairs (which
+/// elements share a pair depends on the encoding and the chip).
+llvm::SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb,
+                                               mlir::pattn::Encoding encoding,
+                                               mlir::Value word);
+
+/// The same as fp32 values in element order.
+llvm::SmallVector<mlir::Value> decodeWord(KernelBuilder &kb,
+                                          mlir::pattn::Encoding encoding,
+                                          mlir::Value word);
+
+/// A 32-bit word seen as a vector<2xf16> (bits [15:0] are element 0).
+mlir::Value f16PairOf(KernelBuilder &kb, mlir::Value bits);
+
+/// `value` in both halves of a vector<2xf16> constant.
+mlir::Value f16Splat(KernelBuilder &kb, float value);
+
+} // namespace pattn
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_CODECS_H

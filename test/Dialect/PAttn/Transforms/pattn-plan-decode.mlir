@@ -1,0 +1,53 @@
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_80 --pattn-plan-decode --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ALL
+// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --pattn-plan-decode=keys-per-split=1024 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=PORT
+// RUN: not pattn-opt %s --pattn-plan-decode 2>&1 | FileCheck %s --check-prefix=NOBACKEND
+
+// The plan of each backend, per shape and chip. On sm_90a alone a 3-stage
+// ring of 64-key tiles fits (227 KiB per block); the default chip list
+// includes sm_86/89/120 (99 KiB), which caps the f16 D128 ring at 2 stages.
+
+// H200-LABEL: func.func @f16_d128_g4
+// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 108800>
+// ALL-LABEL: func.func @f16_d128_g4
+// ALL: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 73984>
+// PORT-LABEL: func.func @f16_d128_g4
+// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
+!f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !f16c
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !f16c) value(%k : !f16c)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// 8 query tokens x g = 4: 32 rows, two m-tiles; D256 outputs need the four
+// warps split over the value channels.
+// H200-LABEL: func.func @i4_d256_spec
+// H200: plan = #pattn.xqa_plan<rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4
+// PORT-LABEL: func.func @i4_d256_spec
+// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
+!i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>
+func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memref<?x16x256xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x16x256xbf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x4x128xi8>) : !i4c
+  pattn.paged_attention query(%q : memref<?x16x256xbf16>) key(%k : !i4c) value(%k : !i4c)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      k_scale(%s : memref<1xf32>) v_scale(%s : memref<1xf32>)
+      outs(%o : memref<?x16x256xbf16>) {num_heads = 16 : i64, max_query_len = 8 : i64}
+  return
+}
+
+// MLA stays portable (its tensor-core kernel is not built yet).
+// H200-LABEL: func.func @mla
+// H200: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 512>
+!rec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
+  %r = pattn.bind_cache storage(%c : memref<?x64x368xi8>) : !rec
+  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%r : !rec)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// NOBACKEND: error: 'pattn.paged_attention' op has no backend; run --pattn-select-backend before --pattn-plan-decode
