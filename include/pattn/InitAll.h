@@ -21,8 +21,10 @@ namespace pattn {
 
 /// Inserts the pattn dialect and the upstream dialects its pipeline parses
 /// and produces (func, arith, bufferization, math, memref, scf, vector, gpu,
-/// nvgpu, nvvm, llvm), the NVVM target attribute model, the convert-to-LLVM interfaces
-/// and the LLVM IR translations that `gpu-module-to-binary` needs.
+/// nvgpu, nvvm, llvm), the NVVM target attribute model, the convert-to-LLVM
+/// interfaces and the LLVM IR translations that `gpu-module-to-binary`
+/// needs. nvgpu is here for the tensor-core kernels, which
+/// `convert-nvgpu-to-nvvm` lowers (test/Target/pattn-compile-nvgpu.mlir).
 void registerAllDialects(mlir::DialectRegistry &registry);
 
 /// Registers pattn's passes and the upstream passes and pipelines.

@@ -5,8 +5,9 @@ running the ``pattn-compile`` executable; it never links against the
 compiler, so this package stays pure Python and works with any build.
 
 With ``$PATTN_ARTIFACT_DIR`` set, artifacts are cached there under a hash of
-the source and the chips: a machine with the compiler fills the directory,
-and a GPU machine without it (the compiler needs LLVM/MLIR 22) loads from it.
+the source, the chips and the options: a machine with the compiler fills the
+directory, and a GPU machine without it (the compiler needs LLVM/MLIR 22)
+loads from it.
 The runtime library is copied next to the artifacts, which find it through
 their ``$ORIGIN`` rpath.
 """
@@ -29,6 +30,9 @@ _REPO_COMPILER = (pathlib.Path(__file__).resolve().parents[2] / "build" /
                   "bin" / "pattn-compile")
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+# The values of pattn-compile's --backend (pattn-select-backend's force=).
+BACKENDS = ("auto", "xqa", "portable")
 
 
 def find_compiler(compiler: Optional[PathLike] = None) -> str:
@@ -91,7 +95,8 @@ def _copy_runtime(directory: str, compiler: str) -> None:
 def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
             output: Optional[PathLike] = None,
             compiler: Optional[PathLike] = None,
-            hardware_conversions: bool = True) -> str:
+            hardware_conversions: bool = True,
+            backend: str = "auto", fold: bool = True) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text or the path of a ``.mlir`` file; ``chips`` is a
@@ -101,12 +106,35 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     compiler's diagnostics on failure. ``hardware_conversions=False`` decodes
     with bit tricks even where a chip has conversion instructions (the two
     give the same values; this is for comparing them).
+
+    ``backend`` chooses the lowering of every attention op: ``"auto"`` (by
+    the eligibility table), ``"xqa"`` (an ineligible op is a compile error)
+    or ``"portable"``; any other value raises :class:`pattn.CompileError`
+    before anything runs. ``fold=False`` skips the channel-scale fold, so
+    ops with K channel scales stay unfolded and go portable (for testing).
     """
+    if backend not in BACKENDS:
+        raise CompileError(f"unknown backend {backend!r}; expected one of "
+                           f"{', '.join(BACKENDS)}")
     chip_list = chips if isinstance(chips, str) else ",".join(chips)
     if not chip_list:
         raise CompileError("no chips to compile for")
-    variant = chip_list if hardware_conversions else \
-        f"{chip_list} --hardware-conversions=false"
+    # pattn-compile's options besides the chips; defaults are left out.
+    flags = []
+    if not hardware_conversions:
+        flags.append("--hardware-conversions=false")
+    if backend != "auto":
+        flags.append(f"--backend={backend}")
+    if not fold:
+        flags.append("--fold=false")
+    # The cache key names the backend and the fold even at their defaults,
+    # so artifacts cached when pattn-compile forced the portable backend are
+    # not taken for backend="auto" ones.
+    key_options = [f"--backend={backend}",
+                   f"--fold={'true' if fold else 'false'}"]
+    if not hardware_conversions:
+        key_options.append("--hardware-conversions=false")
+    variant = " ".join([chip_list] + key_options)
     cached = _cached_artifact(source, variant) if output is None else None
     if cached and os.path.isfile(cached):
         return cached
@@ -136,9 +164,7 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
             owns_output = False
 
         command = [executable, input_path, f"--chips={chip_list}", "-o",
-                   output_path]
-        if not hardware_conversions:
-            command.append("--hardware-conversions=false")
+                   output_path] + flags
         try:
             result = subprocess.run(command, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True,

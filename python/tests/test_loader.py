@@ -610,6 +610,65 @@ def test_compile_can_turn_hardware_conversions_off(fake_compiler, tmp_path,
     assert hard != soft
 
 
+def test_compile_passes_the_backend_and_the_fold(fake_compiler, tmp_path):
+    compiler, log = fake_compiler
+    output = tmp_path / "out.so"
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  backend="portable", fold=False)
+    argv = json.loads(log.read_text())
+    assert argv[1:] == ["--chips=sm_90a", "-o", str(output),
+                        "--backend=portable", "--fold=false"]
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  backend="xqa", hardware_conversions=False)
+    argv = json.loads(log.read_text())
+    assert argv[1:] == ["--chips=sm_90a", "-o", str(output),
+                        "--hardware-conversions=false", "--backend=xqa"]
+    # The defaults add nothing to the command line.
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  backend="auto", fold=True)
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output)]
+
+
+@pytest.mark.parametrize("backend", ["bogus", "XQA", "", None])
+def test_compile_rejects_an_unknown_backend_before_running(fake_compiler,
+                                                          tmp_path,
+                                                          monkeypatch,
+                                                          backend):
+    compiler, log = fake_compiler
+    cache = tmp_path / "artifacts"
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(cache))
+    with pytest.raises(pattn.CompileError,
+                       match="unknown backend .*expected one of auto, xqa, "
+                             "portable"):
+        pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                      backend=backend)
+    # Nothing ran and nothing was cached.
+    assert not log.exists()
+    assert not cache.exists()
+
+
+def test_artifact_cache_keeps_backends_and_folds_apart(fake_compiler,
+                                                       tmp_path, monkeypatch):
+    compiler, log = fake_compiler
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    variants = [{}, {"backend": "xqa"}, {"backend": "portable"},
+                {"fold": False}, {"backend": "portable", "fold": False}]
+    paths = [pattn.compile(MLIR, chips="sm_90a", compiler=compiler, **options)
+             for options in variants]
+    assert len(set(paths)) == len(variants)
+    # Spelling out a default finds the default's entry without compiling.
+    log.unlink()
+    again = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                          backend="auto", fold=True)
+    assert again == paths[0] and not log.exists()
+    # The key names the backend even at its default: an artifact cached
+    # under the chips alone (when the backend was forced to portable) is
+    # not taken for an "auto" one.
+    old_key = _compiler._cached_artifact(MLIR, "sm_90a")
+    assert old_key not in paths
+
+
 def test_compile_takes_a_file_and_makes_a_temporary_output(fake_compiler,
                                                            tmp_path):
     compiler, log = fake_compiler
@@ -733,6 +792,22 @@ def test_compiled_example_reports_a_missing_driver(tmp_path):
     assert outcome["status"] == 1, outcome
     assert "CUDA driver not found" in outcome["detail"]
     assert "libcuda" in outcome["detail"]
+
+
+def test_real_compiler_checks_the_backend(tmp_path):
+    """pattn-compile itself: backend="xqa" on an op the eligibility table
+    rejects is a compile error naming the failed condition."""
+    try:
+        compiler = pattn.find_compiler()
+    except pattn.CompileError as error:
+        pytest.skip(str(error))
+    with pytest.raises(pattn.CompileError,
+                       match="force=xqa, but the op is not eligible") as caught:
+        pattn.compile(REPO / "examples" / "mla_nvfp4.mlir", chips="sm_90a",
+                      output=tmp_path / "mla.so", compiler=compiler,
+                      backend="xqa")
+    assert "--backend=xqa" in caught.value.command
+    assert not (tmp_path / "mla.so").exists()
 
 
 # ---------------------------------------------------------------------------

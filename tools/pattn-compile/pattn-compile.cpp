@@ -9,6 +9,9 @@
 // for every requested chip embedded as one fatbin, so the CUDA driver picks
 // the cubin matching the device's compute capability at load time. It also
 // emits the intermediate forms (--emit=mlir|llvm|ptx|cubin) for inspection.
+// Every form comes from pattn::buildCompilePipeline (--emit=mlir stops after
+// its pattn part), so --backend, --fold and the other options mean the same
+// for each.
 //
 // An entry point `f(memref args...)` becomes
 //   int32_t f(<expanded memrefs>..., void *stream)
@@ -53,33 +56,50 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// --help lists these; LLVM's own options stay usable but hidden.
+static cl::OptionCategory toolCategory("pattn-compile options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
-                                      cl::init("-"));
+                                      cl::init("-"), cl::cat(toolCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
-                                       cl::value_desc("path"), cl::init("-"));
+                                       cl::value_desc("path"), cl::init("-"),
+                                       cl::cat(toolCategory));
 static cl::list<std::string>
-    chips("chips", cl::CommaSeparated,
+    chips("chips", cl::CommaSeparated, cl::cat(toolCategory),
           cl::desc("Chips to build for (default: sm_80,sm_86,sm_89,sm_90a,"
                    "sm_100a,sm_120a)"));
 static cl::opt<std::string>
-    emit("emit", cl::init("so"),
+    emit("emit", cl::init("so"), cl::cat(toolCategory),
          cl::desc("What to produce: so (shared library, the default), mlir "
-                  "(after the pattn lowering), llvm (LLVM IR of the host "
-                  "code with the embedded fatbin), ptx, cubin (one file per "
+                  "(after the fold, the backend choice and "
+                  "convert-pattn-to-gpu), llvm (LLVM IR of the host code "
+                  "with the embedded fatbin), ptx, cubin (one file per "
                   "chip: <output>.<chip>.cubin)"));
 static cl::opt<std::string>
-    runtimeDir("runtime-dir",
+    runtimeDir("runtime-dir", cl::cat(toolCategory),
                cl::desc("Directory of libpattn_runtime.so (default: ../lib "
                         "next to this executable)"));
-static cl::opt<bool> showRemarks("remarks",
+static cl::opt<bool> showRemarks("remarks", cl::cat(toolCategory),
                                  cl::desc("Print the backend remarks"));
 static cl::opt<int64_t> keysPerSplit("keys-per-split", cl::init(512),
+                                     cl::cat(toolCategory),
                                      cl::desc("Keys one decode block reads"));
 static cl::opt<bool> hardwareConversions(
-    "hardware-conversions", cl::init(true),
+    "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
              "allows; =false decodes with bit tricks on every chip (for "
              "comparing the two)"));
+static cl::opt<std::string>
+    backend("backend", cl::init("auto"), cl::value_desc("auto|xqa|portable"),
+            cl::cat(toolCategory),
+            cl::desc("Backend of every attention op: auto (the default; by "
+                     "the eligibility table), xqa (an ineligible op is an "
+                     "error) or portable"));
+static cl::opt<bool>
+    fold("fold", cl::init(true), cl::cat(toolCategory),
+         cl::desc("Fold channel scales (pattn-fold-channel-scales); =false "
+                  "leaves them unfolded, so ops with K channel scales go "
+                  "portable (for testing)"));
 
 /// Prints a message prefixed with the tool's name; returns 1.
 static int fail(const llvm::Twine &message) {
@@ -247,6 +267,7 @@ static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   ::pattn::registerAllPasses();
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "pattn-compile: pattn IR to a loadable library\n");
 
@@ -287,26 +308,18 @@ int main(int argc, char **argv) {
   if (emit == "so" && outputFile == "-")
     return fail("a shared library needs -o <path>");
 
+  ::pattn::CompileOptions options;
+  options.chips = chipNames;
+  options.format = emit == "ptx" ? "isa" : "bin";
+  options.keysPerSplit = keysPerSplit;
+  options.hardwareConversions = hardwareConversions;
+  options.backend = backend;
+  options.fold = fold;
   PassManager pm(&context);
-  if (emit == "mlir") {
-    if (failed(parsePassPipeline(
-            "builtin.module(pattn-fold-channel-scales,pattn-select-backend{chip=" +
-                chipNames.front() +
-                " force=portable},convert-pattn-to-gpu{keys-per-split=" +
-                std::to_string(keysPerSplit) + " chips=" +
-                llvm::join(chipNames, ",") + " hardware-conversions=" +
-                (hardwareConversions ? "true" : "false") + "})",
-            pm)))
-      return fail("internal error: bad pipeline");
-  } else {
-    ::pattn::CompileOptions options;
-    options.chips = chipNames;
-    options.format = emit == "ptx" ? "isa" : "bin";
-    options.keysPerSplit = keysPerSplit;
-    options.hardwareConversions = hardwareConversions;
-    if (failed(::pattn::buildCompilePipeline(pm, options, errorMessage)))
-      return fail(errorMessage);
-  }
+  if (failed(emit == "mlir"
+                 ? ::pattn::buildPAttnToGPUPipeline(pm, options, errorMessage)
+                 : ::pattn::buildCompilePipeline(pm, options, errorMessage)))
+    return fail(errorMessage);
   if (failed(pm.run(*module)))
     return 1;
 

@@ -6,7 +6,9 @@
 //
 // The `pattn-compile` pipeline: from pattn ops to a module whose host code is
 // LLVM dialect and whose kernels are a gpu.binary with one object per chip.
-// Compilers that embed pattn add it to their own pass manager.
+// Compilers that embed pattn add it to their own pass manager; the tools and
+// the Python package reach it through `pattn-compile`, so one builder decides
+// what every entry point runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,15 +43,38 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Use the chips' conversion instructions where the target "
                      "table allows (false: bit tricks on every chip)"),
       llvm::cl::init(true)};
+  // A string rather than ForceBackend so that a bad value reaches
+  // buildCompilePipeline, which names it and the choices.
+  Option<std::string> backend{
+      *this, "backend",
+      llvm::cl::desc("Backend of every attention op: auto (by the eligibility "
+                     "table), xqa (an ineligible op is an error) or portable"),
+      llvm::cl::init("auto")};
+  Option<bool> fold{
+      *this, "fold",
+      llvm::cl::desc("Run pattn-fold-channel-scales (false leaves channel "
+                     "scales unfolded, for testing the unfolded path)"),
+      llvm::cl::init(true)};
 };
 
-/// Adds the whole pipeline to `pm` (anchored on builtin.module). Fails with
-/// a message when a chip or the format is unknown.
+/// Adds the pattn part of the pipeline to `pm` (anchored on builtin.module):
+/// the fold (unless `fold` is false), pattn-select-backend and
+/// convert-pattn-to-gpu. The result holds host code in upstream dialects and
+/// one gpu.module of kernels per chip group; `pattn-compile --emit=mlir`
+/// prints it. Fails with a message when a chip or the backend is unknown.
+llvm::LogicalResult buildPAttnToGPUPipeline(mlir::OpPassManager &pm,
+                                            const CompileOptions &options,
+                                            std::string &error);
+
+/// Adds the whole pipeline to `pm` (anchored on builtin.module): the pattn
+/// part above, then the NVGPU/GPU-to-NVVM lowering, serialization and the
+/// host lowering to LLVM. Fails with a message when a chip, the backend or
+/// the format is unknown.
 llvm::LogicalResult buildCompilePipeline(mlir::OpPassManager &pm,
                                          const CompileOptions &options,
                                          std::string &error);
 
-/// Registers `--pattn-compile`.
+/// Registers `--pattn-compile`; bad options make the pipeline fail to parse.
 void registerCompilePipeline();
 
 } // namespace pattn
