@@ -60,6 +60,9 @@ class Shape:
 
 
 #: PERF.md's decode shapes (one query token per sequence).
+# The pattn backend the benchmark compiles for (auto: XQA where eligible).
+BACKEND = os.environ.get("PATTN_BENCH_BACKEND", "auto")
+
 SHAPES = [
     Shape("B4-32/8-D128-L32K", 4, 32, 8, 128, 32768),
     Shape("B4-24/4-D256-L32K", 4, 24, 4, 256, 32768),
@@ -195,7 +198,7 @@ def precompile(chip: str, block_size: int, layout: str) -> int:
         for cache in CACHES:
             text = ir.emit_paged(bench_config(shape, cache, block_size,
                                               layout)).text
-            pattn.compile(text, chips=[chip])
+            pattn.compile(text, chips=[chip], backend=BACKEND)
     print(f"{len(SHAPES) * len(CACHES)} benchmark modules for {chip}")
     return 0
 
@@ -225,7 +228,7 @@ class PattnCase:
                          for p in "kv"}
         self.module_ir = ir.emit_paged(self.config)
         self.module = pattn.load(pattn.compile(self.module_ir.text,
-                                               chips=[chip]))
+                                               chips=[chip], backend=BACKEND))
 
         # A random block table over B * ceil(L / bs) pages; -1 past the end.
         per_seq = -(-L // block_size)

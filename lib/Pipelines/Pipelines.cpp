@@ -91,11 +91,10 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   pipeline += llvm::formatv("pattn-select-backend{{chip={0} force={1}},",
                             stringifyChip(chips.front()),
                             std::string(options.backend));
-  // ---- pattn-plan-decode goes here -------------------------------------
-  // The planning pass (pattn-plan-decode: per-op tiling plans that the
-  // conversion obeys) runs right after the backend choice and before
-  // convert-pattn-to-gpu; add it to `pipeline` at this point.
-  // -----------------------------------------------------------------------
+  // The plan (tiles, stages, splits) must fit every chip built for.
+  pipeline += llvm::formatv("pattn-plan-decode{{chips={0} keys-per-split={1}},",
+                            llvm::join(chipNames, ","),
+                            int64_t(options.keysPerSplit));
   pipeline += llvm::formatv("convert-pattn-to-gpu{{keys-per-split={0} "
                             "chips={1} hardware-conversions={2}}",
                             int64_t(options.keysPerSplit),

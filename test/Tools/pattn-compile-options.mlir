@@ -28,7 +28,7 @@
 // CHECK-LABEL: func.func @static_table
 // CHECK-NOT: pattn.
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_fold_query_
-// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_decode_
+// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_xqa_decode_
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_merge_
 // CHECK-NOT: pattn.
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<{{.*}}chip = "sm_80"

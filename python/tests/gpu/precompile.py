@@ -55,13 +55,14 @@ def main() -> int:
     unique = list(dict.fromkeys(texts))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         paths = list(pool.map(
-            lambda text: pattn.compile(text, chips=[args.chip]), unique))
+            lambda text: pattn.compile(text, chips=[args.chip], backend=suite.BACKEND), unique))
     pattn.compile(suite.DISPATCH_CASE.plan().module.text,
-                  chips=suite.DISPATCH_CHIPS)
+                  chips=suite.DISPATCH_CHIPS, backend=suite.BACKEND)
     for text in (suite.NAMED[1].plan().module.text,
                  suite.NAMED[3].plan().module.text,
                  suite.mla_plan(suite.MLA_CASES[0]).module.text):
-        pattn.compile(text, chips=[args.chip], hardware_conversions=False)
+        pattn.compile(text, chips=[args.chip], hardware_conversions=False,
+                      backend=suite.BACKEND)
     print(f"{len(unique)} modules for {args.chip} in "
           f"{os.path.dirname(paths[0]) if paths else '-'}")
     return 0

@@ -60,6 +60,9 @@ def device_chip() -> str:
 
 
 CHIP = device_chip()
+# The backend every case is compiled for: auto (XQA where eligible, as the
+# compiler chooses by default) or portable; run the suite once per backend.
+BACKEND = os.environ.get("PATTN_TEST_BACKEND", "auto")
 
 #: SPEC §8: (atol, rtol) by activation type.
 TOLERANCE = {"f16": (8e-4, 5e-3), "bf16": (6e-3, 5e-3)}
@@ -85,7 +88,7 @@ class Compiler:
         for text in texts:
             if text not in self.paths:
                 self.paths[text] = self.pool.submit(
-                    pattn.compile, text, chips=[CHIP])
+                    pattn.compile, text, chips=[CHIP], backend=BACKEND)
 
     def load(self, text: str):
         if text not in self.modules:
@@ -754,7 +757,7 @@ def test_bit_tricks_and_hardware_conversion_agree_bit_for_bit(case):
         pytest.skip(f"{CHIP} has no {encoding} conversion to compare with")
     run = case.run()
     hardware = run.decode()
-    soft = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
+    soft = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP], backend=BACKEND,
                                     hardware_conversions=False))
     assert np.array_equal(hardware,
                           dataclasses.replace(run, module=soft).decode()), \
@@ -768,7 +771,7 @@ def test_mla_bit_tricks_and_hardware_e4m3_agree_bit_for_bit():
     config = MLA_CASES[0]
     assert config.preset == "fp8_ds_mla"
     plan, module, tensors, _ = mla_run(config)
-    soft = pattn.load(pattn.compile(plan.module.text, chips=[CHIP],
+    soft = pattn.load(pattn.compile(plan.module.text, chips=[CHIP], backend=BACKEND,
                                     hardware_conversions=False))
     outs = []
     for built in (module, soft):
@@ -790,7 +793,7 @@ def test_two_class_build_runs_the_device_class():
     run = DISPATCH_CASE.run()
     single = run.decode()
     text = DISPATCH_CASE.plan().module.text
-    both = pattn.load(pattn.compile(text, chips=DISPATCH_CHIPS))
+    both = pattn.load(pattn.compile(text, chips=DISPATCH_CHIPS, backend=BACKEND))
     dispatched = dataclasses.replace(run, module=both).decode()
     assert np.array_equal(single, dispatched), \
         "the two-class build differs from the single-chip build"
