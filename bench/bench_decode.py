@@ -61,7 +61,7 @@ class Shape:
 
 #: PERF.md's decode shapes (one query token per sequence).
 # The pattn backend the benchmark compiles for (auto: XQA where eligible).
-BACKEND = os.environ.get("PATTN_BENCH_BACKEND", "auto")
+BACKEND = os.environ.get("PATTN_BENCH_BACKEND", "portable")
 
 SHAPES = [
     Shape("B4-32/8-D128-L32K", 4, 32, 8, 128, 32768),

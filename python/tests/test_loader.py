@@ -617,7 +617,7 @@ def test_compile_passes_the_backend_and_the_fold(fake_compiler, tmp_path):
                   backend="portable", fold=False)
     argv = json.loads(log.read_text())
     assert argv[1:] == ["--chips=sm_90a", "-o", str(output),
-                        "--backend=portable", "--fold=false"]
+                        "--fold=false"]
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
                   backend="xqa", hardware_conversions=False)
     argv = json.loads(log.read_text())
@@ -652,8 +652,8 @@ def test_artifact_cache_keeps_backends_and_folds_apart(fake_compiler,
                                                        tmp_path, monkeypatch):
     compiler, log = fake_compiler
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "artifacts"))
-    variants = [{}, {"backend": "xqa"}, {"backend": "portable"},
-                {"fold": False}, {"backend": "portable", "fold": False}]
+    variants = [{}, {"backend": "xqa"}, {"backend": "auto"},
+                {"fold": False}, {"backend": "auto", "fold": False}]
     paths = [pattn.compile(MLIR, chips="sm_90a", compiler=compiler, **options)
              for options in variants]
     assert len(set(paths)) == len(variants)

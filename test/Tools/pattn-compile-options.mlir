@@ -4,11 +4,11 @@
 // what those passes do; a bad option is an error with exit status 1.
 
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir | FileCheck %s
-// RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
+// RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks --backend=auto -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks --backend=xqa -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks --backend=portable -o /dev/null 2>&1 | FileCheck %s --check-prefix=PORTABLE
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --fold=false | FileCheck %s --check-prefix=NOFOLD
-// RUN: pattn-compile %s --chips=sm_80 --emit=mlir --fold=false --remarks -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFOLD-REMARK
+// RUN: pattn-compile %s --chips=sm_80 --emit=mlir --fold=false --remarks --backend=auto -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFOLD-REMARK
 // RUN: not pattn-compile %s --chips=sm_80 --emit=mlir --fold=false --backend=xqa -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFOLD-XQA
 // RUN: not pattn-compile %s --chips=sm_80 --emit=mlir --backend=bogus -o /dev/null 2>&1 | FileCheck %s --check-prefix=BOGUS
 // RUN: not pattn-compile %s --chips=sm_80 --emit=llvm --backend=bogus -o /dev/null 2>&1 | FileCheck %s --check-prefix=BOGUS
@@ -28,7 +28,7 @@
 // CHECK-LABEL: func.func @static_table
 // CHECK-NOT: pattn.
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_fold_query_
-// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_xqa_decode_
+// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_decode_
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_merge_
 // CHECK-NOT: pattn.
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<{{.*}}chip = "sm_80"
@@ -51,7 +51,7 @@
 
 // PIPELINE: builtin.module(
 // PIPELINE-NEXT: pattn-fold-channel-scales,
-// PIPELINE-NEXT: pattn-select-backend{chip=sm_80 force=auto
+// PIPELINE-NEXT: pattn-select-backend{chip=sm_80 force=portable
 // PIPELINE: convert-pattn-to-gpu{chips={sm_80}
 // PIPELINE: gpu.module(
 // PIPELINE: convert-nvgpu-to-nvvm,

@@ -49,7 +49,7 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       *this, "backend",
       llvm::cl::desc("Backend of every attention op: auto (by the eligibility "
                      "table), xqa (an ineligible op is an error) or portable"),
-      llvm::cl::init("auto")};
+      llvm::cl::init("portable")};
   Option<bool> fold{
       *this, "fold",
       llvm::cl::desc("Run pattn-fold-channel-scales (false leaves channel "
