@@ -118,9 +118,11 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
   // device_async_copy): without convert-nvgpu-to-nvvm their fragments stay
   // unrealized casts and serialization fails. It runs first so that
   // convert-gpu-to-nvvm finishes the memref and index types it leaves.
+  // pattn-extern-dynamic-shared-memory then makes the dynamic shared memory
+  // window an .extern array, so that it cannot alias static shared arrays.
   std::string pipeline = llvm::formatv(
       "gpu.module(convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,"
-      "cse,reconcile-unrealized-casts),"
+      "pattn-extern-dynamic-shared-memory,cse,reconcile-unrealized-casts),"
       "gpu-module-to-binary{{format={0} toolkit={1}},"
       "convert-scf-to-cf,arith-expand,gpu-to-llvm,reconcile-unrealized-casts",
       std::string(options.format), findCudaToolkit());

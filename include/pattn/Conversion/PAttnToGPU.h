@@ -20,6 +20,7 @@
 
 namespace pattn {
 #define GEN_PASS_DECL_CONVERTPATTNTOGPU
+#define GEN_PASS_DECL_EXTERNDYNAMICSHAREDMEMORY
 #include "pattn/Conversion/Passes.h.inc"
 } // namespace pattn
 

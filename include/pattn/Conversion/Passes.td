@@ -76,4 +76,37 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
   ];
 }
 
+def ExternDynamicSharedMemory
+    : Pass<"pattn-extern-dynamic-shared-memory", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Declare a kernel's dynamic shared memory as extern for NVPTX";
+  let description = [{
+    `convert-gpu-to-nvvm` lowers `gpu.dynamic_shared_memory` to an
+    *internal* zero-length global in address space 3. NVPTX prints that as a
+    one-byte static variable (`.shared .align 16 .b8 __dynamic_shmem__0;`),
+    not as the dynamic window (`.extern .shared .align 16 .b8
+    __dynamic_shmem__0[];`). ptxas then lays the kernel's static shared
+    arrays out *after* it, so dynamic offsets alias them: the XQA decode's
+    key-liveness ring was overwritten by its query tile (found by
+    `compute-sanitizer --tool racecheck` on the H200), and a stage offset
+    could come out misaligned.
+
+    This pass, run on each kernel module right after `convert-gpu-to-nvvm`,
+    turns every such zero-length address-space-3 global without an
+    initializer into an external declaration, which NVPTX prints as the
+    `.extern` dynamic window that starts after all static shared memory.
+
+    Example:
+
+    ```mlir
+    // before
+    llvm.mlir.global internal @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    // after
+    llvm.mlir.global external @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    ```
+
+    `pattn-opt --pass-pipeline='builtin.module(gpu.module(pattn-extern-dynamic-shared-memory))'`.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // PATTN_CONVERSION_PASSES_TD

@@ -227,11 +227,17 @@ def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, what: str,
                        float(ratio.max(initial=0.0)))
     if ratio.size and ratio.max() > 1:
         worst = np.unravel_index(np.argmax(ratio), ratio.shape)
+        # Which (token, head) rows fail says more than one element does:
+        # a masking bug shows as whole rows, a decode bug as channels.
+        bad_rows = np.argwhere((ratio > 1).any(axis=-1))
+        rows = ", ".join(f"({t}, {h})" for t, h in bad_rows[:12])
         pytest.fail(
             f"{what}: {(ratio > 1).sum()} of {ratio.size} outputs outside "
             f"atol {atol} + rtol {rtol}; worst at [token, head, channel] = "
             f"{tuple(int(i) for i in worst)}: got {got[worst]:.6g}, want "
-            f"{want[worst]:.6g} (max abs err {error.max():.3g})")
+            f"{want[worst]:.6g} (max abs err {error.max():.3g}); "
+            f"{len(bad_rows)} of {ratio.shape[0] * ratio.shape[1]} [token, "
+            f"head] rows fail: {rows}")
 
 
 # ---------------------------------------------------------------------------
