@@ -15,6 +15,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <algorithm>
+#include <cassert>
 #include <string>
 
 using namespace mlir;
@@ -166,6 +168,37 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     return pairs;
   }
   llvm_unreachable("unknown encoding");
+}
+
+SmallVector<Value> decodeWordHalves(KernelBuilder &kb, Encoding encoding,
+                                    Value word) {
+  int64_t half = std::max<int64_t>(elementsPerWord(encoding) / 2, 1);
+  Value source = word;
+  bool savedFp4 = kb.hardwareFp4;
+  if (encoding == Encoding::f8e4m3 && kb.hardwareFp8) {
+    // cvt pairs adjacent bytes: bytes [0, 2, 1, 3] make them 0|2 and 1|3.
+    // (prmt's default mode takes two sources; the second is unused here.)
+    Value selector = kb.i32(0x3120);
+    source = NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), word,
+                                     word, selector,
+                                     NVVM::PermuteMode::DEFAULT);
+  }
+  // cvt.rn.f16x2.e2m1x2 pairs the nibbles of a byte, never j and j + 4.
+  if (encoding == Encoding::nvfp4)
+    kb.hardwareFp4 = false;
+  SmallVector<ChannelPair> pairs = decodeWordPairs(kb, encoding, source);
+  kb.hardwareFp4 = savedFp4;
+  SmallVector<Value> halves(half);
+  for (const ChannelPair &pair : pairs) {
+    // After the permute, the hardware fp8 pairs (0, 1), (2, 3) of `source`
+    // are the elements (0, 2), (1, 3) of `word`.
+    int64_t j = encoding == Encoding::f8e4m3 && kb.hardwareFp8
+                    ? pair.low / 2
+                    : pair.low;
+    assert(j < half && "not a pair across halves");
+    halves[j] = pair.pair;
+  }
+  return halves;
 }
 
 SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,

@@ -37,6 +37,16 @@ llvm::SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb,
                                                mlir::pattn::Encoding encoding,
                                                mlir::Value word);
 
+/// The pairs of a word across its two 16-bit halves, in order: pair j holds
+/// element j (low half) and element j + n/2 (high half) of the word's n
+/// elements. For a word of one cache row these are channels j and j + n/2;
+/// for a word that ldmatrix.trans assembled from two rows (low half from
+/// key k, high half from key k + 1) they are one channel of both keys,
+/// which is the shape of an mma operand register. One pair for f16/bf16.
+llvm::SmallVector<mlir::Value> decodeWordHalves(KernelBuilder &kb,
+                                                mlir::pattn::Encoding encoding,
+                                                mlir::Value word);
+
 /// The same as fp32 values in element order.
 llvm::SmallVector<mlir::Value> decodeWord(KernelBuilder &kb,
                                           mlir::pattn::Encoding encoding,

@@ -49,9 +49,11 @@ static constexpr llvm::StringLiteral kDeviceMultiprocessors =
 /// planner's default).
 static constexpr int64_t kDefaultXqaKeysPerSplit = 4096;
 
-/// XQA launches aim at this many decode blocks per SM: small batches get
-/// more, shorter splits (down to one tile) until the grid fills the GPU.
-static constexpr int64_t kXqaBlocksPerSM = 4;
+/// XQA splits: at most this many per (sequence, KV head), each of at least
+/// this many tiles (a split's fixed cost, the pipeline's start and the
+/// merge, is about one tile).
+static constexpr int64_t kXqaMostSplits = 64;
+static constexpr int64_t kXqaLeastTilesPerSplit = 4;
 
 /// Declares the runtime function `name` taking nothing and returning
 /// `result`; one returning a memref goes through MLIR's C interface.
@@ -393,8 +395,15 @@ void HostRewriter::lowerDecode(
     Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
     Value splits;
     if (xqa) {
+      // The split count s minimizes the decode's time in tile-times:
+      // waves(s) x (tiles per split(s) + 1), where a wave is the blocks
+      // that every SM holds at once (SMs x resident blocks per SM, the
+      // latter from the plan's shared memory on the chips built for).
+      // Ties keep the smaller s (less merge work). A loop over at most
+      // kXqaMostSplits candidates on the host, on host-known sizes only.
       int64_t tile = xqa.getKeysPerTile();
       Value sequences = kb.mul(dim(loc, blockTable, 0), kb.index(kvHeads));
+      sequences = kb.maxs(sequences, kb.index(1));
       auto ceilDiv = [&](Value a, Value b) {
         return arith::CeilDivSIOp::create(builder, loc, a, b).getResult();
       };
@@ -404,12 +413,33 @@ void HostRewriter::lowerDecode(
           func::CallOp::create(builder, loc, kDeviceMultiprocessors,
                                TypeRange{builder.getI32Type()}, ValueRange{})
               .getResult(0);
-      Value wanted = kb.mul(kb.toIndex(kb.maxs(multiprocessors, kb.i32(1))),
-                            kb.index(kXqaBlocksPerSM));
-      Value bySize = ceilDiv(maxKeys, kb.index(xqa.getKeysPerSplit()));
-      Value byDevice = ceilDiv(wanted, kb.maxs(sequences, kb.index(1)));
-      Value most = kb.maxs(ceilDiv(maxKeys, kb.index(tile)), kb.index(1));
-      splits = kb.maxs(kb.mins(kb.maxs(bySize, byDevice), most), kb.index(1));
+      multiprocessors = kb.toIndex(kb.maxs(multiprocessors, kb.i32(1)));
+      int64_t resident = xqaResidentBlocks(xqa.getSharedBytes(), chips);
+      Value wave = kb.mul(multiprocessors, kb.index(resident));
+      Value one = kb.index(1);
+      Value tiles = ceilDiv(maxKeys, kb.index(tile));
+      tiles = kb.maxs(tiles, one);
+      Value most = kb.divs(tiles, kb.index(kXqaLeastTilesPerSplit));
+      most = kb.mins(most, kb.index(kXqaMostSplits));
+      most = kb.maxs(most, one);
+      auto cost = [&](Value candidate) {
+        Value waves = ceilDiv(kb.mul(candidate, sequences), wave);
+        Value perSplit = kb.add(ceilDiv(tiles, candidate), one);
+        return kb.mul(waves, perSplit);
+      };
+      Value firstCost = cost(one);
+      Value upper = kb.add(most, one);
+      SmallVector<Value> best = kb.forLoop(
+          kb.index(2), upper, one, {one, firstCost},
+          [&](Value candidate, ValueRange carried) -> SmallVector<Value> {
+            Value candidateCost = cost(candidate);
+            Value better = kb.cmpi(arith::CmpIPredicate::slt, candidateCost,
+                                   carried[1]);
+            Value bestSplits = kb.select(better, candidate, carried[0]);
+            Value bestCost = kb.select(better, candidateCost, carried[1]);
+            return {bestSplits, bestCost};
+          });
+      splits = best[0];
     } else {
       Value perSplit = kb.index(splitKeys);
       Value bySize =

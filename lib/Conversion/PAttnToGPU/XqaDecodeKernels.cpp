@@ -11,9 +11,20 @@
 // dequantized once for all of them:
 //
 //   cp.async ring (raw cache rows, stages deep)
-//     -> decode (quantized sides: Codecs.h words -> f16/bf16 tile)
-//     -> ldmatrix -> S = Q Kᵀ (mma) -> online softmax in registers
+//     -> ldmatrix of raw bytes -> decode in registers (Codecs.h)
+//     -> S = Q Kᵀ (mma) -> online softmax in registers
 //     -> P (registers, re-packed as the A operand) x ldmatrix.trans(V) (mma)
+//
+// ldmatrix moves 16-bit elements and does not care what they hold. On a
+// quantized K row a thread receives one 32-bit word of consecutive codes of
+// one key; decodeWordHalves turns it into f16x2 pairs of channels (j,
+// j + n/2), which become the B registers of one or two k-steps. The
+// channels of a k-step are therefore a fixed permutation of the row's, and
+// the query tile is stored in the same permutation (loadQueryTile), so
+// Q Kᵀ is unchanged. On V, ldmatrix.trans gives a thread the same 16 bits
+// of two consecutive keys, so every decoded pair is one channel of two keys:
+// exactly a B register of P V. Its n-tiles cover channels with a stride
+// (valueChannel), which only the final write-out needs to know.
 //
 // Warps form `key_warps` groups over a tile's keys times `value_warps`
 // groups over the value channels; after the last tile the key groups merge
@@ -45,10 +56,11 @@ constexpr int64_t kWarpSize = 32;
 /// One side (K or V) of the cache as the XQA kernel reads it.
 struct XqaSide {
   CacheType type;
-  bool raw = false; ///< the mma reads the ring (codes are operand values)
   Value storage, groupScales, tokenScales, scale; ///< kernel arguments
+  /// Codes per 32-bit word (2, 4 or 8) and 16-byte row segments.
+  int64_t perWord = 0, segments = 0;
   int64_t rows = 0, rowStride = 0, groupOffset = -1, groupStride = 0,
-          tokenOffset = -1, tile = -1, tileStride = 0;
+          tokenOffset = -1;
 };
 
 class XqaBuilder {
@@ -78,22 +90,25 @@ private:
   XqaSide key, value;
 
   // Kernel values.
-  Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, length, first,
-      last, tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
+  Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
+      tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
   Value blockTable, pagesRing;
-  Value softmaxScale;
 
   Type operandType() { return bf16 ? builder.getBF16Type() : builder.getF16Type(); }
   Value index(int64_t v) { return kb.index(v); }
 
-  /// A typed view of `bytes` of dynamic shared memory at `offset`.
-  Value view(int64_t offset, ArrayRef<int64_t> shape, Type element) {
+  /// A typed view of dynamic shared memory at byte `offset`.
+  Value view(Value offset, ArrayRef<int64_t> shape, Type element) {
     auto type = MemRefType::get(
         shape, element, AffineMap(),
         gpu::AddressSpaceAttr::get(builder.getContext(),
                                    gpu::AddressSpace::Workgroup));
-    return memref::ViewOp::create(builder, kb.loc, type, smem, index(offset),
+    return memref::ViewOp::create(builder, kb.loc, type, smem, offset,
                                   ValueRange{});
+  }
+  Value view(int64_t offset, ArrayRef<int64_t> shape, Type element) {
+    Value at = index(offset);
+    return view(at, shape, element);
   }
   /// Storage indices of byte `byte` of a cache row.
   SmallVector<Value> address(const XqaSide &side, Value page, Value offset,
@@ -105,25 +120,71 @@ private:
 
   void loadQueryTile(Value query);
   void issueTile(Value tileIndex, Value slot);
-  void decodeTile(const XqaSide &side, Value slot);
-  /// The mma operand tile of `side` in `slot`: a [keys][row elements] view.
-  Value operandTile(const XqaSide &side, Value slot);
+  /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
+  Value ringRows(const XqaSide &side, Value slot);
+  /// ldmatrix (x4, or x2 when `pair` is false) of 16 keys from `key0` times
+  /// segment `segment` (and `segment` + 1): fragment 2 * σ + h is segment
+  /// `segment` + σ of keys key0 + 8h ..., as 32-bit words.
+  SmallVector<Value> loadSegments(Value rowsView, Value key0, Value segment,
+                                  bool pair, bool transpose);
+  /// The f16x2 / bf16x2 pairs of a raw word of `side` (decodeWordHalves),
+  /// times `groupScale` (a pair) when given.
+  SmallVector<Value> decodeHalves(const XqaSide &side, Value word,
+                                  Value groupScale);
+  /// e4m3 group scales at byte `group` of the rows of keys `keyLow` and
+  /// `keyHigh` in the ring stage at `stageBase`, as one f16 pair.
+  Value groupScalePair(const XqaSide &side, Value stageBase, Value keyLow,
+                       Value keyHigh, Value group);
+  /// A decoded pair as an mma operand register.
+  Value operand(Value pair);
+  /// A word of f16 or bf16 codes as a pair of that type.
+  Value rawPair(Value word, Encoding encoding);
+  /// Two 16-bit elements that already are operand bits (a query fragment).
+  Value bitsOperand(Value halves);
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
                          ArrayRef<Value> c);
-  Value operandOf(Value halves);
   Value packPair(Value lowF32, Value highF32);
   Value shuffleXor(Value v, int32_t mask);
+  /// The value channel of n-tile `nTile` (of this warp), column `n`.
+  Value valueChannel(int64_t nTile, Value n);
 };
 
 Value XqaBuilder::shuffleXor(Value v, int32_t mask) {
-  return gpu::ShuffleOp::create(builder, kb.loc, v, kb.i32(mask),
-                                kb.i32(kWarpSize), gpu::ShuffleMode::XOR)
+  Value offset = kb.i32(mask);
+  Value width = kb.i32(kWarpSize);
+  return gpu::ShuffleOp::create(builder, kb.loc, v, offset, width,
+                                gpu::ShuffleMode::XOR)
       .getShuffleResult();
 }
 
-/// A row of an ldmatrix result (vector<2xf16>) as an mma operand register:
-/// vector<2xf16> for f16 mma, the same bits as i32 for bf16.
-Value XqaBuilder::operandOf(Value halves) {
+Value XqaBuilder::operand(Value pair) {
+  auto pairType = cast<VectorType>(pair.getType());
+  Type element = operandType();
+  if (pairType.getElementType() != element) {
+    // f16 codes read as bf16 operands: through f32 (exact), then RNE.
+    Value wide = arith::ExtFOp::create(
+        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
+    pair = arith::TruncFOp::create(builder, kb.loc,
+                                   VectorType::get({2}, element), wide);
+  }
+  if (!bf16)
+    return pair;
+  // bf16 mma operands are i32 registers.
+  Value word = vector::BitCastOp::create(
+      builder, kb.loc, VectorType::get({1}, builder.getI32Type()), pair);
+  return vector::ExtractOp::create(builder, kb.loc, word, 0);
+}
+
+Value XqaBuilder::rawPair(Value word, Encoding encoding) {
+  Type element = encoding == Encoding::bf16 ? Type(builder.getBF16Type())
+                                            : Type(builder.getF16Type());
+  Value wide = vector::BroadcastOp::create(
+      builder, kb.loc, VectorType::get({1}, builder.getI32Type()), word);
+  return vector::BitCastOp::create(builder, kb.loc,
+                                   VectorType::get({2}, element), wide);
+}
+
+Value XqaBuilder::bitsOperand(Value halves) {
   if (!bf16)
     return halves;
   Value word = vector::BitCastOp::create(
@@ -138,11 +199,7 @@ Value XqaBuilder::packPair(Value lowF32, Value highF32) {
   Value high = arith::TruncFOp::create(builder, kb.loc, element, highF32);
   Value pair = vector::FromElementsOp::create(
       builder, kb.loc, VectorType::get({2}, element), ValueRange{low, high});
-  if (!bf16)
-    return pair;
-  Value word = vector::BitCastOp::create(
-      builder, kb.loc, VectorType::get({1}, builder.getI32Type()), pair);
-  return vector::ExtractOp::create(builder, kb.loc, word, 0);
+  return operand(pair);
 }
 
 SmallVector<Value> XqaBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> b,
@@ -166,68 +223,136 @@ SmallVector<Value> XqaBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> b,
   return result;
 }
 
+Value XqaBuilder::ringRows(const XqaSide &side, Value slot) {
+  Value stage = kb.mul(slot, index(layout.stageBytes));
+  Value offset = kb.add(stage, index(layout.ring + side.rows));
+  return view(offset, {tileKeys, side.rowStride / 2}, builder.getF16Type());
+}
+
+SmallVector<Value> XqaBuilder::loadSegments(Value rowsView, Value key0,
+                                            Value segment, bool pair,
+                                            bool transpose) {
+  // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m % 2)
+  // + (lane % 8) of segment `segment` + m / 2.
+  Value matrix = kb.divs(lane, index(8));
+  Value half = kb.rems(matrix, index(2));
+  Value keyOffset = kb.add(kb.mul(half, index(8)), kb.rems(lane, index(8)));
+  Value row = kb.add(key0, keyOffset);
+  Value segmentOffset = kb.divs(matrix, index(2));
+  Value column = kb.mul(kb.add(segment, segmentOffset), index(8));
+  int64_t tiles = pair ? 4 : 2;
+  Value fragment = nvgpu::LdMatrixOp::create(
+      builder, kb.loc, VectorType::get({tiles, 2}, builder.getF16Type()),
+      rowsView, ValueRange{row, column}, builder.getBoolAttr(transpose),
+      builder.getI32IntegerAttr(int32_t(tiles)));
+  SmallVector<Value> words;
+  auto wordType = VectorType::get({1}, builder.getI32Type());
+  for (int64_t m = 0; m < tiles; ++m) {
+    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, m);
+    Value word = vector::BitCastOp::create(builder, kb.loc, wordType, halves);
+    words.push_back(vector::ExtractOp::create(builder, kb.loc, word, 0));
+  }
+  return words;
+}
+
+SmallVector<Value> XqaBuilder::decodeHalves(const XqaSide &side, Value word,
+                                            Value groupScale) {
+  SmallVector<Value> pairs =
+      decodeWordHalves(kb, side.type.getEncoding(), word);
+  if (groupScale)
+    for (Value &pair : pairs)
+      pair = arith::MulFOp::create(builder, kb.loc, pair, groupScale);
+  return pairs;
+}
+
+Value XqaBuilder::groupScalePair(const XqaSide &side, Value stageBase,
+                                 Value keyLow, Value keyHigh, Value group) {
+  Value all = view(0, {layout.total}, builder.getIntegerType(8));
+  Value scales = kb.add(stageBase, index(side.groupOffset));
+  scales = kb.add(scales, group);
+  Value lowAt = kb.add(scales, kb.mul(keyLow, index(side.groupStride)));
+  Value highAt = kb.add(scales, kb.mul(keyHigh, index(side.groupStride)));
+  Value low = kb.loadByte(all, {lowAt});
+  Value high = kb.loadByte(all, {highAt});
+  // Bytes 0 and 2 of a word decode as the two halves of one e4m3 pair; the
+  // scale x code products are exact in f16 (4 significant bits).
+  Value word = kb.ori(low, kb.shl(high, kb.i32(16)));
+  return decodeWordHalves(kb, Encoding::f8e4m3, word)[0];
+}
+
+Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
+  int64_t half = std::max<int64_t>(value.perWord / 2, 1);
+  int64_t segmentsPerWarp = value.segments / valueWarps;
+  Value segment = kb.add(kb.mul(valueGroup, index(segmentsPerWarp)),
+                         index(nTile / half));
+  Value base = kb.mul(segment, index(8 * half));
+  Value within = kb.add(kb.mul(n, index(half)), index(nTile % half));
+  return kb.add(base, within);
+}
+
 void XqaBuilder::loadQueryTile(Value query) {
-  // rows x head_dim elements, 8 at a time: row r = (token i, head j) with
-  // r = i * g + j; rows past the sequence's tokens are zeros.
-  int64_t chunksPerRow = headDim / 8;
-  int64_t chunks = rows * chunksPerRow;
+  // rows x head_dim elements: row r = (token i, head j) with r = i * g + j,
+  // logical column c holding channel queryChannel(c); rows past the
+  // sequence's tokens are zeros. The tile is typed f16; bf16 operands are
+  // stored as their bits.
   Type element = operandType();
-  auto chunkType = VectorType::get({8}, element);
+  Type f16 = builder.getF16Type();
   Type queryElement = cast<MemRefType>(query.getType()).getElementType();
-  auto loadType = VectorType::get({8}, queryElement);
-  kb.forLoop(tid, index(chunks), index(kBlockThreads), {},
-             [&](Value chunk, ValueRange) -> SmallVector<Value> {
-               Value row = kb.divs(chunk, index(chunksPerRow));
-               Value column = kb.mul(kb.rems(chunk, index(chunksPerRow)), index(8));
-               Value token = kb.divs(row, index(group));
-               Value head = kb.add(kb.mul(kvHead, index(group)),
-                                   kb.rems(row, index(group)));
-               Value live = kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token),
-                                    tokenCount);
-               Value values = kb.ifElse(
-                   live, {chunkType},
-                   [&]() -> SmallVector<Value> {
-                     Value tokenIndex =
-                         kb.add(kb.toIndex(tokenBegin), token);
-                     Value loaded = vector::LoadOp::create(
-                         builder, kb.loc, loadType, query,
-                         ValueRange{tokenIndex, head, column},
-                         /*nontemporal=*/false, llvm::MaybeAlign(16));
-                     if (queryElement == element)
-                       return {loaded};
-                     Value wide = arith::ExtFOp::create(
-                         builder, kb.loc, VectorType::get({8}, builder.getF32Type()),
-                         loaded);
-                     return {arith::TruncFOp::create(builder, kb.loc, chunkType,
-                                                     wide)};
-                   },
-                   [&]() -> SmallVector<Value> {
-                     Value zero = arith::ConstantOp::create(
-                         builder, kb.loc,
-                         DenseElementsAttr::get(
-                             chunkType, builder.getZeroAttr(element)));
-                     return {zero};
-                   })[0];
-               // The tile is typed f16: bf16 operands are stored as bits.
-               if (bf16)
-                 values = vector::BitCastOp::create(
-                     builder, kb.loc, VectorType::get({8}, builder.getF16Type()),
-                     values);
-               vector::StoreOp::create(builder, kb.loc, values, queryTile,
-                                       ValueRange{row, column},
-                                       /*nontemporal=*/false,
-                                       llvm::MaybeAlign(16));
-               return {};
-             });
+  int64_t perWord = key.perWord;
+  kb.forLoop(tid, index(rows * headDim), index(kBlockThreads), {},
+             [&](Value item, ValueRange) -> SmallVector<Value> {
+    Value row = kb.divs(item, index(headDim));
+    Value column = kb.rems(item, index(headDim));
+    Value channel = column;
+    if (perWord != 2) {
+      // Within a 16-byte segment (4 x perWord channels) thread t's word
+      // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
+      // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
+      // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
+      // and p + perWord / 2 of the word (decodeWordHalves).
+      Value step = kb.divs(column, index(16));
+      Value within = kb.rems(column, index(16));
+      Value segment = kb.divs(step, index(perWord / 4));
+      Value s = kb.rems(step, index(perWord / 4));
+      Value thread = kb.divs(kb.rems(within, index(8)), index(2));
+      Value elementIndex = kb.rems(within, index(2));
+      Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
+      channel = kb.mul(segment, index(4 * perWord));
+      channel = kb.add(channel, kb.mul(thread, index(perWord)));
+      channel = kb.add(channel, pair);
+      channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
+    }
+    Value token = kb.divs(row, index(group));
+    Value head = kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+    Value live = kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+    Value x = kb.ifElse(
+        live, {element},
+        [&]() -> SmallVector<Value> {
+          Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
+          Value loaded = kb.load(query, {tokenIndex, head, channel});
+          if (queryElement == element)
+            return {loaded};
+          Value wide = kb.toF32(loaded);
+          return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
+        },
+        [&]() -> SmallVector<Value> {
+          return {arith::ConstantOp::create(builder, kb.loc,
+                                            builder.getZeroAttr(element))};
+        })[0];
+    if (bf16)
+      x = arith::BitcastOp::create(builder, kb.loc, f16, x);
+    kb.store(x, queryTile, {row, column});
+    return {};
+  });
 }
 
 void XqaBuilder::issueTile(Value tileIndex, Value slot) {
   // Every key of the tile is copied: keys outside [first, last) or on an
   // unmapped page are zero-filled (cp.async's source size 0), so the ring
   // never holds stale bytes that a zero weight could turn into NaN.
-  Value tileBase = kb.add(kb.mul(tileIndex, kb.i32(int32_t(tileKeys))),
-                          kb.mul(kb.divs(first, kb.i32(int32_t(tileKeys))),
-                                 kb.i32(int32_t(tileKeys))));
+  Value tileKeysI32 = kb.i32(int32_t(tileKeys));
+  Value firstTileBase = kb.mul(kb.divs(first, tileKeysI32), tileKeysI32);
+  Value tileBase = kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
   Value maxBlocks =
       kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
   Value stageBase = kb.mul(slot, index(layout.stageBytes));
@@ -236,41 +361,48 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
   // The page of key n of the tile, and whether it is live.
   auto keyInfo = [&](Value n) -> std::tuple<Value, Value, Value> {
     Value keyPos = kb.add(tileBase, kb.toI32(n));
-    Value inRange = kb.land(kb.cmpi(arith::CmpIPredicate::sge, keyPos, first),
-                            kb.cmpi(arith::CmpIPredicate::slt, keyPos, last));
-    Value blockIndex = kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))),
-                               kb.sub(maxBlocks, kb.i32(1)));
+    Value afterFirst = kb.cmpi(arith::CmpIPredicate::sge, keyPos, first);
+    Value beforeLast = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
+    Value inRange = kb.land(afterFirst, beforeLast);
+    Value lastBlock = kb.sub(maxBlocks, kb.i32(1));
+    Value blockIndex =
+        kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))), lastBlock);
     blockIndex = kb.maxs(blockIndex, kb.i32(0));
     Value page = kb.load(blockTable, {kb.toIndex(seq), kb.toIndex(blockIndex)});
-    Value live = kb.land(inRange, kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0)));
+    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
+    Value live = kb.land(inRange, mapped);
     Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
-    return {live, kb.toIndex(kb.select(live, page, kb.i32(0))), kb.toIndex(offset)};
+    Value safePage = kb.select(live, page, kb.i32(0));
+    return {live, kb.toIndex(safePage), kb.toIndex(offset)};
   };
 
   Value all = view(0, {layout.total}, builder.getIntegerType(8));
   // Rows of K and V, 16 bytes per copy.
   for (XqaSide *side : {&key, &value}) {
-    int64_t chunksPerRow = side->type.getRowBytes() / 16;
+    int64_t chunksPerRow = side->segments;
     int64_t chunks = tileKeys * chunksPerRow;
     kb.forLoop(tid, index(chunks), index(kBlockThreads), {},
                [&](Value chunk, ValueRange) -> SmallVector<Value> {
                  Value n = kb.divs(chunk, index(chunksPerRow));
                  Value c = kb.rems(chunk, index(chunksPerRow));
                  auto [live, page, offset] = keyInfo(n);
-                 Value dst = kb.add(ringBase,
-                                    kb.add(index(side->rows),
-                                           kb.add(kb.mul(n, index(side->rowStride)),
-                                                  kb.mul(c, index(16)))));
+                 Value byte = kb.mul(c, index(16));
+                 Value dst = kb.add(ringBase, index(side->rows));
+                 dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
+                 dst = kb.add(dst, byte);
                  Value bytes = kb.select(live, index(16), index(0));
                  nvgpu::DeviceAsyncCopyOp::create(
                      builder, kb.loc, all, ValueRange{dst}, side->storage,
-                     address(*side, page, offset, kb.mul(c, index(16))),
+                     address(*side, page, offset, byte),
                      builder.getIndexAttr(16), bytes, builder.getUnitAttr());
                  if (side == &key) {
                    // One thread per key records whether it is live.
-                   kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, c, index(0)), [&] {
-                     kb.store(kb.select(live, kb.i32(1), kb.i32(0)), pagesRing,
-                              {kb.add(kb.mul(slot, index(tileKeys)), n)});
+                   Value firstChunk =
+                       kb.cmpi(arith::CmpIPredicate::eq, c, index(0));
+                   kb.ifThen(firstChunk, [&] {
+                     Value flag = kb.select(live, kb.i32(1), kb.i32(0));
+                     Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
+                     kb.store(flag, pagesRing, {at});
                    });
                  }
                  return {};
@@ -280,22 +412,21 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
   for (XqaSide *side : {&key, &value}) {
     if (side->groupOffset >= 0) {
       int64_t bytes = side->groupStride;
+      // The scales' own element type (f8E4M3FN) on both ends.
+      Type scaleType =
+          cast<MemRefType>(side->groupScales.getType()).getElementType();
+      Value scalesView = view(0, {layout.total}, scaleType);
       kb.forLoop(tid, index(tileKeys), index(kBlockThreads), {},
                  [&](Value n, ValueRange) -> SmallVector<Value> {
                    auto [live, page, offset] = keyInfo(n);
-                   Value dst = kb.add(ringBase, kb.add(index(side->groupOffset),
-                                                       kb.mul(n, index(bytes))));
-                   // The scales' own element type (f8E4M3FN) on both ends.
-                   Type scaleType =
-                       cast<MemRefType>(side->groupScales.getType())
-                           .getElementType();
-                   Value scalesView = view(0, {layout.total}, scaleType);
+                   Value dst = kb.add(ringBase, index(side->groupOffset));
+                   dst = kb.add(dst, kb.mul(n, index(bytes)));
+                   Value size = kb.select(live, index(bytes), index(0));
                    nvgpu::DeviceAsyncCopyOp::create(
                        builder, kb.loc, scalesView, ValueRange{dst},
                        side->groupScales,
                        address(*side, page, offset, index(0)),
-                       builder.getIndexAttr(bytes),
-                       kb.select(live, index(bytes), index(0)),
+                       builder.getIndexAttr(bytes), size,
                        bytes == 16 ? builder.getUnitAttr() : UnitAttr());
                    return {};
                  });
@@ -305,106 +436,18 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
       kb.forLoop(tid, index(tileKeys), index(kBlockThreads), {},
                  [&](Value n, ValueRange) -> SmallVector<Value> {
                    auto [live, page, offset] = keyInfo(n);
-                   Value dst = kb.divs(
-                       kb.add(ringBase, kb.add(index(side->tokenOffset),
-                                               kb.mul(n, index(4)))),
-                       index(4));
+                   Value dst = kb.add(ringBase, index(side->tokenOffset));
+                   dst = kb.add(dst, kb.mul(n, index(4)));
+                   dst = kb.divs(dst, index(4));
+                   Value size = kb.select(live, index(1), index(0));
                    nvgpu::DeviceAsyncCopyOp::create(
                        builder, kb.loc, scales, ValueRange{dst},
                        side->tokenScales, ValueRange{page, offset, kvHead},
-                       builder.getIndexAttr(1),
-                       kb.select(live, index(1), index(0)), UnitAttr());
+                       builder.getIndexAttr(1), size, UnitAttr());
                    return {};
                  });
     }
   }
-}
-
-void XqaBuilder::decodeTile(const XqaSide &side, Value slot) {
-  // 16 raw bytes per item: 4 words -> 4 * elementsPerWord elements of the
-  // operand type, stored in channel order into the tile.
-  Encoding encoding = side.type.getEncoding();
-  int64_t perWord = elementsPerWord(encoding);
-  int64_t perChunk = 4 * perWord;
-  int64_t chunksPerRow = side.type.getRowBytes() / 16;
-  int64_t items = tileKeys * chunksPerRow;
-  Value all = view(0, {layout.total}, builder.getIntegerType(8));
-  Value tile = view(side.tile, {tileKeys, side.tileStride / 2},
-                    builder.getF16Type());
-  Value stageBase = kb.add(kb.mul(slot, index(layout.stageBytes)),
-                           index(layout.ring));
-  Type f16 = builder.getF16Type(), f32 = builder.getF32Type();
-  kb.forLoop(tid, index(items), index(kBlockThreads), {},
-             [&](Value item, ValueRange) -> SmallVector<Value> {
-    Value n = kb.divs(item, index(chunksPerRow));
-    Value c = kb.rems(item, index(chunksPerRow));
-    Value src = kb.add(stageBase, kb.add(index(side.rows),
-                                         kb.add(kb.mul(n, index(side.rowStride)),
-                                                kb.mul(c, index(16)))));
-    Value bytes = vector::LoadOp::create(
-        builder, kb.loc, VectorType::get({16}, builder.getIntegerType(8)), all,
-        ValueRange{src}, /*nontemporal=*/false, llvm::MaybeAlign(16));
-    Value words = vector::BitCastOp::create(
-        builder, kb.loc, VectorType::get({4}, builder.getI32Type()), bytes);
-    SmallVector<Value> elements(perChunk);
-    for (int64_t w = 0; w < 4; ++w) {
-      Value word = vector::ExtractOp::create(builder, kb.loc, words, w);
-      Value groupScale;
-      if (encoding == Encoding::nvfp4) {
-        // Word w of chunk c holds channels c * 32 + 8w ... + 7: group
-        // 2c + w / 2, an e4m3 byte; code x scale is exact in f16.
-        Value group = kb.add(kb.mul(c, index(2)), index(w / 2));
-        Value scaleByte = kb.loadByte(
-            all, {kb.add(stageBase,
-                         kb.add(index(side.groupOffset),
-                                kb.add(kb.mul(n, index(side.groupStride)),
-                                       group)))});
-        Value scale = arith::TruncFOp::create(builder, kb.loc, f16,
-                                              kb.decodeE4M3(scaleByte));
-        groupScale = vector::BroadcastOp::create(
-            builder, kb.loc, VectorType::get({2}, f16), scale);
-      }
-      for (const ChannelPair &pair : decodeWordPairs(kb, encoding, word)) {
-        Value halves = pair.pair;
-        if (groupScale)
-          halves = arith::MulFOp::create(builder, kb.loc, halves, groupScale);
-        Type pairElement = cast<VectorType>(halves.getType()).getElementType();
-        int64_t positions[] = {pair.low, pair.high};
-        for (auto [k, position] : llvm::enumerate(positions)) {
-          Value element = vector::ExtractOp::create(builder, kb.loc, halves,
-                                                    int64_t(k));
-          if (pairElement != operandType()) {
-            Value wide = arith::ExtFOp::create(builder, kb.loc, f32, element);
-            element = arith::TruncFOp::create(builder, kb.loc, operandType(), wide);
-          }
-          if (bf16)
-            element = arith::BitcastOp::create(builder, kb.loc, f16, element);
-          elements[w * perWord + position] = element;
-        }
-      }
-    }
-    Value packed = vector::FromElementsOp::create(
-        builder, kb.loc, VectorType::get({perChunk}, f16), elements);
-    vector::StoreOp::create(builder, kb.loc, packed, tile,
-                            ValueRange{n, kb.mul(c, index(perChunk))},
-                            /*nontemporal=*/false, llvm::MaybeAlign(16));
-    return {};
-  });
-}
-
-Value XqaBuilder::operandTile(const XqaSide &side, Value slot) {
-  if (!side.raw)
-    return view(side.tile, {tileKeys, side.tileStride / 2},
-                builder.getF16Type());
-  // The ring slot itself: rows of row_bytes + 16, as f16 elements.
-  Value offset = kb.add(index(layout.ring + side.rows),
-                        kb.mul(slot, index(layout.stageBytes)));
-  auto type = MemRefType::get(
-      {tileKeys, side.rowStride / 2}, builder.getF16Type(), AffineMap(),
-      gpu::AddressSpaceAttr::get(builder.getContext(),
-                                 gpu::AddressSpace::Workgroup));
-  return memref::ViewOp::create(builder, kb.loc, type, smem, offset,
-                                ValueRange{});
 }
 
 gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
@@ -424,8 +467,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   valueWarps = plan.getValueWarps();
   Type queryElement = cast<MemRefType>(op.getQuery().getType()).getElementType();
   bf16 = xqaUsesBf16(queryElement, keyBuffers.type, valueBuffers.type);
-  layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, bf16, rows,
-                           tileKeys, stages, keyWarps);
+  layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
+                           stages, keyWarps);
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
 
@@ -484,7 +527,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   auto describe = [&](XqaSide &side, const CacheBuffers &buffers,
                       const SidePositions &at, bool isKey) {
     side.type = buffers.type;
-    side.raw = xqaReadsRaw(buffers.type, bf16);
+    side.perWord = elementsPerWord(buffers.type.getEncoding());
+    side.segments = buffers.type.getRowBytes() / 16;
     side.storage = arg(at.storage);
     side.groupScales = arg(at.groups);
     side.tokenScales = arg(at.tokens);
@@ -494,8 +538,6 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     side.groupOffset = isKey ? layout.keyGroupScales : layout.valueGroupScales;
     side.groupStride = isKey ? layout.keyGroupStride : layout.valueGroupStride;
     side.tokenOffset = isKey ? layout.keyTokenScales : layout.valueTokenScales;
-    side.tile = isKey ? layout.keyTile : layout.valueTile;
-    side.tileStride = isKey ? layout.keyTileStride : layout.valueTileStride;
   };
   describe(key, keyBuffers, positions[0], true);
   describe(value, valueBuffers, positions[1], false);
@@ -529,59 +571,65 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   pagesRing = kernel.addWorkgroupAttribution(pagesType, loc);
 
   Value allowed = kb.boolean(true);
-  if (guard)
-    allowed = kb.cmpi(arith::CmpIPredicate::eq, kb.load(guard, {index(0)}),
+  if (guard) {
+    Value stored = kb.load(guard, {index(0)});
+    allowed = kb.cmpi(arith::CmpIPredicate::eq, stored,
                       kb.i32(op.getGuardValue().value_or(0)));
+  }
   kb.ifThen(allowed, [&] {
     if (queryStart) {
       tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
-      tokenCount = kb.sub(kb.load(queryStart, {kb.add(kb.toIndex(seq), index(1))}),
-                          tokenBegin);
+      Value nextSeq = kb.add(kb.toIndex(seq), index(1));
+      Value tokenEnd = kb.load(queryStart, {nextSeq});
+      tokenCount = kb.sub(tokenEnd, tokenBegin);
     } else {
       tokenBegin = seq;
       tokenCount = kb.i32(1);
     }
-    length = kb.load(seqLens, {kb.toIndex(seq)});
+    Value length = kb.load(seqLens, {kb.toIndex(seq)});
     // The block's keys: the union of its rows' (causal, windowed) ranges,
     // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
     // to whole tiles: a function of host-known sizes only.
-    Value maxKeys = kb.mul(
-        kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1)),
-        kb.i32(int32_t(blockSize)));
+    Value tileKeysI32 = kb.i32(int32_t(tileKeys));
+    Value tableWidth =
+        kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
+    Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
     Value splits = kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
     Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
-    perSplit = kb.mul(kb.divs(kb.add(perSplit, kb.i32(int32_t(tileKeys - 1))),
-                              kb.i32(int32_t(tileKeys))),
-                      kb.i32(int32_t(tileKeys)));
+    perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
+    perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
     Value splitBegin = kb.mul(kb.toI32(split), perSplit);
     Value begin = kb.i32(0);
     int64_t window = static_cast<int64_t>(op.getWindow());
     Value firstQueryPos = kb.sub(length, tokenCount);
-    if (window > 0)
-      begin = kb.maxs(begin, kb.add(kb.sub(firstQueryPos, kb.i32(int32_t(window))),
-                                    kb.i32(1)));
+    if (window > 0) {
+      Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
+      begin = kb.maxs(begin, windowStart);
+    }
     first = kb.maxs(begin, splitBegin);
     last = kb.mins(length, kb.add(splitBegin, perSplit));
-    Value firstTile = kb.divs(first, kb.i32(int32_t(tileKeys)));
-    Value tileCount = kb.select(
-        kb.cmpi(arith::CmpIPredicate::sgt, last, first),
-        kb.sub(kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))),
-                       kb.i32(int32_t(tileKeys))),
-               firstTile),
-        kb.i32(0));
+    Value firstTile = kb.divs(first, tileKeysI32);
+    Value lastTile = kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))),
+                             tileKeysI32);
+    Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
+    Value tileCount =
+        kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
 
     loadQueryTile(query);
 
     // Prologue: stages - 1 tiles in flight.
     for (int64_t s = 0; s + 1 < stages; ++s) {
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, kb.i32(int32_t(s)), tileCount),
-                [&] { issueTile(kb.i32(int32_t(s)), index(s)); });
+      Value stage = kb.i32(int32_t(s));
+      Value needed = kb.cmpi(arith::CmpIPredicate::slt, stage, tileCount);
+      kb.ifThen(needed, [&] { issueTile(stage, index(s)); });
       NVVM::CpAsyncCommitGroupOp::create(builder, loc);
     }
 
     Value softmax = kb.f32(op.getEffectiveSoftmaxScale());
-    if (key.type.getScale() == ScaleGranularity::tensor)
-      softmax = kb.fmul(softmax, kb.load(key.scale, {index(0)}));
+    if (key.type.getScale() == ScaleGranularity::tensor) {
+      Value keyScale = kb.load(key.scale, {index(0)});
+      softmax = kb.fmul(softmax, keyScale);
+    }
     float softcap = op.getSoftcap().convertToFloat();
     Value negInf = kb.f32(-std::numeric_limits<float>::infinity());
 
@@ -595,15 +643,18 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
     };
     SmallVector<Value> init;
+    Value zeroF32 = kb.f32(0.0f);
     for (int64_t i = 0; i < 2 * mTiles; ++i)
       init.push_back(negInf);
     for (int64_t i = 0; i < 2 * mTiles; ++i)
-      init.push_back(kb.f32(0.0f));
+      init.push_back(zeroF32);
     for (int64_t i = 0; i < mTiles * nTiles * 4; ++i)
-      init.push_back(kb.f32(0.0f));
+      init.push_back(zeroF32);
 
-    Value channelBase = kb.mul(valueGroup, index(channels));
     int64_t keysPerWarp = tileKeys / keyWarps;
+    int64_t valueHalf = std::max<int64_t>(value.perWord / 2, 1);
+    int64_t valueSegments = value.segments / valueWarps;
+    Value valueSegmentBase = kb.mul(valueGroup, index(valueSegments));
     Value i32Stages = kb.i32(int32_t(stages));
 
     SmallVector<Value> state = kb.forLoop(
@@ -615,65 +666,103 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           kb.barrier();
           Value i32Iteration = kb.toI32(iteration);
           Value ahead = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
-          kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, ahead, tileCount), [&] {
-            issueTile(ahead, kb.toIndex(kb.rems(ahead, i32Stages)));
+          Value issue = kb.cmpi(arith::CmpIPredicate::slt, ahead, tileCount);
+          kb.ifThen(issue, [&] {
+            Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
+            issueTile(ahead, aheadSlot);
           });
           NVVM::CpAsyncCommitGroupOp::create(builder, loc);
           Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
-          if (!key.raw || !value.raw) {
-            if (!key.raw)
-              decodeTile(key, slot);
-            if (!value.raw)
-              decodeTile(value, slot);
-            kb.barrier();
-          }
-          Value keyTile = operandTile(key, slot);
-          Value valueTile = operandTile(value, slot);
-          Value tileBase = kb.mul(kb.add(firstTile, i32Iteration),
-                                  kb.i32(int32_t(tileKeys)));
+          Value keyRows = ringRows(key, slot);
+          Value valueRows = ringRows(value, slot);
+          Value tileBase =
+              kb.mul(kb.add(firstTile, i32Iteration), tileKeysI32);
           Value stageBase = kb.add(kb.mul(slot, index(layout.stageBytes)),
                                    index(layout.ring));
           SmallVector<Value> s(carried.begin(), carried.end());
           for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
             Value n0 = kb.add(kb.mul(keyGroup, index(keysPerWarp)),
                               index(step * 16));
-            // S = Q Kᵀ over head_dim, 16 channels at a time.
-            SmallVector<Value> zero(mTiles * 8, kb.f32(0.0f));
+            // S = Q Kᵀ, two K segments (16 to 64 channels) per ldmatrix.
+            SmallVector<Value> zero(mTiles * 8, zeroF32);
             SmallVector<Value> scores = kb.forLoop(
-                index(0), index(headDim), index(16), zero,
-                [&](Value k0, ValueRange acc) -> SmallVector<Value> {
-                  // K: matrices (keys n0.., k0), (n0.., k0+8), (n0+8.., k0),
-                  // (n0+8.., k0+8).
-                  Value matrix = kb.divs(lane, index(8));
-                  Value keyRow = kb.add(
-                      n0, kb.add(kb.mul(kb.divs(matrix, index(2)), index(8)),
-                                 kb.rems(lane, index(8))));
-                  Value keyCol = kb.add(k0, kb.mul(kb.rems(matrix, index(2)), index(8)));
-                  Value kFrag = nvgpu::LdMatrixOp::create(
-                      builder, loc, VectorType::get({4, 2}, builder.getF16Type()),
-                      keyTile, ValueRange{keyRow, keyCol},
-                      builder.getBoolAttr(false), builder.getI32IntegerAttr(4));
-                  SmallVector<Value> b;
-                  for (int64_t r = 0; r < 4; ++r)
-                    b.push_back(operandOf(
-                        vector::ExtractOp::create(builder, loc, kFrag, r)));
-                  SmallVector<Value> out;
-                  for (int64_t mt = 0; mt < mTiles; ++mt) {
-                    Value qRow = kb.add(index(mt * 16), kb.rems(lane, index(16)));
-                    Value qCol = kb.add(k0, kb.mul(kb.divs(lane, index(16)), index(8)));
-                    Value qFrag = nvgpu::LdMatrixOp::create(
-                        builder, loc, VectorType::get({4, 2}, builder.getF16Type()),
-                        queryTile, ValueRange{qRow, qCol},
-                        builder.getBoolAttr(false), builder.getI32IntegerAttr(4));
-                    SmallVector<Value> a;
-                    for (int64_t r = 0; r < 4; ++r)
-                      a.push_back(operandOf(
-                          vector::ExtractOp::create(builder, loc, qFrag, r)));
-                    for (int64_t nt = 0; nt < 2; ++nt) {
-                      SmallVector<Value> c(acc.begin() + (mt * 2 + nt) * 4,
-                                           acc.begin() + (mt * 2 + nt) * 4 + 4);
-                      llvm::append_range(out,
-                                         mma(a, {b[2 * nt], b[2 * nt + 1]}, c));
+                index(0), index(key.segments), index(2), zero,
+                [&](Value segment, ValueRange acc) -> SmallVector<Value> {
+                  SmallVector<Value> words =
+                      loadSegments(keyRows, n0, segment, /*pair=*/true,
+                                   /*transpose=*/false);
+                  // The k-steps of the two segments: B registers per n-tile
+                  // and the query column where each step starts.
+                  SmallVector<std::array<Value, 4>> steps;
+                  SmallVector<Value> stepColumns;
+                  if (key.perWord == 2) {
+                    Encoding encoding = key.type.getEncoding();
+                    steps.push_back({operand(rawPair(words[0], encoding)),
+                                     operand(rawPair(words[2], encoding)),
+                                     operand(rawPair(words[1], encoding)),
+                                     operand(rawPair(words[3], encoding))});
+                    stepColumns.push_back(kb.mul(segment, index(8)));
+                  } else {
+                    int64_t stepsPerSegment = key.perWord / 4;
+                    for (int64_t sigma = 0; sigma < 2; ++sigma) {
+                      SmallVector<Value> pairs[2];
+                      for (int64_t nt = 0; nt < 2; ++nt) {
+                        Value scale;
+                        if (key.groupOffset >= 0) {
+                          // Key n0 + 8 nt + g, channels from 8t: group
+                          // 2 (segment + sigma) + t / 2.
+                          Value keyIndex = kb.add(n0, index(8 * nt));
+                          keyIndex = kb.add(keyIndex, groupId);
+                          Value groupIndex =
+                              kb.mul(kb.add(segment, index(sigma)), index(2));
+                          groupIndex = kb.add(
+                              groupIndex, kb.divs(threadInGroup, index(2)));
+                          scale = groupScalePair(key, stageBase, keyIndex,
+                                                 keyIndex, groupIndex);
+                        }
+                        pairs[nt] =
+                            decodeHalves(key, words[2 * sigma + nt], scale);
+                      }
+                      for (int64_t st = 0; st < stepsPerSegment; ++st) {
+                        steps.push_back({operand(pairs[0][2 * st]),
+                                         operand(pairs[0][2 * st + 1]),
+                                         operand(pairs[1][2 * st]),
+                                         operand(pairs[1][2 * st + 1])});
+                        Value stepIndex =
+                            kb.mul(kb.add(segment, index(sigma)),
+                                   index(stepsPerSegment));
+                        stepIndex = kb.add(stepIndex, index(st));
+                        stepColumns.push_back(kb.mul(stepIndex, index(16)));
+                      }
+                    }
+                  }
+                  SmallVector<Value> out(acc.begin(), acc.end());
+                  for (auto [b, column] : llvm::zip(steps, stepColumns)) {
+                    for (int64_t mt = 0; mt < mTiles; ++mt) {
+                      Value qRow =
+                          kb.add(index(mt * 16), kb.rems(lane, index(16)));
+                      Value qColumn = kb.add(
+                          column, kb.mul(kb.divs(lane, index(16)), index(8)));
+                      Value qFrag = nvgpu::LdMatrixOp::create(
+                          builder, loc,
+                          VectorType::get({4, 2}, builder.getF16Type()),
+                          queryTile, ValueRange{qRow, qColumn},
+                          builder.getBoolAttr(false),
+                          builder.getI32IntegerAttr(4));
+                      SmallVector<Value> a;
+                      for (int64_t r = 0; r < 4; ++r) {
+                        Value halves =
+                            vector::ExtractOp::create(builder, loc, qFrag, r);
+                        a.push_back(bitsOperand(halves));
+                      }
+                      for (int64_t nt = 0; nt < 2; ++nt) {
+                        int64_t at = (mt * 2 + nt) * 4;
+                        SmallVector<Value> c(out.begin() + at,
+                                             out.begin() + at + 4);
+                        SmallVector<Value> d =
+                            mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
+                        std::copy(d.begin(), d.end(), out.begin() + at);
+                      }
                     }
                   }
                   return out;
@@ -684,41 +773,42 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
             SmallVector<Value> logits(mTiles * 8);
             for (int64_t nt = 0; nt < 2; ++nt)
               for (int64_t e2 = 0; e2 < 2; ++e2) {
-                Value n = kb.add(n0, kb.add(index(8 * nt),
-                                            kb.add(kb.mul(threadInGroup, index(2)),
-                                                   index(e2))));
+                Value n = kb.add(n0, index(8 * nt + e2));
+                n = kb.add(n, kb.mul(threadInGroup, index(2)));
                 Value keyPos = kb.add(tileBase, kb.toI32(n));
-                Value live = kb.cmpi(
-                    arith::CmpIPredicate::ne,
-                    kb.load(pagesRing, {kb.add(kb.mul(slot, index(tileKeys)), n)}),
-                    kb.i32(0));
+                Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
+                Value flag = kb.load(pagesRing, {liveAt});
+                Value live = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
                 Value scale = softmax;
                 if (key.tokenOffset >= 0) {
                   Value scales = view(0, {layout.total / 4}, builder.getF32Type());
-                  scale = kb.fmul(
-                      scale,
-                      kb.load(scales, {kb.divs(kb.add(stageBase,
-                                                      kb.add(index(key.tokenOffset),
-                                                             kb.mul(n, index(4)))),
-                                               index(4))}));
+                  Value at = kb.add(stageBase, index(key.tokenOffset));
+                  at = kb.add(at, kb.mul(n, index(4)));
+                  Value tokenScale = kb.load(scales, {kb.divs(at, index(4))});
+                  scale = kb.fmul(scale, tokenScale);
                 }
                 for (int64_t mt = 0; mt < mTiles; ++mt)
                   for (int64_t h = 0; h < 2; ++h) {
-                    Value row = kb.add(index(mt * 16 + 8 * h), groupId);
+                    Value row = kb.add(groupId, index(mt * 16 + 8 * h));
                     Value token = kb.toI32(kb.divs(row, index(group)));
                     Value queryPos = kb.add(firstQueryPos, token);
-                    Value visible = kb.land(
-                        live, kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos));
-                    if (window > 0)
-                      visible = kb.land(
-                          visible,
-                          kb.cmpi(arith::CmpIPredicate::sgt, keyPos,
-                                  kb.sub(queryPos, kb.i32(int32_t(window)))));
+                    Value causal =
+                        kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos);
+                    Value visible = kb.land(live, causal);
+                    if (window > 0) {
+                      Value windowEnd =
+                          kb.sub(queryPos, kb.i32(int32_t(window)));
+                      Value inWindow = kb.cmpi(arith::CmpIPredicate::sgt,
+                                               keyPos, windowEnd);
+                      visible = kb.land(visible, inWindow);
+                    }
                     int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
                     Value x = kb.fmul(scores[at], scale);
-                    if (softcap > 0.0f)
-                      x = kb.fmul(kb.f32(softcap),
-                                  kb.tanh(kb.fdiv(x, kb.f32(softcap))));
+                    if (softcap > 0.0f) {
+                      Value cap = kb.f32(softcap);
+                      Value inner = kb.tanh(kb.fdiv(x, cap));
+                      x = kb.fmul(cap, inner);
+                    }
                     logits[at] = kb.select(visible, x, negInf);
                   }
               }
@@ -731,22 +821,23 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                 auto atOf = [&](int64_t nt, int64_t e2) {
                   return (mt * 2 + nt) * 4 + 2 * h + e2;
                 };
-                Value rowMax = kb.fmax(kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]),
-                                       kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]));
+                Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
+                Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
+                Value rowMax = kb.fmax(low, high);
                 rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 1));
                 rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 2));
                 Value oldMax = s[maxAt(mt, h)];
                 Value newMax = kb.fmax(oldMax, rowMax);
                 Value oldInf = kb.cmpf(arith::CmpFPredicate::OEQ, oldMax, negInf);
-                Value alpha = kb.select(oldInf, kb.f32(0.0f),
-                                        kb.exp(kb.fsub(oldMax, newMax)));
+                Value decay = kb.exp(kb.fsub(oldMax, newMax));
+                Value alpha = kb.select(oldInf, zeroF32, decay);
                 Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
                 for (int64_t nt = 0; nt < 2; ++nt)
                   for (int64_t e2 = 0; e2 < 2; ++e2) {
                     Value x = logits[atOf(nt, e2)];
-                    Value w = kb.select(
-                        kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf),
-                        kb.f32(0.0f), kb.exp(kb.fsub(x, newMax)));
+                    Value masked = kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf);
+                    Value weight = kb.exp(kb.fsub(x, newMax));
+                    Value w = kb.select(masked, zeroF32, weight);
                     sum = kb.fadd(sum, w);
                     p[nt * 4 + 2 * h + e2] = w;
                   }
@@ -761,14 +852,11 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                 Value scales = view(0, {layout.total / 4}, builder.getF32Type());
                 for (int64_t nt = 0; nt < 2; ++nt)
                   for (int64_t e2 = 0; e2 < 2; ++e2) {
-                    Value n = kb.add(n0, kb.add(index(8 * nt),
-                                                kb.add(kb.mul(threadInGroup, index(2)),
-                                                       index(e2))));
-                    Value vs = kb.load(
-                        scales, {kb.divs(kb.add(stageBase,
-                                                kb.add(index(value.tokenOffset),
-                                                       kb.mul(n, index(4)))),
-                                         index(4))});
+                    Value n = kb.add(n0, index(8 * nt + e2));
+                    n = kb.add(n, kb.mul(threadInGroup, index(2)));
+                    Value at = kb.add(stageBase, index(value.tokenOffset));
+                    at = kb.add(at, kb.mul(n, index(4)));
+                    Value vs = kb.load(scales, {kb.divs(at, index(4))});
                     for (int64_t h = 0; h < 2; ++h)
                       p[nt * 4 + 2 * h + e2] = kb.fmul(p[nt * 4 + 2 * h + e2], vs);
                   }
@@ -778,32 +866,52 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                                packPair(p[4], p[5]), packPair(p[6], p[7])};
             }
 
-            // O += P V over this warp's channels, two n-tiles per ldmatrix.
-            for (int64_t nt = 0; nt < nTiles; nt += 2) {
-              Value matrix = kb.divs(lane, index(8));
-              Value vRow = kb.add(n0, kb.add(kb.mul(kb.rems(matrix, index(2)), index(8)),
-                                             kb.rems(lane, index(8))));
-              Value vCol = kb.add(channelBase,
-                                  kb.add(index(nt * 8),
-                                         kb.mul(kb.divs(matrix, index(2)), index(8))));
-              int64_t tiles = nt + 1 < nTiles ? 4 : 2;
-              Value vFrag = nvgpu::LdMatrixOp::create(
-                  builder, loc, VectorType::get({tiles, 2}, builder.getF16Type()),
-                  valueTile, ValueRange{vRow, vCol}, builder.getBoolAttr(true),
-                  builder.getI32IntegerAttr(int32_t(tiles)));
-              SmallVector<Value> b;
-              for (int64_t r = 0; r < tiles; ++r)
-                b.push_back(operandOf(vector::ExtractOp::create(builder, loc, vFrag, r)));
-              for (int64_t mt = 0; mt < mTiles; ++mt)
-                for (int64_t half = 0; half * 2 < tiles; ++half) {
-                  SmallVector<Value> c;
-                  for (int64_t e = 0; e < 4; ++e)
-                    c.push_back(s[accAt(mt, nt + half, e)]);
-                  SmallVector<Value> d =
-                      mma(pOperands[mt], {b[2 * half], b[2 * half + 1]}, c);
-                  for (int64_t e = 0; e < 4; ++e)
-                    s[accAt(mt, nt + half, e)] = d[e];
+            // O += P V over this warp's value segments, two per
+            // ldmatrix.trans (one for an odd last segment).
+            for (int64_t a = 0; a < valueSegments; a += 2) {
+              bool pair = a + 1 < valueSegments;
+              Value segment = kb.add(valueSegmentBase, index(a));
+              SmallVector<Value> words = loadSegments(
+                  valueRows, n0, segment, pair, /*transpose=*/true);
+              for (int64_t sigma = 0; sigma < (pair ? 2 : 1); ++sigma) {
+                // words[2 sigma + h]: keys n0 + 8h + 2t, + 1 of segment
+                // a + sigma, at the lane's column group.
+                SmallVector<Value> halves[2];
+                for (int64_t h = 0; h < 2; ++h) {
+                  Value word = words[2 * sigma + h];
+                  if (value.perWord == 2) {
+                    halves[h] = {rawPair(word, value.type.getEncoding())};
+                    continue;
+                  }
+                  Value scale;
+                  if (value.groupOffset >= 0) {
+                    // Channels 32 (segment) + 4g + j: group 2 segment + g / 4.
+                    Value keyLow = kb.add(n0, index(8 * h));
+                    keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
+                    Value keyHigh = kb.add(keyLow, index(1));
+                    Value groupIndex = kb.mul(
+                        kb.add(segment, index(sigma)), index(2));
+                    groupIndex =
+                        kb.add(groupIndex, kb.divs(groupId, index(4)));
+                    scale = groupScalePair(value, stageBase, keyLow, keyHigh,
+                                           groupIndex);
+                  }
+                  halves[h] = decodeHalves(value, word, scale);
                 }
+                for (int64_t j = 0; j < valueHalf; ++j) {
+                  int64_t nt = (a + sigma) * valueHalf + j;
+                  Value b0 = operand(halves[0][j]);
+                  Value b1 = operand(halves[1][j]);
+                  for (int64_t mt = 0; mt < mTiles; ++mt) {
+                    SmallVector<Value> c;
+                    for (int64_t e = 0; e < 4; ++e)
+                      c.push_back(s[accAt(mt, nt, e)]);
+                    SmallVector<Value> d = mma(pOperands[mt], {b0, b1}, c);
+                    for (int64_t e = 0; e < 4; ++e)
+                      s[accAt(mt, nt, e)] = d[e];
+                  }
+                }
+              }
             }
           }
           return s;
@@ -816,27 +924,27 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     int64_t mergeStride = valueDim + 2;
     Value merge = view(layout.merge, {keyWarps * rows * mergeStride},
                        builder.getF32Type());
+    Value firstOfQuad = kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
+    Value firstValueGroup =
+        kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
+    Value writesStats = kb.land(firstOfQuad, firstValueGroup);
     for (int64_t mt = 0; mt < mTiles; ++mt)
       for (int64_t h = 0; h < 2; ++h) {
-        Value row = kb.add(index(mt * 16 + 8 * h), groupId);
-        Value base = kb.mul(kb.add(kb.mul(keyGroup, index(rows)), row),
-                            index(mergeStride));
+        Value row = kb.add(groupId, index(mt * 16 + 8 * h));
+        Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
+        Value base = kb.mul(groupRow, index(mergeStride));
         Value sum = state[sumAt(mt, h)];
         sum = kb.fadd(sum, shuffleXor(sum, 1));
         sum = kb.fadd(sum, shuffleXor(sum, 2));
-        kb.ifThen(kb.land(kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0)),
-                          kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0))),
-                  [&] {
-                    kb.store(state[maxAt(mt, h)], merge,
-                             {kb.add(base, index(valueDim))});
-                    kb.store(sum, merge, {kb.add(base, index(valueDim + 1))});
-                  });
+        kb.ifThen(writesStats, [&] {
+          kb.store(state[maxAt(mt, h)], merge,
+                   {kb.add(base, index(valueDim))});
+          kb.store(sum, merge, {kb.add(base, index(valueDim + 1))});
+        });
         for (int64_t nt = 0; nt < nTiles; ++nt)
           for (int64_t e2 = 0; e2 < 2; ++e2) {
-            Value channel = kb.add(channelBase,
-                                   kb.add(index(nt * 8),
-                                          kb.add(kb.mul(threadInGroup, index(2)),
-                                                 index(e2))));
+            Value n = kb.add(kb.mul(threadInGroup, index(2)), index(e2));
+            Value channel = valueChannel(nt, n);
             kb.store(state[accAt(mt, nt, 2 * h + e2)], merge,
                      {kb.add(base, channel)});
           }
@@ -847,30 +955,36 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                [&](Value item, ValueRange) -> SmallVector<Value> {
       Value row = kb.divs(item, index(valueDim));
       Value channel = kb.rems(item, index(valueDim));
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, row, realRows), [&] {
+      Value realRow = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
+      kb.ifThen(realRow, [&] {
         Value globalMax = negInf;
-        for (int64_t g = 0; g < keyWarps; ++g)
-          globalMax = kb.fmax(
-              globalMax,
-              kb.load(merge, {kb.add(kb.mul(kb.add(index(g * rows), row),
-                                            index(mergeStride)),
-                                     index(valueDim))}));
-        Value total = kb.f32(0.0f), sum = kb.f32(0.0f);
         for (int64_t g = 0; g < keyWarps; ++g) {
-          Value base = kb.mul(kb.add(index(g * rows), row), index(mergeStride));
+          Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
           Value m = kb.load(merge, {kb.add(base, index(valueDim))});
-          Value w = kb.select(kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf),
-                              kb.f32(0.0f), kb.exp(kb.fsub(m, globalMax)));
-          total = kb.fma(kb.load(merge, {kb.add(base, channel)}), w, total);
-          sum = kb.fma(kb.load(merge, {kb.add(base, index(valueDim + 1))}), w, sum);
+          globalMax = kb.fmax(globalMax, m);
         }
-        if (value.type.getScale() == ScaleGranularity::tensor)
-          total = kb.fmul(total, kb.load(value.scale, {index(0)}));
+        Value total = zeroF32, sum = zeroF32;
+        for (int64_t g = 0; g < keyWarps; ++g) {
+          Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
+          Value m = kb.load(merge, {kb.add(base, index(valueDim))});
+          Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
+          Value weight = kb.exp(kb.fsub(m, globalMax));
+          Value w = kb.select(empty, zeroF32, weight);
+          Value partial = kb.load(merge, {kb.add(base, channel)});
+          total = kb.fma(partial, w, total);
+          Value partialSum = kb.load(merge, {kb.add(base, index(valueDim + 1))});
+          sum = kb.fma(partialSum, w, sum);
+        }
+        if (value.type.getScale() == ScaleGranularity::tensor) {
+          Value valueScale = kb.load(value.scale, {index(0)});
+          total = kb.fmul(total, valueScale);
+        }
         Value token = kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
         Value head = kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
         Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
         kb.store(total, partialOut, {split, outRow, channel});
-        kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, channel, index(0)), [&] {
+        Value firstChannel = kb.cmpi(arith::CmpIPredicate::eq, channel, index(0));
+        kb.ifThen(firstChannel, [&] {
           kb.store(globalMax, partialStats, {split, outRow, index(0)});
           kb.store(sum, partialStats, {split, outRow, index(1)});
         });

@@ -11,10 +11,12 @@
 //   fragments, so wide outputs are split over 2 or 4 warps (which then
 //   compute the same logits: cheap on tensor cores, the tile is decoded
 //   once into shared memory for all of them).
-// - keys per tile and stages: a 3-stage ring of 64-key tiles where the
-//   smallest shared memory among the chips allows, else fewer stages or
-//   smaller tiles. Each SM then keeps ≥ 32 KiB of cache bytes in flight
-//   (PERF.md: that is what reaches the read ceiling).
+// - keys per tile and stages: 64-key tiles (smaller only where they do not
+//   fit), and the ring depth (2 to 4 stages) that keeps the most cache bytes
+//   in flight per SM, resident blocks x (stages - 1) x stage bytes, on the
+//   chip with the least shared memory; PERF.md: ≥ 32 KiB in flight per SM
+//   is what reaches the read ceiling. Ties go to more resident blocks,
+//   which hide the softmax and merge latency of each other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,12 +50,8 @@ bool xqaUsesBf16(Type activation, CacheType key, CacheType value) {
          value.getEncoding() == Encoding::bf16;
 }
 
-bool xqaReadsRaw(CacheType side, bool bf16) {
-  return side.getEncoding() == (bf16 ? Encoding::bf16 : Encoding::f16);
-}
-
 XqaSharedLayout layoutXqaShared(CacheType key, CacheType value,
-                                       bool bf16, int64_t rows,
+                                       int64_t rows,
                                        int64_t keysPerTile, int64_t stages,
                                        int64_t keyWarps) {
   XqaSharedLayout layout;
@@ -94,21 +92,23 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value,
   layout.ring = offset;
   offset += stages * stage;
 
-  if (!xqaReadsRaw(key, bf16)) {
-    layout.keyTileStride = (headDim + 8) * 2;
-    layout.keyTile = offset;
-    offset += align16(keysPerTile * layout.keyTileStride);
-  }
-  if (!xqaReadsRaw(value, bf16)) {
-    layout.valueTileStride = (valueDim + 8) * 2;
-    layout.valueTile = offset;
-    offset += align16(keysPerTile * layout.valueTileStride);
-  }
   // The merge reuses everything after the query tile.
   layout.merge = layout.ring;
   int64_t mergeBytes = keyWarps * rows * (valueDim + 2) * 4;
   layout.total = std::max(offset, layout.merge + align16(mergeBytes));
   return layout;
+}
+
+int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
+  // Every block also takes 1 KiB of shared memory reserved by the system.
+  // ptxas gives the kernel 122 to 180 registers per thread (sm_90a, the
+  // benchmark's caches, 2026-12-01), so 65536 registers hold 2 to 4 blocks
+  // of 128 threads; 3 is the planning figure.
+  int64_t blocks = 3;
+  for (Chip chip : chips)
+    blocks = std::min(blocks, getTargetDescription(chip).sharedMemoryPerSM /
+                                  (sharedBytes + 1024));
+  return std::max<int64_t>(blocks, 1);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -122,32 +122,43 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   while (valueWarps < 4 && (rows / 16) * (valueDim / valueWarps) / 2 > 64)
     valueWarps *= 2;
   int64_t keyWarps = 4 / valueWarps;
-  bool bf16 = xqaUsesBf16(
-      cast<MemRefType>(op.getQuery().getType()).getElementType(), key, value);
 
   int64_t sharedLimit = INT64_MAX;
   for (Chip chip : chips)
     sharedLimit =
         std::min(sharedLimit, getTargetDescription(chip).sharedMemoryPerBlock);
 
-  // Largest tile first, then the deepest ring that fits.
+  // Largest tile first; for it, the ring depth with the most bytes in
+  // flight per SM (ties: more resident blocks, then fewer stages).
   int64_t minTile = 16 * keyWarps;
   for (int64_t tile : {int64_t(64), int64_t(32), int64_t(16)}) {
     if (tile < minTile || tile % minTile != 0)
       continue;
-    for (int64_t stages : {int64_t(3), int64_t(2)}) {
+    int64_t bestStages = 0, bestInFlight = -1, bestBlocks = 0, bestBytes = 0;
+    for (int64_t stages : {int64_t(2), int64_t(3), int64_t(4)}) {
       XqaSharedLayout layout =
-          layoutXqaShared(key, value, bf16, rows, tile, stages, keyWarps);
+          layoutXqaShared(key, value, rows, tile, stages, keyWarps);
       if (layout.total > sharedLimit)
         continue;
-      int64_t split = std::max(tile, maxKeysPerSplit / tile * tile);
-      return XqaPlanAttr::get(op.getContext(), rows, tile, stages, keyWarps,
-                              valueWarps, split, layout.total);
+      int64_t blocks = xqaResidentBlocks(layout.total, chips);
+      int64_t inFlight = blocks * (stages - 1) * layout.stageBytes;
+      if (inFlight > bestInFlight ||
+          (inFlight == bestInFlight && blocks > bestBlocks)) {
+        bestStages = stages;
+        bestInFlight = inFlight;
+        bestBlocks = blocks;
+        bestBytes = layout.total;
+      }
     }
+    if (!bestStages)
+      continue;
+    int64_t split = std::max(tile, maxKeysPerSplit / tile * tile);
+    return XqaPlanAttr::get(op.getContext(), rows, tile, bestStages, keyWarps,
+                            valueWarps, split, bestBytes);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =
-      layoutXqaShared(key, value, bf16, rows, minTile, 2, keyWarps);
+      layoutXqaShared(key, value, rows, minTile, 2, keyWarps);
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
   return XqaPlanAttr::get(op.getContext(), rows, minTile, 2, keyWarps,
                           valueWarps, split, layout.total);

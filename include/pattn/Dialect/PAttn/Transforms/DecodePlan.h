@@ -32,16 +32,12 @@ int64_t portableHeadsPerBlock(int64_t group);
 bool xqaUsesBf16(mlir::Type activation, mlir::pattn::CacheType key,
                  mlir::pattn::CacheType value);
 
-/// True when a cache side is read by the mma straight from the cp.async
-/// ring (its codes already are the operand type), false when it is decoded
-/// into a tile first.
-bool xqaReadsRaw(mlir::pattn::CacheType side, bool bf16);
-
 /// Byte offsets into the XQA kernel's dynamic shared memory. The ring holds
 /// `stages` tiles of raw cache bytes (rows padded by 16 bytes, so that
 /// ldmatrix rows fall in different banks), each with its nvfp4 group scales
-/// and per-token scales; decoded tiles hold f16/bf16 rows padded by 8
-/// elements. After the key loop the ring is reused to merge the key warps.
+/// and per-token scales. The mma operands are decoded in registers from
+/// ldmatrix fragments of the ring, so there is no decoded copy. After the
+/// key loop the ring is reused to merge the key warps.
 struct XqaSharedLayout {
   int64_t query = 0, queryStride = 0; ///< rows x (head_dim + 8) elements
   int64_t ring = 0, stageBytes = 0;
@@ -50,18 +46,18 @@ struct XqaSharedLayout {
           valueGroupScales = -1, keyTokenScales = -1, valueTokenScales = -1;
   int64_t keyRowStride = 0, valueRowStride = 0; ///< bytes
   int64_t keyGroupStride = 0, valueGroupStride = 0;
-  /// Decoded tiles (-1 when read raw) and their row strides in bytes.
-  int64_t keyTile = -1, valueTile = -1;
-  int64_t keyTileStride = 0, valueTileStride = 0;
   /// The key-warp merge: per key warp, rows x (value_dim + 2) fp32.
   int64_t merge = 0;
   int64_t total = 0;
 };
 
 XqaSharedLayout layoutXqaShared(mlir::pattn::CacheType key,
-                                mlir::pattn::CacheType value, bool bf16,
-                                int64_t rows, int64_t keysPerTile,
+                                mlir::pattn::CacheType value, int64_t rows, int64_t keysPerTile,
                                 int64_t stages, int64_t keyWarps);
+
+/// XQA blocks of `sharedBytes` that one SM of every chip of `chips` holds at
+/// once (at most 3: the kernel's registers allow no more).
+int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
