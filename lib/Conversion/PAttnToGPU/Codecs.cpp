@@ -13,6 +13,7 @@
 #include "Codecs.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <algorithm>
@@ -160,12 +161,28 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
                        q + 2});
     return pairs;
   }
-  case Encoding::i4:
-    // Nibbles p and p + 4 as 1024 + n, minus 1032.
-    for (int64_t p = 0; p < 4; ++p)
-      pairs.push_back({magicPair(kb, word, 4 * p, 0x000F000F, 1032.0f), p,
-                       p + 4});
+  case Encoding::i4: {
+    // Nibbles p and p + 4. Even p: masked in place, 1024 + n, minus 1032.
+    // Odd p: masked one nibble up, 1024 + 16 n, times 1/16 minus 72 in one
+    // f16x2 fma (exact). One shift serves nibbles 2 and 3.
+    Value upper = kb.shru(word, kb.i32(8));
+    for (int64_t p = 0; p < 4; ++p) {
+      Value source = p < 2 ? word : upper;
+      if (p % 2 == 0) {
+        pairs.push_back(
+            {magicPair(kb, source, 0, 0x000F000F, 1032.0f), p, p + 4});
+        continue;
+      }
+      Value masked = kb.andi(source, kb.i32(0x00F000F0));
+      Value bits = kb.ori(masked, kb.i32(0x64006400));
+      Value sixteenths = f16Splat(kb, 1.0f / 16.0f);
+      Value bias = f16Splat(kb, -72.0f);
+      Value pair = math::FmaOp::create(kb.b, kb.loc, f16PairOf(kb, bits),
+                                       sixteenths, bias);
+      pairs.push_back({pair, p, p + 4});
+    }
     return pairs;
+  }
   }
   llvm_unreachable("unknown encoding");
 }

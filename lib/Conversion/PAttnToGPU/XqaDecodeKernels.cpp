@@ -43,6 +43,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -85,7 +86,7 @@ private:
   bool bf16 = false;
   int64_t headDim = 0, valueDim = 0, kvHeads = 0, group = 0, numHeads = 0;
   int64_t rows = 0, mTiles = 0, tileKeys = 0, stages = 0, keyWarps = 0,
-          valueWarps = 0, blockSize = 0;
+          valueWarps = 0, blockSize = 0, resident = 0;
   XqaSharedLayout layout;
   XqaSide key, value;
 
@@ -145,6 +146,15 @@ private:
                          ArrayRef<Value> c);
   Value packPair(Value lowF32, Value highF32);
   Value shuffleXor(Value v, int32_t mask);
+  /// The A registers of query k-step `step` (16 columns) of m-tile `mt`:
+  /// kept in registers from the start when they are few, else read from
+  /// the query tile at each use.
+  ArrayRef<Value> queryFragment(int64_t step, int64_t mt);
+  SmallVector<SmallVector<Value>> queryFragments;
+  SmallVector<Value> fragmentScratch;
+  SmallVector<Value> loadQueryFragment(int64_t step, int64_t mt);
+  /// 2^x (ex2.approx: the logits are kept in base 2).
+  Value exp2(Value x);
   /// The value channel of n-tile `nTile` (of this warp), column `n`.
   Value valueChannel(int64_t nTile, Value n);
 };
@@ -280,6 +290,36 @@ Value XqaBuilder::groupScalePair(const XqaSide &side, Value stageBase,
   return decodeWordHalves(kb, Encoding::f8e4m3, word)[0];
 }
 
+SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
+  Value row = kb.add(kb.rems(lane, index(16)), index(mt * 16));
+  Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
+  Value column = kb.add(columnHalf, index(step * 16));
+  Value fragment = nvgpu::LdMatrixOp::create(
+      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()),
+      queryTile, ValueRange{row, column}, builder.getBoolAttr(false),
+      builder.getI32IntegerAttr(4));
+  SmallVector<Value> registers;
+  for (int64_t r = 0; r < 4; ++r) {
+    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
+    registers.push_back(bitsOperand(halves));
+  }
+  return registers;
+}
+
+ArrayRef<Value> XqaBuilder::queryFragment(int64_t step, int64_t mt) {
+  if (!queryFragments.empty())
+    return queryFragments[step * mTiles + mt];
+  fragmentScratch = loadQueryFragment(step, mt);
+  return fragmentScratch;
+}
+
+Value XqaBuilder::exp2(Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             builder, kb.loc, builder.getF32Type(),
+             builder.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
+      .getResult(0);
+}
+
 Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
   int64_t half = std::max<int64_t>(value.perWord / 2, 1);
   int64_t segmentsPerWarp = value.segments / valueWarps;
@@ -376,76 +416,72 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
     return {live, kb.toIndex(safePage), kb.toIndex(offset)};
   };
 
+  // Rows are copied 16 bytes per cp.async, consecutive threads on
+  // consecutive bytes of a row (coalesced). The passes over the tile are
+  // unrolled so that their page lookups are independent loads in flight
+  // together; the thread that copies a key's first 16 bytes also records
+  // whether the key is live and copies its nvfp4 group scales (head_dim /
+  // 16 bytes) and per-token scale.
   Value all = view(0, {layout.total}, builder.getIntegerType(8));
-  // Rows of K and V, 16 bytes per copy.
   for (XqaSide *side : {&key, &value}) {
-    int64_t chunksPerRow = side->segments;
-    int64_t chunks = tileKeys * chunksPerRow;
-    kb.forLoop(tid, index(chunks), index(kBlockThreads), {},
-               [&](Value chunk, ValueRange) -> SmallVector<Value> {
-                 Value n = kb.divs(chunk, index(chunksPerRow));
-                 Value c = kb.rems(chunk, index(chunksPerRow));
-                 auto [live, page, offset] = keyInfo(n);
-                 Value byte = kb.mul(c, index(16));
-                 Value dst = kb.add(ringBase, index(side->rows));
-                 dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
-                 dst = kb.add(dst, byte);
-                 Value bytes = kb.select(live, index(16), index(0));
-                 nvgpu::DeviceAsyncCopyOp::create(
-                     builder, kb.loc, all, ValueRange{dst}, side->storage,
-                     address(*side, page, offset, byte),
-                     builder.getIndexAttr(16), bytes, builder.getUnitAttr());
-                 if (side == &key) {
-                   // One thread per key records whether it is live.
-                   Value firstChunk =
-                       kb.cmpi(arith::CmpIPredicate::eq, c, index(0));
-                   kb.ifThen(firstChunk, [&] {
-                     Value flag = kb.select(live, kb.i32(1), kb.i32(0));
-                     Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
-                     kb.store(flag, pagesRing, {at});
-                   });
-                 }
-                 return {};
-               });
-  }
-  // nvfp4 group scales (head_dim / 16 bytes a row) and per-token scales.
-  for (XqaSide *side : {&key, &value}) {
-    if (side->groupOffset >= 0) {
-      int64_t bytes = side->groupStride;
-      // The scales' own element type (f8E4M3FN) on both ends.
-      Type scaleType =
-          cast<MemRefType>(side->groupScales.getType()).getElementType();
-      Value scalesView = view(0, {layout.total}, scaleType);
-      kb.forLoop(tid, index(tileKeys), index(kBlockThreads), {},
-                 [&](Value n, ValueRange) -> SmallVector<Value> {
-                   auto [live, page, offset] = keyInfo(n);
-                   Value dst = kb.add(ringBase, index(side->groupOffset));
-                   dst = kb.add(dst, kb.mul(n, index(bytes)));
-                   Value size = kb.select(live, index(bytes), index(0));
-                   nvgpu::DeviceAsyncCopyOp::create(
-                       builder, kb.loc, scalesView, ValueRange{dst},
-                       side->groupScales,
-                       address(*side, page, offset, index(0)),
-                       builder.getIndexAttr(bytes), size,
-                       bytes == 16 ? builder.getUnitAttr() : UnitAttr());
-                   return {};
-                 });
-    }
-    if (side->tokenOffset >= 0) {
-      Value scales = view(0, {layout.total / 4}, builder.getF32Type());
-      kb.forLoop(tid, index(tileKeys), index(kBlockThreads), {},
-                 [&](Value n, ValueRange) -> SmallVector<Value> {
-                   auto [live, page, offset] = keyInfo(n);
-                   Value dst = kb.add(ringBase, index(side->tokenOffset));
-                   dst = kb.add(dst, kb.mul(n, index(4)));
-                   dst = kb.divs(dst, index(4));
-                   Value size = kb.select(live, index(1), index(0));
-                   nvgpu::DeviceAsyncCopyOp::create(
-                       builder, kb.loc, scales, ValueRange{dst},
-                       side->tokenScales, ValueRange{page, offset, kvHead},
-                       builder.getIndexAttr(1), size, UnitAttr());
-                   return {};
-                 });
+    int64_t chunks = tileKeys * side->segments;
+    for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass) {
+      Value chunk = kb.add(tid, index(pass * kBlockThreads));
+      auto copyChunk = [&] {
+        Value n = kb.divs(chunk, index(side->segments));
+        Value c = kb.rems(chunk, index(side->segments));
+        Value live, page, offset;
+        std::tie(live, page, offset) = keyInfo(n);
+        Value byte = kb.mul(c, index(16));
+        Value dst = kb.add(ringBase, index(side->rows));
+        dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
+        dst = kb.add(dst, byte);
+        Value bytes = kb.select(live, index(16), index(0));
+        nvgpu::DeviceAsyncCopyOp::create(
+            builder, kb.loc, all, ValueRange{dst}, side->storage,
+            address(*side, page, offset, byte), builder.getIndexAttr(16),
+            bytes, builder.getUnitAttr());
+        Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, c, index(0));
+        kb.ifThen(firstChunk, [&] {
+          if (side == &key) {
+            Value flag = kb.select(live, kb.i32(1), kb.i32(0));
+            Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
+            kb.store(flag, pagesRing, {at});
+          }
+          if (side->groupOffset >= 0) {
+            int64_t size = side->groupStride;
+            // The scales' own element type (f8E4M3FN) on both ends.
+            Type scaleType =
+                cast<MemRefType>(side->groupScales.getType()).getElementType();
+            Value scalesView = view(0, {layout.total}, scaleType);
+            Value scaleDst = kb.add(ringBase, index(side->groupOffset));
+            scaleDst = kb.add(scaleDst, kb.mul(n, index(size)));
+            Value copied = kb.select(live, index(size), index(0));
+            nvgpu::DeviceAsyncCopyOp::create(
+                builder, kb.loc, scalesView, ValueRange{scaleDst},
+                side->groupScales, address(*side, page, offset, index(0)),
+                builder.getIndexAttr(size), copied,
+                size == 16 ? builder.getUnitAttr() : UnitAttr());
+          }
+          if (side->tokenOffset >= 0) {
+            Value scales = view(0, {layout.total / 4}, builder.getF32Type());
+            Value scaleDst = kb.add(ringBase, index(side->tokenOffset));
+            scaleDst = kb.add(scaleDst, kb.mul(n, index(4)));
+            scaleDst = kb.divs(scaleDst, index(4));
+            Value copied = kb.select(live, index(1), index(0));
+            nvgpu::DeviceAsyncCopyOp::create(
+                builder, kb.loc, scales, ValueRange{scaleDst},
+                side->tokenScales, ValueRange{page, offset, kvHead},
+                builder.getIndexAttr(1), copied, UnitAttr());
+          }
+        });
+      };
+      if ((pass + 1) * kBlockThreads <= chunks) {
+        copyChunk();
+      } else {
+        Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
+        kb.ifThen(inTile, copyChunk);
+      }
     }
   }
 }
@@ -512,6 +548,12 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       kernels.create(builder, loc, "pattn_xqa_decode", argTypes, {});
   kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                   builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
+  // As many blocks per SM as the shared memory allows: ptxas keeps the
+  // registers within 65536 / (blocks x 128) (the host's split count
+  // assumes the same residency).
+  resident = xqaResidentBlocks(plan.getSharedBytes(), kernels.chips);
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  builder.getI32IntegerAttr(int32_t(resident)));
   auto arg = [&](int position) {
     return position < 0 ? Value() : kernel.getArgument(position);
   };
@@ -616,6 +658,15 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
         kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
 
     loadQueryTile(query);
+    kb.barrier();
+    // At most 32 registers of query fragments stay resident (D128, one
+    // m-tile), and only when registers are not held to 128 for a fourth
+    // block per SM; otherwise they are read from the tile at each use.
+    int64_t querySteps = headDim / 16;
+    if (querySteps * mTiles * 4 <= 32 && resident < 4)
+      for (int64_t step = 0; step < querySteps; ++step)
+        for (int64_t mt = 0; mt < mTiles; ++mt)
+          queryFragments.push_back(loadQueryFragment(step, mt));
 
     // Prologue: stages - 1 tiles in flight.
     for (int64_t s = 0; s + 1 < stages; ++s) {
@@ -631,6 +682,11 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       softmax = kb.fmul(softmax, keyScale);
     }
     float softcap = op.getSoftcap().convertToFloat();
+    // Logits are kept in base 2 (times log2 e), so that every exponential
+    // is one ex2.approx; the statistics written out are natural again.
+    Value log2e = kb.f32(float(M_LOG2E));
+    if (softcap <= 0.0f)
+      softmax = kb.fmul(softmax, log2e);
     Value negInf = kb.f32(-std::numeric_limits<float>::infinity());
 
     // Per thread: for each m-tile the max and partial sum of rows g and
@@ -685,136 +741,160 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                               index(step * 16));
             // S = Q Kᵀ, two K segments (16 to 64 channels) per ldmatrix.
             SmallVector<Value> zero(mTiles * 8, zeroF32);
-            SmallVector<Value> scores = kb.forLoop(
-                index(0), index(key.segments), index(2), zero,
-                [&](Value segment, ValueRange acc) -> SmallVector<Value> {
-                  SmallVector<Value> words =
-                      loadSegments(keyRows, n0, segment, /*pair=*/true,
-                                   /*transpose=*/false);
-                  // The k-steps of the two segments: B registers per n-tile
-                  // and the query column where each step starts.
-                  SmallVector<std::array<Value, 4>> steps;
-                  SmallVector<Value> stepColumns;
-                  if (key.perWord == 2) {
-                    Encoding encoding = key.type.getEncoding();
-                    steps.push_back({operand(rawPair(words[0], encoding)),
-                                     operand(rawPair(words[2], encoding)),
-                                     operand(rawPair(words[1], encoding)),
-                                     operand(rawPair(words[3], encoding))});
-                    stepColumns.push_back(kb.mul(segment, index(8)));
-                  } else {
-                    int64_t stepsPerSegment = key.perWord / 4;
-                    for (int64_t sigma = 0; sigma < 2; ++sigma) {
-                      SmallVector<Value> pairs[2];
-                      for (int64_t nt = 0; nt < 2; ++nt) {
-                        Value scale;
-                        if (key.groupOffset >= 0) {
-                          // Key n0 + 8 nt + g, channels from 8t: group
-                          // 2 (segment + sigma) + t / 2.
-                          Value keyIndex = kb.add(n0, index(8 * nt));
-                          keyIndex = kb.add(keyIndex, groupId);
-                          Value groupIndex =
-                              kb.mul(kb.add(segment, index(sigma)), index(2));
-                          groupIndex = kb.add(
-                              groupIndex, kb.divs(threadInGroup, index(2)));
-                          scale = groupScalePair(key, stageBase, keyIndex,
-                                                 keyIndex, groupIndex);
-                        }
-                        pairs[nt] =
-                            decodeHalves(key, words[2 * sigma + nt], scale);
-                      }
-                      for (int64_t st = 0; st < stepsPerSegment; ++st) {
-                        steps.push_back({operand(pairs[0][2 * st]),
-                                         operand(pairs[0][2 * st + 1]),
-                                         operand(pairs[1][2 * st]),
-                                         operand(pairs[1][2 * st + 1])});
-                        Value stepIndex =
-                            kb.mul(kb.add(segment, index(sigma)),
-                                   index(stepsPerSegment));
-                        stepIndex = kb.add(stepIndex, index(st));
-                        stepColumns.push_back(kb.mul(stepIndex, index(16)));
-                      }
+            SmallVector<Value> scores(mTiles * 8, zeroF32);
+            for (int64_t a = 0; a < key.segments; a += 2) {
+              Value segment = index(a);
+              SmallVector<Value> words = loadSegments(
+                  keyRows, n0, segment, /*pair=*/true, /*transpose=*/false);
+              // The k-steps of the two segments: B registers per n-tile and
+              // the step's index among the query tile's 16-column blocks.
+              SmallVector<std::array<Value, 4>> steps;
+              SmallVector<int64_t> stepIndices;
+              if (key.perWord == 2) {
+                Encoding encoding = key.type.getEncoding();
+                steps.push_back({operand(rawPair(words[0], encoding)),
+                                 operand(rawPair(words[2], encoding)),
+                                 operand(rawPair(words[1], encoding)),
+                                 operand(rawPair(words[3], encoding))});
+                stepIndices.push_back(a / 2);
+              } else {
+                int64_t stepsPerSegment = key.perWord / 4;
+                for (int64_t sigma = 0; sigma < 2; ++sigma) {
+                  SmallVector<Value> pairs[2];
+                  for (int64_t nt = 0; nt < 2; ++nt) {
+                    Value scale;
+                    if (key.groupOffset >= 0) {
+                      // Key n0 + 8 nt + g, channels from 8t: group
+                      // 2 (a + sigma) + t / 2.
+                      Value keyIndex = kb.add(n0, index(8 * nt));
+                      keyIndex = kb.add(keyIndex, groupId);
+                      Value half = kb.divs(threadInGroup, index(2));
+                      Value groupIndex = kb.add(half, index(2 * (a + sigma)));
+                      scale = groupScalePair(key, stageBase, keyIndex,
+                                             keyIndex, groupIndex);
                     }
+                    pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
                   }
-                  SmallVector<Value> out(acc.begin(), acc.end());
-                  for (auto [b, column] : llvm::zip(steps, stepColumns)) {
-                    for (int64_t mt = 0; mt < mTiles; ++mt) {
-                      Value qRow =
-                          kb.add(index(mt * 16), kb.rems(lane, index(16)));
-                      Value qColumn = kb.add(
-                          column, kb.mul(kb.divs(lane, index(16)), index(8)));
-                      Value qFrag = nvgpu::LdMatrixOp::create(
-                          builder, loc,
-                          VectorType::get({4, 2}, builder.getF16Type()),
-                          queryTile, ValueRange{qRow, qColumn},
-                          builder.getBoolAttr(false),
-                          builder.getI32IntegerAttr(4));
-                      SmallVector<Value> a;
-                      for (int64_t r = 0; r < 4; ++r) {
-                        Value halves =
-                            vector::ExtractOp::create(builder, loc, qFrag, r);
-                        a.push_back(bitsOperand(halves));
-                      }
-                      for (int64_t nt = 0; nt < 2; ++nt) {
-                        int64_t at = (mt * 2 + nt) * 4;
-                        SmallVector<Value> c(out.begin() + at,
-                                             out.begin() + at + 4);
-                        SmallVector<Value> d =
-                            mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
-                        std::copy(d.begin(), d.end(), out.begin() + at);
-                      }
-                    }
+                  for (int64_t st = 0; st < stepsPerSegment; ++st) {
+                    steps.push_back({operand(pairs[0][2 * st]),
+                                     operand(pairs[0][2 * st + 1]),
+                                     operand(pairs[1][2 * st]),
+                                     operand(pairs[1][2 * st + 1])});
+                    stepIndices.push_back((a + sigma) * stepsPerSegment + st);
                   }
-                  return out;
-                });
+                }
+              }
+              for (auto [b, step] : llvm::zip(steps, stepIndices))
+                for (int64_t mt = 0; mt < mTiles; ++mt) {
+                  ArrayRef<Value> a = queryFragment(step, mt);
+                  for (int64_t nt = 0; nt < 2; ++nt) {
+                    int64_t at = (mt * 2 + nt) * 4;
+                    SmallVector<Value> c(scores.begin() + at,
+                                         scores.begin() + at + 4);
+                    SmallVector<Value> d = mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
+                    std::copy(d.begin(), d.end(), scores.begin() + at);
+                  }
+                }
+            }
 
             // Logits: scales, softcap, masks. Element e of n-tile nt holds
-            // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1).
-            SmallVector<Value> logits(mTiles * 8);
+            // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1). Steps whose
+            // 16 keys are all live, and visible to every real row (causal
+            // for the first token, in the window of the last), skip the
+            // masks: a warp-uniform branch, the common case.
+            Value stepStart = kb.add(tileBase, kb.toI32(n0));
+            Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
+            Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
+            Value laneFlag = kb.load(pagesRing, {laneLiveAt});
+            Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
+            Value allLive = NVVM::VoteSyncOp::create(
+                builder, loc, builder.getI1Type(), kb.i32(-1), laneLive,
+                NVVM::VoteSyncKind::all);
+            Value stepLast = kb.add(stepStart, kb.i32(15));
+            Value unmasked = kb.land(
+                allLive,
+                kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
+            if (window > 0) {
+              // The last real token is at length - 1.
+              Value lastQueryPos = kb.sub(length, kb.i32(1));
+              Value windowEnd = kb.sub(lastQueryPos, kb.i32(int32_t(window)));
+              Value inWindow =
+                  kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
+              unmasked = kb.land(unmasked, inWindow);
+            }
+            SmallVector<Value> elementScales(4);
             for (int64_t nt = 0; nt < 2; ++nt)
               for (int64_t e2 = 0; e2 < 2; ++e2) {
-                Value n = kb.add(n0, index(8 * nt + e2));
-                n = kb.add(n, kb.mul(threadInGroup, index(2)));
-                Value keyPos = kb.add(tileBase, kb.toI32(n));
-                Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
-                Value flag = kb.load(pagesRing, {liveAt});
-                Value live = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
                 Value scale = softmax;
                 if (key.tokenOffset >= 0) {
+                  Value n = kb.add(n0, index(8 * nt + e2));
+                  n = kb.add(n, kb.mul(threadInGroup, index(2)));
                   Value scales = view(0, {layout.total / 4}, builder.getF32Type());
                   Value at = kb.add(stageBase, index(key.tokenOffset));
                   at = kb.add(at, kb.mul(n, index(4)));
                   Value tokenScale = kb.load(scales, {kb.divs(at, index(4))});
                   scale = kb.fmul(scale, tokenScale);
                 }
-                for (int64_t mt = 0; mt < mTiles; ++mt)
-                  for (int64_t h = 0; h < 2; ++h) {
-                    Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-                    Value token = kb.toI32(kb.divs(row, index(group)));
-                    Value queryPos = kb.add(firstQueryPos, token);
-                    Value causal =
-                        kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos);
-                    Value visible = kb.land(live, causal);
-                    if (window > 0) {
-                      Value windowEnd =
-                          kb.sub(queryPos, kb.i32(int32_t(window)));
-                      Value inWindow = kb.cmpi(arith::CmpIPredicate::sgt,
-                                               keyPos, windowEnd);
-                      visible = kb.land(visible, inWindow);
-                    }
-                    int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
-                    Value x = kb.fmul(scores[at], scale);
-                    if (softcap > 0.0f) {
-                      Value cap = kb.f32(softcap);
-                      Value inner = kb.tanh(kb.fdiv(x, cap));
-                      x = kb.fmul(cap, inner);
-                    }
-                    logits[at] = kb.select(visible, x, negInf);
-                  }
+                elementScales[nt * 2 + e2] = scale;
               }
+            auto logitOf = [&](int64_t at, Value scale) {
+              Value x = kb.fmul(scores[at], scale);
+              if (softcap > 0.0f) {
+                Value cap = kb.f32(softcap);
+                Value inner = kb.tanh(kb.fdiv(x, cap));
+                x = kb.fmul(cap, inner);
+                x = kb.fmul(x, log2e);
+              }
+              return x;
+            };
+            SmallVector<Type> logitTypes(mTiles * 8, builder.getF32Type());
+            SmallVector<Value> logits = kb.ifElse(
+                unmasked, logitTypes,
+                [&]() -> SmallVector<Value> {
+                  SmallVector<Value> plain(mTiles * 8);
+                  for (int64_t at = 0; at < mTiles * 8; ++at)
+                    plain[at] = logitOf(at, elementScales[(at / 4 % 2) * 2 +
+                                                          at % 2]);
+                  return plain;
+                },
+                [&]() -> SmallVector<Value> {
+                  SmallVector<Value> masked(mTiles * 8);
+                  for (int64_t nt = 0; nt < 2; ++nt)
+                    for (int64_t e2 = 0; e2 < 2; ++e2) {
+                      Value n = kb.add(n0, index(8 * nt + e2));
+                      n = kb.add(n, kb.mul(threadInGroup, index(2)));
+                      Value keyPos = kb.add(tileBase, kb.toI32(n));
+                      Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
+                      Value flag = kb.load(pagesRing, {liveAt});
+                      Value live =
+                          kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
+                      for (int64_t mt = 0; mt < mTiles; ++mt)
+                        for (int64_t h = 0; h < 2; ++h) {
+                          Value row = kb.add(groupId, index(mt * 16 + 8 * h));
+                          Value token = kb.toI32(kb.divs(row, index(group)));
+                          Value queryPos = kb.add(firstQueryPos, token);
+                          Value causal = kb.cmpi(arith::CmpIPredicate::sle,
+                                                 keyPos, queryPos);
+                          Value visible = kb.land(live, causal);
+                          if (window > 0) {
+                            Value windowEnd =
+                                kb.sub(queryPos, kb.i32(int32_t(window)));
+                            Value inWindow = kb.cmpi(
+                                arith::CmpIPredicate::sgt, keyPos, windowEnd);
+                            visible = kb.land(visible, inWindow);
+                          }
+                          int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
+                          Value x = logitOf(at, elementScales[nt * 2 + e2]);
+                          masked[at] = kb.select(visible, x, negInf);
+                        }
+                    }
+                  return masked;
+                });
 
             // Online softmax per row; P re-packed as the A operand of P V.
             SmallVector<SmallVector<Value>> pOperands(mTiles);
+            SmallVector<Value> alphas(2 * mTiles);
+            Value rescale = kb.boolean(false);
             for (int64_t mt = 0; mt < mTiles; ++mt) {
               SmallVector<Value> p(8);
               for (int64_t h = 0; h < 2; ++h) {
@@ -829,24 +909,23 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                 Value oldMax = s[maxAt(mt, h)];
                 Value newMax = kb.fmax(oldMax, rowMax);
                 Value oldInf = kb.cmpf(arith::CmpFPredicate::OEQ, oldMax, negInf);
-                Value decay = kb.exp(kb.fsub(oldMax, newMax));
+                Value decay = exp2(kb.fsub(oldMax, newMax));
                 Value alpha = kb.select(oldInf, zeroF32, decay);
                 Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
                 for (int64_t nt = 0; nt < 2; ++nt)
                   for (int64_t e2 = 0; e2 < 2; ++e2) {
                     Value x = logits[atOf(nt, e2)];
                     Value masked = kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf);
-                    Value weight = kb.exp(kb.fsub(x, newMax));
+                    Value weight = exp2(kb.fsub(x, newMax));
                     Value w = kb.select(masked, zeroF32, weight);
                     sum = kb.fadd(sum, w);
                     p[nt * 4 + 2 * h + e2] = w;
                   }
+                Value grew = kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax);
+                rescale = kb.lor(rescale, grew);
+                alphas[maxAt(mt, h)] = alpha;
                 s[maxAt(mt, h)] = newMax;
                 s[sumAt(mt, h)] = sum;
-                for (int64_t nt = 0; nt < nTiles; ++nt)
-                  for (int64_t e2 = 0; e2 < 2; ++e2)
-                    s[accAt(mt, nt, 2 * h + e2)] =
-                        kb.fmul(s[accAt(mt, nt, 2 * h + e2)], alpha);
               }
               if (value.tokenOffset >= 0) {
                 Value scales = view(0, {layout.total / 4}, builder.getF32Type());
@@ -865,6 +944,32 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
               pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
                                packPair(p[4], p[5]), packPair(p[6], p[7])};
             }
+
+            // The accumulators decay by alpha = 2^(old max - new max) per
+            // row, skipped (alpha = 1 on every row) unless some row of the
+            // warp has a new maximum: after the first tiles it rarely does.
+            Value allLanes = kb.i32(-1);
+            Value anyRescale = NVVM::VoteSyncOp::create(
+                builder, loc, builder.getI1Type(), allLanes, rescale,
+                NVVM::VoteSyncKind::any);
+            SmallVector<Type> accTypes(mTiles * nTiles * 4, builder.getF32Type());
+            SmallVector<Value> accumulators = kb.ifElse(
+                anyRescale, accTypes,
+                [&]() -> SmallVector<Value> {
+                  SmallVector<Value> decayed;
+                  for (int64_t mt = 0; mt < mTiles; ++mt)
+                    for (int64_t nt = 0; nt < nTiles; ++nt)
+                      for (int64_t e = 0; e < 4; ++e)
+                        decayed.push_back(kb.fmul(s[accAt(mt, nt, e)],
+                                                  alphas[maxAt(mt, e / 2)]));
+                  return decayed;
+                },
+                [&]() -> SmallVector<Value> {
+                  return SmallVector<Value>(s.begin() + accAt(0, 0, 0),
+                                            s.end());
+                });
+            std::copy(accumulators.begin(), accumulators.end(),
+                      s.begin() + accAt(0, 0, 0));
 
             // O += P V over this warp's value segments, two per
             // ldmatrix.trans (one for an odd last segment).
@@ -968,7 +1073,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
           Value m = kb.load(merge, {kb.add(base, index(valueDim))});
           Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
-          Value weight = kb.exp(kb.fsub(m, globalMax));
+          Value weight = exp2(kb.fsub(m, globalMax));
           Value w = kb.select(empty, zeroF32, weight);
           Value partial = kb.load(merge, {kb.add(base, channel)});
           total = kb.fma(partial, w, total);
@@ -985,7 +1090,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
         kb.store(total, partialOut, {split, outRow, channel});
         Value firstChannel = kb.cmpi(arith::CmpIPredicate::eq, channel, index(0));
         kb.ifThen(firstChannel, [&] {
-          kb.store(globalMax, partialStats, {split, outRow, index(0)});
+          Value naturalMax = kb.fmul(globalMax, kb.f32(float(M_LN2)));
+          kb.store(naturalMax, partialStats, {split, outRow, index(0)});
           kb.store(sum, partialStats, {split, outRow, index(1)});
         });
       });

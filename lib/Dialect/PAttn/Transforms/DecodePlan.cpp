@@ -101,10 +101,9 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value,
 
 int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
   // Every block also takes 1 KiB of shared memory reserved by the system.
-  // ptxas gives the kernel 122 to 180 registers per thread (sm_90a, the
-  // benchmark's caches, 2026-12-01), so 65536 registers hold 2 to 4 blocks
-  // of 128 threads; 3 is the planning figure.
-  int64_t blocks = 3;
+  // The kernel asks ptxas for this many blocks per SM (nvvm.minctasm), so
+  // at most 4: 65536 registers / (4 x 128 threads) = 128 per thread.
+  int64_t blocks = 4;
   for (Chip chip : chips)
     blocks = std::min(blocks, getTargetDescription(chip).sharedMemoryPerSM /
                                   (sharedBytes + 1024));

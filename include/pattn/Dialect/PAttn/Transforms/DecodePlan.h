@@ -56,7 +56,7 @@ XqaSharedLayout layoutXqaShared(mlir::pattn::CacheType key,
                                 int64_t stages, int64_t keyWarps);
 
 /// XQA blocks of `sharedBytes` that one SM of every chip of `chips` holds at
-/// once (at most 3: the kernel's registers allow no more).
+/// once (at most 4, which leaves 128 registers per thread).
 int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
