@@ -6,7 +6,8 @@ with pattn's own write kernel (random, never-zero K/V; a random block
 table of 16-token pages), checks pattn's decode against the float64
 reference on a slice (sequence 0, KV head 0), then times
 
-* pattn's decode, launched plainly and replayed from a CUDA graph, and
+* pattn's decode on each backend (XQA via auto, portable), launched
+  plainly and replayed from a CUDA graph, and
 * PyTorch's scaled_dot_product_attention on a contiguous fp16 cache of the
   same shape (GQA through enable_gqa, or repeat_interleave on old torch),
 
@@ -17,6 +18,7 @@ be read / time) and its share of a device-to-device copy measured here.
 
     python3 bench/bench_decode.py                       # the whole grid
     python3 bench/bench_decode.py --shapes B1-32/8-D128-L8K --caches i4
+    python3 bench/bench_decode.py --backends auto --peers peers.json
 
 The Markdown table is printed last; full results go to $OUT/bench.json when
 OUT is set, and the table to --write-results PATH when given.
@@ -61,7 +63,9 @@ class Shape:
 
 #: PERF.md's decode shapes (one query token per sequence).
 # The pattn backend the benchmark compiles for (auto: XQA where eligible).
-BACKEND = os.environ.get("PATTN_BENCH_BACKEND", "portable")
+#: Backends timed per row (--backends): auto lowers every benchmark shape
+#: to the XQA (tensor-core) kernel; portable is the fp32 CUDA-core kernel.
+BACKENDS = ("auto", "portable")
 
 SHAPES = [
     Shape("B4-32/8-D128-L32K", 4, 32, 8, 128, 32768),
@@ -187,7 +191,8 @@ def bench_config(shape: Shape, cache: str, block_size: int,
         layout=layout, dtype="f16", static_tables=False)
 
 
-def precompile(chip: str, block_size: int, layout: str) -> int:
+def precompile(chip: str, block_size: int, layout: str,
+               backends: list[str]) -> int:
     """Compiles every benchmark module into $PATTN_ARTIFACT_DIR."""
     import pattn
     if not os.environ.get("PATTN_ARTIFACT_DIR"):
@@ -198,8 +203,10 @@ def precompile(chip: str, block_size: int, layout: str) -> int:
         for cache in CACHES:
             text = ir.emit_paged(bench_config(shape, cache, block_size,
                                               layout)).text
-            pattn.compile(text, chips=[chip], backend=BACKEND)
-    print(f"{len(SHAPES) * len(CACHES)} benchmark modules for {chip}")
+            for backend in backends:
+                pattn.compile(text, chips=[chip], backend=backend)
+    print(f"{len(SHAPES) * len(CACHES) * len(backends)} benchmark modules "
+          f"for {chip}")
     return 0
 
 
@@ -208,7 +215,7 @@ class PattnCase:
     and its inputs, on the GPU."""
 
     def __init__(self, torch, pattn, chip: str, shape: Shape, cache: str,
-                 block_size: int, layout: str):
+                 block_size: int, layout: str, backend: str):
         self.torch, self.shape, self.cache = torch, shape, cache
         encoding, scale = CACHES[cache]
         B, L, H, D = shape.batch, shape.seq_len, shape.kv_heads, shape.head_dim
@@ -228,7 +235,7 @@ class PattnCase:
                          for p in "kv"}
         self.module_ir = ir.emit_paged(self.config)
         self.module = pattn.load(pattn.compile(self.module_ir.text,
-                                               chips=[chip], backend=BACKEND))
+                                               chips=[chip], backend=backend))
 
         # A random block table over B * ceil(L / bs) pages; -1 past the end.
         per_seq = -(-L // block_size)
@@ -414,34 +421,80 @@ def _pct(timing: Optional[dict]) -> str:
     return "—" if not timing else f"{100 * timing['copy_share']:.0f}%"
 
 
+def _peer(row: dict, kv: str, paths: tuple[str, ...]) -> Optional[dict]:
+    """The fastest of FlashInfer's `paths` for cache `kv` in a peers row
+    (graph replay where it ran), among outputs that passed their check."""
+    best = None
+    for path in paths:
+        result = (row or {}).get(kv, {}).get(path, {})
+        timing = result.get("graph") or result.get("plain")
+        if not timing or not result.get("check", {}).get("ok"):
+            continue
+        if best is None or timing["median_us"] < best["median_us"]:
+            best = timing
+    return best
+
+
 def markdown(report: dict) -> str:
+    backends = report["backends"]
+    peers = {row["shape"]: row for row in report.get("peers", {}).get("rows", [])}
     lines = [
         f"pattn decode benchmark — {report['date']}, {report['gpu']} "
         f"({report['chip']}), commit {report['commit'][:12]}, copy ceiling "
         f"{report['copy_tbps']:.2f} TB/s, {report['block_size']}-token "
-        f"{report['layout']} pages, medians of {report['iters']} calls", "",
-        "| shape | cache | MB read | pattn µs | TB/s | % copy | graph µs | "
-        "TB/s | % copy | bar | SDPA fp16 µs | TB/s | vs SDPA | check |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+        f"{report['layout']} pages, medians of {report['iters']} calls; "
+        "µs / effective TB/s / share of the copy ceiling, CUDA-graph replay",
+        ""]
+    if report.get("peers"):
+        lines += [f"Peers in the same run: FlashInfer "
+                  f"{report['peers'].get('flashinfer')} (best passing path: "
+                  "f16 tensor-core or XQA; fp8 tensor-core or XQA) and "
+                  "PyTorch SDPA on a contiguous f16 cache.", ""]
+    header = ["shape", "cache", "MB read"]
+    for backend in backends:
+        name = "XQA (auto)" if backend == "auto" else backend
+        header += [f"{name} µs", "TB/s", "% copy"]
+    header += ["bar"]
+    if len(backends) == 2:
+        header += ["XQA vs portable"]
+    header += ["FlashInfer f16", "FlashInfer fp8", "SDPA f16", "check"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" if i < 2 or h in ("bar", "check")
+                                else "---:" for i, h in enumerate(header)) + "|")
     for row in report["rows"]:
-        plain, graph, sdpa = row.get("plain"), row.get("graph"), row.get("sdpa")
-        best = graph or plain
-        speedup = f"{sdpa['median_us'] / best['median_us']:.2f}x" \
-            if sdpa and best else "—"
+        cells = [row["shape"], row["cache"], f"{row['bytes'] / MB:.1f}"]
+        timings = {}
+        checks = []
+        for backend in backends:
+            result = row["backends"].get(backend, {})
+            best = result.get("graph") or result.get("plain")
+            timings[backend] = best
+            cells += [_us(best), _tb(best), _pct(best)]
+            check = result.get("error") or "—"
+            if result.get("check"):
+                verdict = "ok" if result["check"]["ok"] else "FAIL"
+                check = f"{verdict} {result['check']['err_over_tol']:.2f}"
+            checks.append(check)
+        first = timings[backends[0]]
         bar = "—"
-        if best and row["seq_len"] >= 8192:
+        if first and row["seq_len"] >= 8192:
             target = BAR[row["cache"]]
-            met = "met" if best["copy_share"] >= target else "missed"
+            met = "met" if first["copy_share"] >= target else "missed"
             bar = f"{met} ({100 * target:.0f}%)"
-        check = row.get("error") or "—"
-        if row.get("check"):
-            verdict = "ok" if row["check"]["ok"] else "FAIL"
-            check = f"{verdict} {row['check']['err_over_tol']:.2f}"
-        lines.append(
-            f"| {row['shape']} | {row['cache']} | {row['bytes'] / MB:.1f} | "
-            f"{_us(plain)} | {_tb(plain)} | {_pct(plain)} | {_us(graph)} | "
-            f"{_tb(graph)} | {_pct(graph)} | {bar} | {_us(sdpa)} | "
-            f"{_tb(sdpa)} | {speedup} | {check} |")
+        cells.append(bar)
+        if len(backends) == 2:
+            a, b = timings[backends[0]], timings[backends[1]]
+            cells.append(f"{b['median_us'] / a['median_us']:.2f}x"
+                         if a and b else "—")
+        peer = peers.get(row["shape"])
+        for kv, paths in (("f16", ("fi_tc", "fi_xqa")),
+                          ("fp8", ("fi_tc", "fi_xqa"))):
+            timing = _peer(peer, kv, paths)
+            cells.append(f"{timing['median_us']:.1f}" if timing else "—")
+        sdpa = row.get("sdpa")
+        cells.append(_us(sdpa))
+        cells.append(" / ".join(checks))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -462,6 +515,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--layout", choices=("nhd", "hnd"), default="nhd")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help="pattn backends to time per row (auto, "
+                        "portable, xqa); the first one is held to the bar")
+    parser.add_argument("--peers", metavar="JSON",
+                        help="FlashInfer results of ../shared/peers/"
+                        "flashinfer_decode.py --out, shown per shape")
     parser.add_argument("--no-sdpa", action="store_true",
                         help="skip the PyTorch SDPA peer")
     parser.add_argument("--time-failed", action="store_true",
@@ -481,7 +540,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.precompile:
-        return precompile(args.precompile, args.block_size, args.layout)
+        return precompile(args.precompile, args.block_size, args.layout,
+                          args.backends.split(","))
     try:
         import torch
     except ImportError as error:
@@ -513,7 +573,10 @@ def main(argv=None) -> int:
         "commit": ir.source_commit(), "torch": torch.__version__,
         "copy_tbps": copy_tbps, "block_size": args.block_size,
         "layout": args.layout, "iters": args.iters, "warmup": args.warmup,
-        "l2_bytes": L2_BYTES, "rows": []}
+        "l2_bytes": L2_BYTES, "backends": args.backends.split(","),
+        "rows": []}
+    if args.peers:
+        report["peers"] = json.loads(pathlib.Path(args.peers).read_text())
 
     def timed(calls, nbytes) -> dict:
         timing = time_calls(torch, calls, args.warmup, args.iters)
@@ -535,24 +598,30 @@ def main(argv=None) -> int:
                    "bytes": bytes_read(shape, cache, args.block_size),
                    "sdpa": sdpa}
             report["rows"].append(row)
-            try:
-                case = PattnCase(torch, pattn, chip, shape, cache,
-                                 args.block_size, args.layout)
-                row["check"] = case.check()
-                if row["check"]["ok"] or args.time_failed:
-                    row["plain"] = timed(case.decoders(), case.nbytes)
-                    try:
-                        row["graph"] = timed(case.graphs(), case.nbytes)
-                    except Exception as error:  # noqa: BLE001
-                        row["graph_error"] = f"{type(error).__name__}: {error}"
-                del case
-            except Exception as error:  # noqa: BLE001 - keep the grid going
-                row["error"] = f"{type(error).__name__}: {error}"[:200]
-            torch.cuda.empty_cache()
-            log(f"{shape.name} {cache}: " + (row.get("error") or (
-                f"check {row['check']['err_over_tol']:.2f} of tolerance, "
-                + (f"{row['graph']['median_us']:.1f} us graph"
-                   if "graph" in row else "not timed"))))
+            row["backends"] = {}
+            for backend in report["backends"]:
+                result = row["backends"][backend] = {}
+                try:
+                    case = PattnCase(torch, pattn, chip, shape, cache,
+                                     args.block_size, args.layout, backend)
+                    result["check"] = case.check()
+                    if result["check"]["ok"] or args.time_failed:
+                        result["plain"] = timed(case.decoders(), case.nbytes)
+                        try:
+                            result["graph"] = timed(case.graphs(), case.nbytes)
+                        except Exception as error:  # noqa: BLE001
+                            result["graph_error"] = \
+                                f"{type(error).__name__}: {error}"
+                    del case
+                except Exception as error:  # noqa: BLE001 - keep going
+                    result["error"] = f"{type(error).__name__}: {error}"[:200]
+                torch.cuda.empty_cache()
+                log(f"{shape.name} {cache} {backend}: " + (
+                    result.get("error") or (
+                        f"check {result['check']['err_over_tol']:.2f} of "
+                        "tolerance, " + (
+                            f"{result['graph']['median_us']:.1f} us graph"
+                            if "graph" in result else "not timed"))))
 
     table = markdown(report)
     out_dir = os.environ.get("OUT")
@@ -565,8 +634,9 @@ def main(argv=None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(table)
     print(table)
-    failed = any(row.get("error") or not row.get("check", {}).get("ok")
-                 for row in report["rows"])
+    failed = any(result.get("error") or not result.get("check", {}).get("ok")
+                 for row in report["rows"]
+                 for result in row["backends"].values())
     return 1 if failed else 0
 
 

@@ -58,17 +58,9 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
                                       const CompileOptions &options,
                                       std::string &error) -> LogicalResult {
   SmallVector<Chip> chips;
-  for (const std::string &name : options.chips) {
-    std::optional<Chip> chip = parseChip(name);
-    if (!chip) {
-      error = "unsupported chip '" + name +
-              "'; supported chips: " + supportedChipList();
-      return failure();
-    }
-    chips.push_back(*chip);
-  }
-  if (chips.empty())
-    chips.assign(defaultCompileChips().begin(), defaultCompileChips().end());
+  error = parseChipList(options.chips, chips);
+  if (!error.empty())
+    return failure();
   // The values of pattn-select-backend's `force`, checked here so that the
   // message names the option the user wrote.
   if (options.backend != "auto" && options.backend != "xqa" &&

@@ -103,3 +103,18 @@ std::optional<Chip> pattn::chipForDevice(llvm::ArrayRef<Chip> built,
   }
   return best;
 }
+
+std::string pattn::parseChipList(llvm::ArrayRef<std::string> names,
+                                 llvm::SmallVectorImpl<Chip> &chips) {
+  chips.clear();
+  for (const std::string &name : names) {
+    std::optional<Chip> chip = parseChip(name);
+    if (!chip)
+      return "unsupported chip '" + name +
+             "'; supported chips: " + supportedChipList();
+    chips.push_back(*chip);
+  }
+  if (chips.empty())
+    chips.append(defaultCompileChips().begin(), defaultCompileChips().end());
+  return "";
+}

@@ -96,7 +96,7 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
             output: Optional[PathLike] = None,
             compiler: Optional[PathLike] = None,
             hardware_conversions: bool = True,
-            backend: str = "portable", fold: bool = True) -> str:
+            backend: str = "auto", fold: bool = True) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text or the path of a ``.mlir`` file; ``chips`` is a
@@ -107,11 +107,11 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     with bit tricks even where a chip has conversion instructions (the two
     give the same values; this is for comparing them).
 
-    ``backend`` chooses the lowering of every attention op: ``"auto"`` (by
-    the eligibility table), ``"xqa"`` (an ineligible op is a compile error)
-    or ``"portable"`` (the default until the XQA kernel passes the GPU
-    suite: it is experimental); any other value raises :class:`pattn.CompileError`
-    before anything runs. ``fold=False`` skips the channel-scale fold, so
+    ``backend`` chooses the lowering of every attention op: ``"auto"`` (the
+    default: the tensor-core XQA kernel where the eligibility table allows,
+    portable elsewhere), ``"xqa"`` (an ineligible op is a compile error) or
+    ``"portable"`` (the fp32 CUDA-core kernel everywhere); any other value
+    raises :class:`pattn.CompileError` before anything runs. ``fold=False`` skips the channel-scale fold, so
     ops with K channel scales stay unfolded and go portable (for testing).
     """
     if backend not in BACKENDS:
@@ -124,13 +124,14 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     flags = []
     if not hardware_conversions:
         flags.append("--hardware-conversions=false")
-    if backend != "portable":
+    if backend != "auto":
         flags.append(f"--backend={backend}")
     if not fold:
         flags.append("--fold=false")
     # The cache key names the backend and the fold even at their defaults,
-    # so artifacts cached when pattn-compile forced the portable backend are
-    # not taken for backend="auto" ones.
+    # so that an artifact cached under one default (pattn-compile defaulted
+    # to portable before XQA passed the GPU suite) is never taken for
+    # another.
     key_options = [f"--backend={backend}",
                    f"--fold={'true' if fold else 'false'}"]
     if not hardware_conversions:

@@ -617,7 +617,7 @@ def test_compile_passes_the_backend_and_the_fold(fake_compiler, tmp_path):
                   backend="portable", fold=False)
     argv = json.loads(log.read_text())
     assert argv[1:] == ["--chips=sm_90a", "-o", str(output),
-                        "--fold=false"]
+                        "--backend=portable", "--fold=false"]
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
                   backend="xqa", hardware_conversions=False)
     argv = json.loads(log.read_text())
@@ -625,7 +625,7 @@ def test_compile_passes_the_backend_and_the_fold(fake_compiler, tmp_path):
                         "--hardware-conversions=false", "--backend=xqa"]
     # The defaults add nothing to the command line.
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  backend="portable", fold=True)
+                  backend="auto", fold=True)
     assert json.loads(log.read_text())[1:] == [
         "--chips=sm_90a", "-o", str(output)]
 
@@ -652,19 +652,19 @@ def test_artifact_cache_keeps_backends_and_folds_apart(fake_compiler,
                                                        tmp_path, monkeypatch):
     compiler, log = fake_compiler
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "artifacts"))
-    variants = [{}, {"backend": "xqa"}, {"backend": "auto"},
-                {"fold": False}, {"backend": "auto", "fold": False}]
+    variants = [{}, {"backend": "xqa"}, {"backend": "portable"},
+                {"fold": False}, {"backend": "portable", "fold": False}]
     paths = [pattn.compile(MLIR, chips="sm_90a", compiler=compiler, **options)
              for options in variants]
     assert len(set(paths)) == len(variants)
     # Spelling out a default finds the default's entry without compiling.
     log.unlink()
     again = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                          backend="portable", fold=True)
+                          backend="auto", fold=True)
     assert again == paths[0] and not log.exists()
     # The key names the backend even at its default: an artifact cached
-    # under the chips alone (when the backend was forced to portable) is
-    # not taken for an "auto" one.
+    # under the chips alone (when pattn-compile forced the portable
+    # backend) is not taken for an "auto" one.
     old_key = _compiler._cached_artifact(MLIR, "sm_90a")
     assert old_key not in paths
 

@@ -7,6 +7,7 @@
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks --backend=auto -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks --backend=xqa -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --remarks --backend=portable -o /dev/null 2>&1 | FileCheck %s --check-prefix=PORTABLE
+// RUN: pattn-compile %s --chips=sm_80 --emit=mlir --backend=portable | FileCheck %s --check-prefix=PORTABLE-IR
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --fold=false | FileCheck %s --check-prefix=NOFOLD
 // RUN: pattn-compile %s --chips=sm_80 --emit=mlir --fold=false --remarks --backend=auto -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFOLD-REMARK
 // RUN: not pattn-compile %s --chips=sm_80 --emit=mlir --fold=false --backend=xqa -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFOLD-XQA
@@ -22,13 +23,13 @@
 // RUN: echo "" | pattn-opt --pattn-compile="chips=sm_80 backend=portable fold=false" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE-NOFOLD
 
 // A static K channel table within the binade budget: folded at compile time,
-// then XQA-eligible on sm_80.
+// then XQA-eligible on sm_80, which the default backend (auto) takes.
 // CHECK-NOT: pattn.
 // CHECK: memref.global "private" constant @__pattn_k_scale_over_n
 // CHECK-LABEL: func.func @static_table
 // CHECK-NOT: pattn.
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_fold_query_
-// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_decode_
+// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_xqa_decode_
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_merge_
 // CHECK-NOT: pattn.
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<{{.*}}chip = "sm_80"
@@ -36,6 +37,9 @@
 
 // AUTO: remark: xqa: eligible on sm_80
 // PORTABLE: remark: portable: forced
+// PORTABLE-IR-LABEL: func.func @static_table
+// PORTABLE-IR: gpu.launch_func {{.*}}@pattn_kernels::@pattn_decode_
+// PORTABLE-IR-NOT: pattn_xqa_decode
 
 // Unfolded, the table makes the op portable and no fold kernel runs.
 // NOFOLD-NOT: __pattn_k_scale_over_n
@@ -51,7 +55,7 @@
 
 // PIPELINE: builtin.module(
 // PIPELINE-NEXT: pattn-fold-channel-scales,
-// PIPELINE-NEXT: pattn-select-backend{chip=sm_80 force=portable
+// PIPELINE-NEXT: pattn-select-backend{chip=sm_80 force=auto
 // PIPELINE: convert-pattn-to-gpu{chips={sm_80}
 // PIPELINE: gpu.module(
 // PIPELINE: convert-nvgpu-to-nvvm,

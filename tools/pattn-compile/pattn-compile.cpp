@@ -90,7 +90,7 @@ static cl::opt<bool> hardwareConversions(
              "allows; =false decodes with bit tricks on every chip (for "
              "comparing the two)"));
 static cl::opt<std::string>
-    backend("backend", cl::init("portable"), cl::value_desc("auto|xqa|portable"),
+    backend("backend", cl::init("auto"), cl::value_desc("auto|xqa|portable"),
             cl::cat(toolCategory),
             cl::desc("Backend of every attention op: auto (the default; by "
                      "the eligibility table), xqa (an ineligible op is an "

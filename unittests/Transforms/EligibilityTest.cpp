@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
@@ -122,6 +123,10 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
       {"guarded fallback",
        [](auto &c) { c.keyFold = KeyScaleFold::GuardedFallback; },
        "device-guarded fallback for K channel scales that do not fold"},
+      {"V channel scales in the kernel",
+       [](auto &c) { c.valueChannelScales = true; },
+       "V channel scales not moved to the output (run "
+       "--pattn-fold-channel-scales)"},
   };
   for (const Case &c : cases) {
     AttentionConfig config = base();
@@ -197,4 +202,22 @@ TEST_F(EligibilityTest, PrintedTableHasEveryRow) {
                           "| K/V encodings |", "| channel K scale |",
                           "| query tokens per sequence |", "| softcap |"})
     EXPECT_NE(text.find(row), std::string::npos) << row;
+}
+
+// Host dispatch: a device runs the cubin of its exact capability, else the
+// PTX of the highest generic chip below it; never another capability's
+// arch-specific cubin (the sm_100a-on-12.0 bug).
+TEST_F(EligibilityTest, ChipForDevicePicksTheExactCapabilityFirst) {
+  const Chip blackwell[] = {Chip::SM100a, Chip::SM120};
+  EXPECT_EQ(chipForDevice(blackwell, 120), Chip::SM120);
+  EXPECT_EQ(chipForDevice(blackwell, 100), Chip::SM100a);
+  const Chip archOnly[] = {Chip::SM100a};
+  EXPECT_EQ(chipForDevice(archOnly, 120), std::nullopt);
+  const Chip mixed[] = {Chip::SM80, Chip::SM86, Chip::SM90a};
+  EXPECT_EQ(chipForDevice(mixed, 90), Chip::SM90a);
+  EXPECT_EQ(chipForDevice(mixed, 89), Chip::SM86);
+  EXPECT_EQ(chipForDevice(mixed, 120), Chip::SM86);
+  EXPECT_EQ(chipForDevice(mixed, 75), std::nullopt);
+  const Chip generic[] = {Chip::SM90, Chip::SM80};
+  EXPECT_EQ(chipForDevice(generic, 100), Chip::SM90);
 }

@@ -47,9 +47,10 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   // buildCompilePipeline, which names it and the choices.
   Option<std::string> backend{
       *this, "backend",
-      llvm::cl::desc("Backend of every attention op: auto (by the eligibility "
-                     "table), xqa (an ineligible op is an error) or portable"),
-      llvm::cl::init("portable")};
+      llvm::cl::desc("Backend of every attention op: auto (the default; by the "
+                     "eligibility table), xqa (an ineligible op is an error) "
+                     "or portable"),
+      llvm::cl::init("auto")};
   Option<bool> fold{
       *this, "fold",
       llvm::cl::desc("Run pattn-fold-channel-scales (false leaves channel "

@@ -16,6 +16,7 @@
 #define PATTN_TARGET_TARGETDESCRIPTION_H
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
@@ -76,6 +77,12 @@ const TargetDescription &getTargetDescription(Chip chip);
 
 /// The chips `pattn-compile` builds for when none are named.
 llvm::ArrayRef<Chip> defaultCompileChips();
+
+/// Parses the chip names of a `chips` option into `chips`, or the default
+/// compile chips when `names` is empty. Returns the error to report (naming
+/// the first unsupported chip and the supported ones), empty on success.
+std::string parseChipList(llvm::ArrayRef<std::string> names,
+                          llvm::SmallVectorImpl<Chip> &chips);
 
 /// The chip whose kernels a device of compute capability `capability` runs,
 /// among `built`: the first built chip of exactly that capability, else the

@@ -653,18 +653,11 @@ struct ConvertPAttnToGPUPass
       return;
 
     SmallVector<::pattn::Chip> targetChips;
-    for (const std::string &name : chips) {
-      std::optional<::pattn::Chip> chip = ::pattn::parseChip(name);
-      if (!chip) {
-        module.emitError() << "unsupported chip '" << name
-                           << "'; supported chips: "
-                           << ::pattn::supportedChipList();
-        return signalPassFailure();
-      }
-      targetChips.push_back(*chip);
+    std::string error = ::pattn::parseChipList(chips, targetChips);
+    if (!error.empty()) {
+      module.emitError() << error;
+      return signalPassFailure();
     }
-    if (targetChips.empty())
-      llvm::append_range(targetChips, ::pattn::defaultCompileChips());
 
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));

@@ -64,6 +64,7 @@ class GpuResults:
             f"| date | {now:%Y-%m-%d %H:%M} UTC |",
             f"| GPU | {self.device or _device_name()} |",
             f"| commit | {ir.source_commit()} |",
+            f"| backend | {os.environ.get('PATTN_TEST_BACKEND', 'auto')} |",
             f"| passed | {self.outcomes['passed']} |",
             f"| failed | {self.outcomes['failed']} |",
             f"| skipped | {self.outcomes['skipped']} |",

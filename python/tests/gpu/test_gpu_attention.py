@@ -62,7 +62,7 @@ def device_chip() -> str:
 CHIP = device_chip()
 # The backend every case is compiled for: auto (XQA where eligible, as the
 # compiler chooses by default) or portable; run the suite once per backend.
-BACKEND = os.environ.get("PATTN_TEST_BACKEND", "portable")
+BACKEND = os.environ.get("PATTN_TEST_BACKEND", "auto")
 
 #: SPEC §8: (atol, rtol) by activation type.
 TOLERANCE = {"f16": (8e-4, 5e-3), "bf16": (6e-3, 5e-3)}

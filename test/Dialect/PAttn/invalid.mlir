@@ -519,6 +519,50 @@ func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<2x64xbf16>, %s: memref<2
 }
 
 //===----------------------------------------------------------------------===//
+// #pattn.portable_plan and #pattn.xqa_plan
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// expected-error @below {{heads_per_block 9 not in [1, 8]}}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 9, keys_per_split = 512>}
+
+// -----
+
+// expected-error @below {{keys_per_split 100 must be a positive multiple of 128}}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 100>}
+
+// -----
+
+// expected-error @below {{rows 24 must be 16 or 32}}
+func.func private @f() attributes {a = #pattn.xqa_plan<rows = 24, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+
+// -----
+
+// expected-error @below {{key_warps x value_warps = 2 x 1 must be the block's 4 warps}}
+func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+
+// -----
+
+// expected-error @below {{keys_per_tile 48 must be a multiple of 16 x key_warps, at most 256}}
+func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 48, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+
+// -----
+
+// expected-error @below {{stages 1 not in [2, 8]}}
+func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 1, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+
+// -----
+
+// expected-error @below {{keys_per_split 4000 must be a positive multiple of keys_per_tile 64}}
+func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4000, shared_bytes = 1024>}
+
+// -----
+
+// expected-error @below {{shared_bytes -1 is negative}}
+func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = -1>}
+
+//===----------------------------------------------------------------------===//
 // pattn.paged_attention
 //===----------------------------------------------------------------------===//
 
@@ -979,5 +1023,34 @@ func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %o: memref<4x32x12
 func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf16>, %o: memref<4x32x128xf16>) {
   // expected-error @below {{normalizer must hold f32 elements, got 'f16'}}
   pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf16>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+// A plan without a recorded backend.
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{'pattn.paged_attention' op has a decode plan but no backend (run --pattn-select-backend before --pattn-plan-decode)}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>}
+  return
+}
+
+// -----
+
+// The plan of the other backend.
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>}
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{'pattn.paged_attention' op backend portable needs a #pattn.portable_plan, got #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
   return
 }

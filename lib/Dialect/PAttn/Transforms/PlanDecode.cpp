@@ -39,18 +39,11 @@ struct PlanDecodePass
 void PlanDecodePass::runOnOperation() {
   ModuleOp module = getOperation();
   SmallVector<::pattn::Chip> targets;
-  for (const std::string &name : chips) {
-    std::optional<::pattn::Chip> chip = ::pattn::parseChip(name);
-    if (!chip) {
-      module.emitError() << "unsupported chip '" << name
-                         << "'; supported chips: "
-                         << ::pattn::supportedChipList();
-      return signalPassFailure();
-    }
-    targets.push_back(*chip);
+  std::string error = ::pattn::parseChipList(chips, targets);
+  if (!error.empty()) {
+    module.emitError() << error;
+    return signalPassFailure();
   }
-  if (targets.empty())
-    llvm::append_range(targets, ::pattn::defaultCompileChips());
   if (keysPerSplit <= 0 || keysPerSplit % 128 != 0) {
     module.emitError() << "keys-per-split must be a positive multiple of 128";
     return signalPassFailure();
