@@ -356,8 +356,11 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
       Value isGroupStart = kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin);
       if (e2m1) {
         Nvfp4Group nv = nvfp4Group(kb, amax, outer);
-        Value byte = kb.ori(nv.code(kb, latentAt(c0)),
-                            kb.shl(nv.code(kb, latentAt(c1)), kb.i32(4)));
+        // One op-creating call per statement: the loads stay in order
+        // whichever compiler evaluates the arguments.
+        Value low = nv.code(kb, latentAt(c0));
+        Value high = nv.code(kb, latentAt(c1));
+        Value byte = kb.ori(low, kb.shl(high, kb.i32(4)));
         kb.storeByte(byte, storage, byteAt(latent.getOffset(), pair));
         kb.ifThen(isGroupStart, [&] {
           kb.storeByte(nv.scaleCode, storage,

@@ -19,6 +19,7 @@
 #include "Kernels.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "OpOrder.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -707,6 +708,12 @@ struct ConvertPAttnToGPUPass
       if (failed(rewriter.run()))
         return signalPassFailure();
     }
+    // The same IR whichever compiler built pattn (OpOrder.h).
+    for (func::FuncOp function : functions)
+      orderOpsDeterministically(function);
+    for (KernelModule *kernelModule : modules)
+      for (auto kernel : kernelModule->module.getOps<gpu::GPUFuncOp>())
+        orderOpsDeterministically(kernel);
   }
 };
 } // namespace

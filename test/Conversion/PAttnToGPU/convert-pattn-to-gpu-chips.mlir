@@ -15,18 +15,18 @@
 // lowest route first so the exact ones win; each module is launched once.
 // CHECK-LABEL: func.func @decode(
 // CHECK: %[[ARCH:.*]] = call @pattnRuntimeDeviceArch() : () -> i32
-// CHECK: %[[GE80:.*]] = arith.cmpi uge, %[[ARCH]], %c80_i32 : i32
-// CHECK: %[[R0:.*]] = arith.select %[[GE80]], %c0_i32{{.*}}, %c0_i32 : i32
-// CHECK: %[[GE86:.*]] = arith.cmpi uge, %[[ARCH]], %c86_i32 : i32
+// CHECK-DAG: %[[GE80:.*]] = arith.cmpi uge, %[[ARCH]], %c80_i32{{.*}} : i32
+// CHECK-DAG: %[[GE86:.*]] = arith.cmpi uge, %[[ARCH]], %c86_i32{{.*}} : i32
+// CHECK-DAG: %[[EQ80:.*]] = arith.cmpi eq, %[[ARCH]], %c80_i32{{.*}} : i32
+// CHECK-DAG: %[[EQ86:.*]] = arith.cmpi eq, %[[ARCH]], %c86_i32{{.*}} : i32
+// CHECK-DAG: %[[EQ90:.*]] = arith.cmpi eq, %[[ARCH]], %c90_i32{{.*}} : i32
+// CHECK-DAG: %[[EQ120:.*]] = arith.cmpi eq, %[[ARCH]], %c120_i32{{.*}} : i32
+// CHECK: %[[R0:.*]] = arith.select %[[GE80]], %c0_i32{{.*}}, %c0_i32{{.*}} : i32
 // CHECK: %[[R1:.*]] = arith.select %[[GE86]], %c0_i32{{.*}}, %[[R0]] : i32
-// CHECK: %[[EQ80:.*]] = arith.cmpi eq, %[[ARCH]], %c80_i32{{.*}} : i32
 // CHECK: %[[R2:.*]] = arith.select %[[EQ80]], %c0_i32{{.*}}, %[[R1]] : i32
-// CHECK: %[[EQ86:.*]] = arith.cmpi eq, %[[ARCH]], %c86_i32{{.*}} : i32
 // CHECK: %[[R3:.*]] = arith.select %[[EQ86]], %c0_i32{{.*}}, %[[R2]] : i32
-// CHECK: %[[EQ90:.*]] = arith.cmpi eq, %[[ARCH]], %c90_i32 : i32
-// CHECK: %[[R4:.*]] = arith.select %[[EQ90]], %c1_i32, %[[R3]] : i32
-// CHECK: %[[EQ120:.*]] = arith.cmpi eq, %[[ARCH]], %c120_i32 : i32
-// CHECK: %[[CHOICE:.*]] = arith.select %[[EQ120]], %c2_i32, %[[R4]] : i32
+// CHECK: %[[R4:.*]] = arith.select %[[EQ90]], %c1_i32{{.*}}, %[[R3]] : i32
+// CHECK: %[[CHOICE:.*]] = arith.select %[[EQ120]], %c2_i32{{.*}}, %[[R4]] : i32
 // CHECK: %[[IS0:.*]] = arith.cmpi eq, %[[CHOICE]], %c0_i32{{.*}} : i32
 // CHECK: scf.if %[[IS0]] {
 // CHECK:   gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_0
@@ -66,11 +66,11 @@
 // cubin of the fp4 module: the exact route for 120 names module 0.
 // CC120-LABEL: func.func @decode(
 // CC120: %[[ARCH:.*]] = call @pattnRuntimeDeviceArch() : () -> i32
-// CC120: %[[GE120:.*]] = arith.cmpi uge, %[[ARCH]], %c120_i32 : i32
-// CC120: %[[R0:.*]] = arith.select %[[GE120]], %c0_i32{{.*}}, %c0_i32 : i32
-// CC120: %[[EQ100:.*]] = arith.cmpi eq, %[[ARCH]], %c100_i32 : i32
-// CC120: %[[R1:.*]] = arith.select %[[EQ100]], %c1_i32, %[[R0]] : i32
-// CC120: %[[EQ120:.*]] = arith.cmpi eq, %[[ARCH]], %c120_i32{{.*}} : i32
+// CC120-DAG: %[[GE120:.*]] = arith.cmpi uge, %[[ARCH]], %c120_i32{{.*}} : i32
+// CC120-DAG: %[[EQ100:.*]] = arith.cmpi eq, %[[ARCH]], %c100_i32{{.*}} : i32
+// CC120-DAG: %[[EQ120:.*]] = arith.cmpi eq, %[[ARCH]], %c120_i32{{.*}} : i32
+// CC120: %[[R0:.*]] = arith.select %[[GE120]], %c0_i32{{.*}}, %c0_i32{{.*}} : i32
+// CC120: %[[R1:.*]] = arith.select %[[EQ100]], %c1_i32{{.*}}, %[[R0]] : i32
 // CC120: %[[CHOICE:.*]] = arith.select %[[EQ120]], %c0_i32{{.*}}, %[[R1]] : i32
 // CC120: scf.if
 // CC120:   @pattn_kernels_fp8::@pattn_decode_0
