@@ -72,7 +72,12 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
     const char *failure; // nullptr: still eligible
   };
   const Case cases[] = {
-      {"bf16 activations", [&](auto &c) { c.activation = bf16; }, nullptr},
+      {"bf16 activations, 8-bit caches",
+       [&](auto &c) {
+         c.activation = bf16;
+         c.keyEncoding = c.valueEncoding = Encoding::i8;
+       },
+       nullptr},
       {"f32 activations", [&](auto &c) { c.activation = f32; },
        "activation f32 not in {f16, bf16}"},
       {"head_dim 64", [](auto &c) { c.headDim = 64; }, nullptr},
@@ -123,6 +128,22 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
       {"guarded fallback",
        [](auto &c) { c.keyFold = KeyScaleFold::GuardedFallback; },
        "device-guarded fallback for K channel scales that do not fold"},
+      {"bf16 K cache, f16 activations",
+       [](auto &c) { c.keyEncoding = Encoding::bf16; },
+       "K cache bf16 with f16 activations"},
+      {"f16 V cache, bf16 activations",
+       [&](auto &c) {
+         c.activation = bf16;
+         c.keyEncoding = Encoding::bf16;
+       },
+       "V cache f16 with bf16 activations"},
+      {"bf16 caches, bf16 activations",
+       [&](auto &c) {
+         c.activation = bf16;
+         c.keyEncoding = Encoding::bf16;
+         c.valueEncoding = Encoding::i8;
+       },
+       nullptr},
       {"V channel scales in the kernel",
        [](auto &c) { c.valueChannelScales = true; },
        "V channel scales not moved to the output (run "
@@ -167,7 +188,14 @@ TEST_F(EligibilityTest, GridAgreesWithSpecTable) {
                 config.blockSize = blockSize;
                 config.keyEncoding = key;
                 config.valueEncoding = encodings[(checked + 3) % 7];
+                Encoding value = config.valueEncoding;
+                bool mixed16 =
+                    (activation.isF16() &&
+                     (key == Encoding::bf16 || value == Encoding::bf16)) ||
+                    (activation.isBF16() &&
+                     (key == Encoding::f16 || value == Encoding::f16));
                 bool expected = (activation.isF16() || activation.isBF16()) &&
+                                !mixed16 &&
                                 (headDim == 64 || headDim == 128 ||
                                  headDim == 256) &&
                                 group * tokens <= 32 && blockSize >= 16 &&
@@ -197,7 +225,8 @@ TEST_F(EligibilityTest, PrintedTableHasEveryRow) {
   std::string text;
   llvm::raw_string_ostream os(text);
   printEligibilityTable(os);
-  for (const char *row : {"| chip |", "| activations |", "| head_dim |",
+  for (const char *row : {"| chip |", "| activations |", "| 16-bit caches |",
+                          "| channel V scale |", "| head_dim |",
                           "| g x query tokens |", "| block_size |",
                           "| K/V encodings |", "| channel K scale |",
                           "| query tokens per sequence |", "| softcap |"})

@@ -136,6 +136,11 @@ private:
   /// `keyHigh` in the ring stage at `stageBase`, as one f16 pair.
   Value groupScalePair(const XqaSide &side, Value stageBase, Value keyLow,
                        Value keyHigh, Value group);
+  /// The f32 per-token scales of keys `keyLow` and `keyLow` + 1 in the
+  /// ring stage at `stageBase`, as a vector<2xf32>.
+  Value tokenScalePair(const XqaSide &side, Value stageBase, Value keyLow);
+  /// `pair` times `scales` in fp32, rounded once to the operand type.
+  Value scaledPair(Value pair, Value scales);
   /// A decoded pair as an mma operand register.
   Value operand(Value pair);
   /// A word of f16 or bf16 codes as a pair of that type.
@@ -318,6 +323,25 @@ Value XqaBuilder::exp2(Value x) {
              builder, kb.loc, builder.getF32Type(),
              builder.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
       .getResult(0);
+}
+
+Value XqaBuilder::tokenScalePair(const XqaSide &side, Value stageBase,
+                                 Value keyLow) {
+  Value scales = view(0, {layout.total / 4}, builder.getF32Type());
+  Value at = kb.add(stageBase, index(side.tokenOffset));
+  at = kb.add(at, kb.mul(keyLow, index(4)));
+  at = kb.divs(at, index(4));
+  return vector::LoadOp::create(
+      builder, kb.loc, VectorType::get({2}, builder.getF32Type()), scales,
+      ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+}
+
+Value XqaBuilder::scaledPair(Value pair, Value scales) {
+  auto wideType = VectorType::get({2}, builder.getF32Type());
+  Value wide = arith::ExtFOp::create(builder, kb.loc, wideType, pair);
+  Value scaled = arith::MulFOp::create(builder, kb.loc, wide, scales);
+  return arith::TruncFOp::create(builder, kb.loc,
+                                 VectorType::get({2}, operandType()), scaled);
 }
 
 Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
@@ -927,19 +951,6 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                 s[maxAt(mt, h)] = newMax;
                 s[sumAt(mt, h)] = sum;
               }
-              if (value.tokenOffset >= 0) {
-                Value scales = view(0, {layout.total / 4}, builder.getF32Type());
-                for (int64_t nt = 0; nt < 2; ++nt)
-                  for (int64_t e2 = 0; e2 < 2; ++e2) {
-                    Value n = kb.add(n0, index(8 * nt + e2));
-                    n = kb.add(n, kb.mul(threadInGroup, index(2)));
-                    Value at = kb.add(stageBase, index(value.tokenOffset));
-                    at = kb.add(at, kb.mul(n, index(4)));
-                    Value vs = kb.load(scales, {kb.divs(at, index(4))});
-                    for (int64_t h = 0; h < 2; ++h)
-                      p[nt * 4 + 2 * h + e2] = kb.fmul(p[nt * 4 + 2 * h + e2], vs);
-                  }
-              }
               // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
               pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
                                packPair(p[4], p[5]), packPair(p[6], p[7])};
@@ -1002,6 +1013,18 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                                            groupIndex);
                   }
                   halves[h] = decodeHalves(value, word, scale);
+                  if (value.tokenOffset >= 0) {
+                    // Per-token scales multiply the two keys' values in
+                    // fp32, rounded once to the operand type: values keep
+                    // their precision where a scaled weight p x s would
+                    // fall into f16's subnormals (s = amax / 57344 for
+                    // e5m2).
+                    Value keyLow = kb.add(n0, index(8 * h));
+                    keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
+                    Value tokenScales = tokenScalePair(value, stageBase, keyLow);
+                    for (Value &pair : halves[h])
+                      pair = scaledPair(pair, tokenScales);
+                  }
                 }
                 for (int64_t j = 0; j < valueHalf; ++j) {
                   int64_t nt = (a + sigma) * valueHalf + j;

@@ -56,6 +56,24 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     fail(llvm::formatv("activation {0} not in {{f16, bf16}", name));
   }
 
+  // Row 2b: the operands are the activation's 16-bit type, so a 16-bit
+  // cache of the other type would be rounded (bf16 keeps 3 bits fewer than
+  // f16, f16 a narrower range than bf16); quantized codes are exact in both.
+  if (config.activation &&
+      (config.activation.isF16() || config.activation.isBF16())) {
+    mlir::pattn::Encoding other = config.activation.isF16()
+                                      ? mlir::pattn::Encoding::bf16
+                                      : mlir::pattn::Encoding::f16;
+    for (auto [side, encoding] :
+         {std::pair<const char *, mlir::pattn::Encoding>{"K",
+                                                         config.keyEncoding},
+          {"V", config.valueEncoding}})
+      if (encoding == other)
+        fail(llvm::formatv("{0} cache {1} with {2} activations", side,
+                           mlir::pattn::stringifyEncoding(encoding),
+                           config.activation.isF16() ? "f16" : "bf16"));
+  }
+
   // Row 3: the tile shapes of the kernel.
   if (!isXqaHeadDim(config.headDim))
     fail(llvm::formatv("head_dim {0} not in {{64, 128, 256}", config.headDim));
@@ -120,6 +138,8 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "|---|---|---|\n"
      << "| chip | >= sm_80 | >= sm_80 |\n"
      << "| activations | f16, bf16 | f16 (INT4), f16/bf16 (INT8/FP8) |\n"
+     << "| 16-bit caches | the activation's type (f16 with f16, bf16 with "
+        "bf16) | the activation's type |\n"
      << "| head_dim | 64, 128, 256 | 64/128/256; INT4: 256 only |\n"
      << "| g x query tokens | <= 32 rows per KV head | g in {4,6,8,16,32}; "
         "INT4: g = 6 only |\n"

@@ -32,11 +32,26 @@ func.func @row_activation_f16(%k: !pattn.cache<block_size = 16, kv_heads = 8, he
 
 // CHECK-LABEL: func.func @row_activation_bf16
 // CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<xqa>
-func.func @row_activation_bf16(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>, %v: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>, %q: memref<2x32x128xbf16>, %bt: memref<2x8xi32>, %sl: memref<2xi32>, %o: memref<2x32x128xbf16>) {
+func.func @row_activation_bf16(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none>, %v: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none>, %q: memref<2x32x128xbf16>, %bt: memref<2x8xi32>, %sl: memref<2xi32>, %o: memref<2x32x128xbf16>) {
   // expected-remark @below {{xqa: eligible on sm_90a}}
-  pattn.paged_attention query(%q : memref<2x32x128xbf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>) value(%v : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>)
+  pattn.paged_attention query(%q : memref<2x32x128xbf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none>) value(%v : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none>)
       block_table(%bt : memref<2x8xi32>) seq_lens(%sl : memref<2xi32>)
       outs(%o : memref<2x32x128xbf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+// Row "16-bit caches": the mma operands are the activation's type, so a
+// 16-bit cache of the other type would be rounded; quantized codes are
+// exact in both.
+// CHECK-LABEL: func.func @row_mixed_16_bit
+// CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
+func.func @row_mixed_16_bit(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none>, %v: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>, %q: memref<2x32x128xf16>, %bt: memref<2x8xi32>, %sl: memref<2xi32>, %o: memref<2x32x128xf16>) {
+  // expected-remark @below {{portable: K cache bf16 with f16 activations}}
+  pattn.paged_attention query(%q : memref<2x32x128xf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = bf16, scale = none>) value(%v : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>)
+      block_table(%bt : memref<2x8xi32>) seq_lens(%sl : memref<2xi32>)
+      outs(%o : memref<2x32x128xf16>) {num_heads = 32 : i64}
   return
 }
 
