@@ -447,65 +447,77 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
   // whether the key is live and copies its nvfp4 group scales (head_dim /
   // 16 bytes) and per-token scale.
   Value all = view(0, {layout.total}, builder.getIntegerType(8));
-  for (XqaSide *side : {&key, &value}) {
-    int64_t chunks = tileKeys * side->segments;
+  // Chunk `chunk` of `sides` (which have the same segments per row, so the
+  // same key and page): one page lookup serves all of them.
+  auto copyChunk = [&](ArrayRef<XqaSide *> sides, Value chunk) {
+    int64_t segments = sides.front()->segments;
+    Value n = kb.divs(chunk, index(segments));
+    Value c = kb.rems(chunk, index(segments));
+    Value live, page, offset;
+    std::tie(live, page, offset) = keyInfo(n);
+    Value byte = kb.mul(c, index(16));
+    Value bytes = kb.select(live, index(16), index(0));
+    for (XqaSide *side : sides) {
+      Value dst = kb.add(ringBase, index(side->rows));
+      dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
+      dst = kb.add(dst, byte);
+      nvgpu::DeviceAsyncCopyOp::create(
+          builder, kb.loc, all, ValueRange{dst}, side->storage,
+          address(*side, page, offset, byte), builder.getIndexAttr(16), bytes,
+          builder.getUnitAttr());
+    }
+    Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, c, index(0));
+    kb.ifThen(firstChunk, [&] {
+      for (XqaSide *side : sides) {
+        if (side == &key) {
+          Value flag = kb.select(live, kb.i32(1), kb.i32(0));
+          Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
+          kb.store(flag, pagesRing, {at});
+        }
+        if (side->groupOffset >= 0) {
+          int64_t size = side->groupStride;
+          // The scales' own element type (f8E4M3FN) on both ends.
+          Type scaleType =
+              cast<MemRefType>(side->groupScales.getType()).getElementType();
+          Value scalesView = view(0, {layout.total}, scaleType);
+          Value scaleDst = kb.add(ringBase, index(side->groupOffset));
+          scaleDst = kb.add(scaleDst, kb.mul(n, index(size)));
+          Value copied = kb.select(live, index(size), index(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              builder, kb.loc, scalesView, ValueRange{scaleDst},
+              side->groupScales, address(*side, page, offset, index(0)),
+              builder.getIndexAttr(size), copied,
+              size == 16 ? builder.getUnitAttr() : UnitAttr());
+        }
+        if (side->tokenOffset >= 0) {
+          Value scales = view(0, {layout.total / 4}, builder.getF32Type());
+          Value scaleDst = kb.add(ringBase, index(side->tokenOffset));
+          scaleDst = kb.add(scaleDst, kb.mul(n, index(4)));
+          scaleDst = kb.divs(scaleDst, index(4));
+          Value copied = kb.select(live, index(1), index(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              builder, kb.loc, scales, ValueRange{scaleDst}, side->tokenScales,
+              ValueRange{page, offset, kvHead}, builder.getIndexAttr(1),
+              copied, UnitAttr());
+        }
+      }
+    });
+  };
+  SmallVector<SmallVector<XqaSide *>> groups;
+  if (key.segments == value.segments)
+    groups.push_back({&key, &value});
+  else
+    groups.assign({{&key}, {&value}});
+  for (ArrayRef<XqaSide *> sides : groups) {
+    int64_t chunks = tileKeys * sides.front()->segments;
     for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass) {
       Value chunk = kb.add(tid, index(pass * kBlockThreads));
-      auto copyChunk = [&] {
-        Value n = kb.divs(chunk, index(side->segments));
-        Value c = kb.rems(chunk, index(side->segments));
-        Value live, page, offset;
-        std::tie(live, page, offset) = keyInfo(n);
-        Value byte = kb.mul(c, index(16));
-        Value dst = kb.add(ringBase, index(side->rows));
-        dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
-        dst = kb.add(dst, byte);
-        Value bytes = kb.select(live, index(16), index(0));
-        nvgpu::DeviceAsyncCopyOp::create(
-            builder, kb.loc, all, ValueRange{dst}, side->storage,
-            address(*side, page, offset, byte), builder.getIndexAttr(16),
-            bytes, builder.getUnitAttr());
-        Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, c, index(0));
-        kb.ifThen(firstChunk, [&] {
-          if (side == &key) {
-            Value flag = kb.select(live, kb.i32(1), kb.i32(0));
-            Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
-            kb.store(flag, pagesRing, {at});
-          }
-          if (side->groupOffset >= 0) {
-            int64_t size = side->groupStride;
-            // The scales' own element type (f8E4M3FN) on both ends.
-            Type scaleType =
-                cast<MemRefType>(side->groupScales.getType()).getElementType();
-            Value scalesView = view(0, {layout.total}, scaleType);
-            Value scaleDst = kb.add(ringBase, index(side->groupOffset));
-            scaleDst = kb.add(scaleDst, kb.mul(n, index(size)));
-            Value copied = kb.select(live, index(size), index(0));
-            nvgpu::DeviceAsyncCopyOp::create(
-                builder, kb.loc, scalesView, ValueRange{scaleDst},
-                side->groupScales, address(*side, page, offset, index(0)),
-                builder.getIndexAttr(size), copied,
-                size == 16 ? builder.getUnitAttr() : UnitAttr());
-          }
-          if (side->tokenOffset >= 0) {
-            Value scales = view(0, {layout.total / 4}, builder.getF32Type());
-            Value scaleDst = kb.add(ringBase, index(side->tokenOffset));
-            scaleDst = kb.add(scaleDst, kb.mul(n, index(4)));
-            scaleDst = kb.divs(scaleDst, index(4));
-            Value copied = kb.select(live, index(1), index(0));
-            nvgpu::DeviceAsyncCopyOp::create(
-                builder, kb.loc, scales, ValueRange{scaleDst},
-                side->tokenScales, ValueRange{page, offset, kvHead},
-                builder.getIndexAttr(1), copied, UnitAttr());
-          }
-        });
-      };
       if ((pass + 1) * kBlockThreads <= chunks) {
-        copyChunk();
-      } else {
-        Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
-        kb.ifThen(inTile, copyChunk);
+        copyChunk(sides, chunk);
+        continue;
       }
+      Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
+      kb.ifThen(inTile, [&] { copyChunk(sides, chunk); });
     }
   }
 }

@@ -127,13 +127,15 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     sharedLimit =
         std::min(sharedLimit, getTargetDescription(chip).sharedMemoryPerBlock);
 
-  // Largest tile first; for it, the ring depth with the most bytes in
-  // flight per SM (ties: more resident blocks, then fewer stages).
+  // The tile and ring depth with the most cache bytes in flight per SM;
+  // ties go to more resident blocks (they hide each other's softmax and
+  // merge), then to the larger tile, then to fewer stages.
   int64_t minTile = 16 * keyWarps;
+  int64_t bestTile = 0, bestStages = 0, bestInFlight = -1, bestBlocks = 0,
+          bestBytes = 0;
   for (int64_t tile : {int64_t(64), int64_t(32), int64_t(16)}) {
     if (tile < minTile || tile % minTile != 0)
       continue;
-    int64_t bestStages = 0, bestInFlight = -1, bestBlocks = 0, bestBytes = 0;
     for (int64_t stages : {int64_t(2), int64_t(3), int64_t(4)}) {
       XqaSharedLayout layout =
           layoutXqaShared(key, value, rows, tile, stages, keyWarps);
@@ -143,17 +145,18 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
       int64_t inFlight = blocks * (stages - 1) * layout.stageBytes;
       if (inFlight > bestInFlight ||
           (inFlight == bestInFlight && blocks > bestBlocks)) {
+        bestTile = tile;
         bestStages = stages;
         bestInFlight = inFlight;
         bestBlocks = blocks;
         bestBytes = layout.total;
       }
     }
-    if (!bestStages)
-      continue;
-    int64_t split = std::max(tile, maxKeysPerSplit / tile * tile);
-    return XqaPlanAttr::get(op.getContext(), rows, tile, bestStages, keyWarps,
-                            valueWarps, split, bestBytes);
+  }
+  if (bestTile) {
+    int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
+    return XqaPlanAttr::get(op.getContext(), rows, bestTile, bestStages,
+                            keyWarps, valueWarps, split, bestBytes);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =

@@ -3,9 +3,11 @@
 // RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --pattn-plan-decode=keys-per-split=1024 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=PORT
 // RUN: not pattn-opt %s --pattn-plan-decode 2>&1 | FileCheck %s --check-prefix=NOBACKEND
 
-// The plan of each backend, per shape and chip. On sm_90a alone a 3-stage
-// ring of 64-key tiles fits (227 KiB per block); the default chip list
-// includes sm_86/89/120 (99 KiB), which caps the f16 D128 ring at 2 stages.
+// The plan of each backend, per shape and chip: the tile and ring depth
+// that keep the most cache bytes in flight per SM (resident blocks x
+// (stages - 1) x stage bytes). On sm_90a alone (227 KiB per block, 228 per
+// SM) the f16 D128 ring takes 3 stages of 64 keys, 2 blocks per SM; the
+// default chip list includes sm_86/89/120 (99 KiB), which caps it at 2.
 
 // H200-LABEL: func.func @f16_d128_g4
 // H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 108800>
@@ -22,10 +24,23 @@ func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt
   return
 }
 
+// f16 D256, g = 6: two value warps; 64-key tiles would leave one 211 KiB
+// block per SM, 32-key tiles keep as many bytes in flight with two.
+// H200-LABEL: func.func @f16_d256_g6
+// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 109824>
+!f16d256 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = f16, scale = none>
+func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x24x256xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x4x512xi8>) : !f16d256
+  pattn.paged_attention query(%q : memref<?x24x256xf16>) key(%k : !f16d256) value(%k : !f16d256)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      outs(%o : memref<?x24x256xf16>) {num_heads = 24 : i64}
+  return
+}
+
 // 8 query tokens x g = 4: 32 rows, two m-tiles; D256 outputs need the four
 // warps split over the value channels.
 // H200-LABEL: func.func @i4_d256_spec
-// H200: plan = #pattn.xqa_plan<rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4
+// H200: plan = #pattn.xqa_plan<rows = 32, keys_per_tile = 32, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 53760>
 // PORT-LABEL: func.func @i4_d256_spec
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>
