@@ -145,7 +145,8 @@ private:
   Value operand(Value pair);
   /// A word of f16 or bf16 codes as a pair of that type.
   Value rawPair(Value word, Encoding encoding);
-  /// Two 16-bit elements that already are operand bits (a query fragment).
+  /// A pair of the operand type, or its bits (a query fragment), as an mma
+  /// operand register: itself for f16, an i32 for bf16.
   Value bitsOperand(Value halves);
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
                          ArrayRef<Value> c);
@@ -182,12 +183,7 @@ Value XqaBuilder::operand(Value pair) {
     pair = arith::TruncFOp::create(builder, kb.loc,
                                    VectorType::get({2}, element), wide);
   }
-  if (!bf16)
-    return pair;
-  // bf16 mma operands are i32 registers.
-  Value word = vector::BitCastOp::create(
-      builder, kb.loc, VectorType::get({1}, builder.getI32Type()), pair);
-  return vector::ExtractOp::create(builder, kb.loc, word, 0);
+  return bitsOperand(pair);
 }
 
 Value XqaBuilder::rawPair(Value word, Encoding encoding) {
@@ -202,6 +198,7 @@ Value XqaBuilder::rawPair(Value word, Encoding encoding) {
 Value XqaBuilder::bitsOperand(Value halves) {
   if (!bf16)
     return halves;
+  // bf16 mma operands are i32 registers.
   Value word = vector::BitCastOp::create(
       builder, kb.loc, VectorType::get({1}, builder.getI32Type()), halves);
   return vector::ExtractOp::create(builder, kb.loc, word, 0);
