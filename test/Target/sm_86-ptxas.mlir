@@ -7,6 +7,16 @@
 // RUN: FileCheck %s < %t.ptx
 // RUN: FileCheck %s --check-prefix=NONE < %t.ptx
 // RUN: %ptxas -arch=sm_86 %t.ptx -o %t.cubin
+// The default backend (auto) lowers the eligible ops to the XQA kernel (mma.sync,
+// ldmatrix, cp.async); the portable kernels of the same ops assemble too.
+// RUN: FileCheck %s --check-prefix=XQA < %t.ptx
+// RUN: pattn-compile %S/Inputs/all-ops.mlir --chips=sm_86 --backend=portable --emit=ptx -o %t.portable.ptx
+// RUN: FileCheck %s --check-prefix=PORTABLE < %t.portable.ptx
+// RUN: %ptxas -arch=sm_86 %t.portable.ptx -o %t.portable.cubin
+// XQA: .entry pattn_xqa_decode
+// XQA: mma.sync.aligned.m16n8k16.row.col.f32
+// PORTABLE-NOT: pattn_xqa_decode
+// PORTABLE-NOT: mma.sync
 
 // CHECK: .target sm_86
 // CHECK: .entry pattn_write_record
