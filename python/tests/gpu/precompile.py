@@ -56,6 +56,13 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         paths = list(pool.map(
             lambda text: pattn.compile(text, chips=[args.chip], backend=suite.BACKEND), unique))
+    # test_backends_agree: the same programs on the other backend.
+    decode_texts = list(dict.fromkeys(
+        case.plan().module.text for case in suite.GRID + suite.NAMED))
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(lambda text: pattn.compile(
+            text, chips=[args.chip], backend=suite.OTHER_BACKEND),
+            decode_texts))
     pattn.compile(suite.DISPATCH_CASE.plan().module.text,
                   chips=suite.DISPATCH_CHIPS, backend=suite.BACKEND)
     for text in (suite.NAMED[1].plan().module.text,

@@ -63,6 +63,8 @@ CHIP = device_chip()
 # The backend every case is compiled for: auto (XQA where eligible, as the
 # compiler chooses by default) or portable; run the suite once per backend.
 BACKEND = os.environ.get("PATTN_TEST_BACKEND", "auto")
+#: The backend each decode is also compared with, on the same cache bytes.
+OTHER_BACKEND = "portable" if BACKEND != "portable" else "auto"
 
 #: SPEC §8: (atol, rtol) by activation type.
 TOLERANCE = {"f16": (8e-4, 5e-3), "bf16": (6e-3, 5e-3)}
@@ -734,6 +736,25 @@ def test_decode_matches_reference(case, gpu_results):
     # Rows that see no key (empty sequences, masked pages) are exact zeros.
     hidden = ~visible_tokens(run.plan)
     assert not out[hidden].any(), "a row with no visible key is not zero"
+
+
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_backends_agree(case, gpu_results):
+    """The other backend's lowering of the same program, run on the same
+    cache bytes and inputs, agrees within SPEC §8 (XQA vs portable where
+    the op is eligible; the same kernel twice where it is not)."""
+    run = case.run()
+    ours = run.decode()
+    other = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
+                                     backend=OTHER_BACKEND))
+    tensors = dict(run.tensors)
+    tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
+    invoke(other, "decode", run.plan.module.functions["decode"], tensors)
+    torch.cuda.synchronize()
+    theirs = activation_values(download(tensors["out"]), run.plan.dtype)
+    assert_close(ours, theirs, case.config.dtype,
+                 f"{BACKEND} vs {OTHER_BACKEND}", gpu_results,
+                 ("backends agree",))
 
 
 #: A build for a chip without fp8 conversion next to this one: two kernel
