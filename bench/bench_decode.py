@@ -59,6 +59,9 @@ class Shape:
     kv_heads: int
     head_dim: int
     seq_len: int
+    #: Query tokens per sequence (> 1: speculative decode, causal among
+    #: them; SDPA is not timed on those rows).
+    query_tokens: int = 1
 
 
 #: Backends timed per row (--backends): auto lowers every benchmark shape
@@ -76,6 +79,10 @@ SHAPES = [
     Shape("B1-32/8-D128-L8K", 1, 32, 8, 128, 8192),
     Shape("B4-32/8-D128-L2K", 4, 32, 8, 128, 2048),
     Shape("B4-32/8-D128-L512", 4, 32, 8, 128, 512),
+    # Speculative decode with 7 drafts (the seeds' measurement): g x 8 = 32
+    # query rows per KV head, XQA's largest.
+    Shape("B4-32/8-D128-L8K-Q8", 4, 32, 8, 128, 8192, query_tokens=8),
+    Shape("B4-32/8-D128-L512-Q8", 4, 32, 8, 128, 512, query_tokens=8),
 ]
 
 #: Cache formats: (encoding, scale granularity) of K and of V. The int4
@@ -166,7 +173,9 @@ def bytes_read(shape: Shape, cache: str, block_size: int) -> float:
         total += 2 * 4
     blocks = shape.batch * (-(-shape.seq_len // block_size))
     total += blocks * 4 + shape.batch * 4
-    total += shape.batch * shape.heads * shape.head_dim * 2
+    total += shape.batch * shape.query_tokens * shape.heads * shape.head_dim * 2
+    if shape.query_tokens > 1:
+        total += (shape.batch + 1) * 4  # query_start
     return float(total)
 
 
@@ -190,7 +199,8 @@ def bench_config(shape: Shape, cache: str, block_size: int,
         k_encoding=encoding, k_scale=scale, v_encoding=encoding,
         v_scale=scale, head_dim=shape.head_dim, block_size=block_size,
         kv_heads=shape.kv_heads, g=shape.heads // shape.kv_heads,
-        query_tokens=1, seq_lens=(shape.seq_len,) * shape.batch,
+        query_tokens=shape.query_tokens,
+        seq_lens=(shape.seq_len,) * shape.batch,
         layout=layout, dtype="f16", static_tables=False)
 
 
@@ -251,14 +261,18 @@ class PattnCase:
         slots = (table[:, positions // block_size].long() * block_size
                  + positions % block_size).reshape(-1)
 
+        n = shape.query_tokens
         self.inputs = {
             "block_table": table,
             "seq_lens": torch.full((B,), L, dtype=torch.int32, device="cuda"),
-            "query": signed_uniform(torch, (B, shape.heads, D),
+            "query": signed_uniform(torch, (B * n, shape.heads, D),
                                     generator).to(torch.float16),
-            "out": torch.empty((B, shape.heads, D), dtype=torch.float16,
+            "out": torch.empty((B * n, shape.heads, D), dtype=torch.float16,
                                device="cuda"),
         }
+        if n > 1:
+            self.inputs["query_start"] = torch.arange(
+                0, (B + 1) * n, n, dtype=torch.int32, device="cuda")
         for prefix in "kv":
             if self.operands[prefix] is not None:
                 self.inputs[f"{prefix}_scale"] = self.operands[prefix]
@@ -351,12 +365,14 @@ class PattnCase:
                 operand = operand[0:1] if scale == "channel" else operand
             dense[prefix] = host.dequantize(operand)
         g = shape.heads // shape.kv_heads
-        query = self.inputs["query"][0:1, 0:g].float().cpu().numpy()
+        n = shape.query_tokens
+        query = self.inputs["query"][0:n, 0:g].float().cpu().numpy()
         want = ref.paged_attention_ref(
             query, dense["k"], dense["v"], np.arange(per_seq)[None],
-            [shape.seq_len], num_heads=g,
+            [shape.seq_len], np.array([0, n]) if n > 1 else None,
+            num_heads=g,
             softmax_scale=ref.default_softmax_scale(shape.head_dim))
-        got = self.inputs["out"][0:1, 0:g].float().cpu().numpy()
+        got = self.inputs["out"][0:n, 0:g].float().cpu().numpy()
         error = np.abs(got - want)
         ratio = error / (8e-4 + 5e-3 * np.abs(want))  # SPEC §8, fp16
         finite = bool(np.isfinite(got).all())
@@ -589,7 +605,7 @@ def main(argv=None) -> int:
 
     for shape in shapes:
         sdpa = None
-        if not args.no_sdpa:
+        if not args.no_sdpa and shape.query_tokens == 1:
             peer = SdpaCase(torch, shape)
             sdpa = timed(peer.calls(), peer.nbytes)
             sdpa["enable_gqa"] = peer.gqa
