@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Where the compiler is: fills .gpu-artifacts/ with everything
+# scripts/gpu-run.sh needs on the GPU machine, which has no compiler and no
+# network: the GPU suite's modules for both backends, the decode
+# benchmark's, the peers' script and FlashInfer's wheels (into .whl/).
+#   bash scripts/gpu-prepare.sh [CHIP]      # default sm_90a (the H200)
+# Both folders are ignored by git; carry them to the GPU machine.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+chip="${1:-sm_90a}"
+export PATTN_COMPILE="${PATTN_COMPILE:-$root/build/bin/pattn-compile}"
+export PATTN_ARTIFACT_DIR="$root/.gpu-artifacts"
+cd "$root"
+# The artifact cache is not keyed on the compiler's build: start afresh.
+rm -rf "$PATTN_ARTIFACT_DIR" && mkdir -p "$PATTN_ARTIFACT_DIR"
+for backend in auto portable; do
+  PATTN_TEST_BACKEND=$backend python3 python/tests/gpu/precompile.py --chip "$chip"
+done
+python3 bench/bench_decode.py --precompile "$chip"
+peers="$root/../shared/peers/flashinfer_decode.py"
+if [ -f "$peers" ]; then
+  cp "$peers" "$PATTN_ARTIFACT_DIR/"
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
+    --platform manylinux2014_x86_64 -d "$root/.whl" \
+    flashinfer-python==0.6.13 apache-tvm-ffi==0.1.15.post2
+fi
+du -sh "$PATTN_ARTIFACT_DIR" "$root/.whl" 2>/dev/null || true

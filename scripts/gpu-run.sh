@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# On the GPU machine, after scripts/gpu-prepare.sh: the GPU suite on both
+# backends (results tables), compute-sanitizer memcheck and racecheck on a
+# representative set, and the decode benchmark on both backends with
+# FlashInfer and SDPA in the same session (when the peers were prepared).
+# Everything lands in $OUT (default ./gpu-results); PATTN_COMMIT names the
+# commit in the tables when the copy has no .git.
+#   bash scripts/gpu-run.sh
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+out="${OUT:-$root/gpu-results}"
+mkdir -p "$out"
+export PATTN_ARTIFACT_DIR="$root/.gpu-artifacts" PYTHONUNBUFFERED=1
+
+for backend in auto portable; do
+  PATTN_TEST_BACKEND=$backend PATTN_GPU_RESULTS="$out/suite-$backend.md" \
+    python3 -m pytest python/tests/gpu -q -rfs --tb=line -p no:cacheprovider \
+    2>&1 | grep -E "^FAILED|^SKIPPED|passed|failed" | tail -8
+done
+
+# Every encoding, HND and NHD, split and unsplit, windows, sinks, D256.
+cases="decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)"
+for tool in memcheck racecheck; do
+  compute-sanitizer --tool $tool python3 -m pytest python/tests/gpu -q \
+    -p no:cacheprovider -k "$cases" 2>&1 | grep -E "SUMMARY|passed|failed" | tail -2
+done
+
+peers_args=()
+if [ -f "$PATTN_ARTIFACT_DIR/flashinfer_decode.py" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+  site="$(mktemp -d)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$root"/.whl/*.whl
+  export PYTHONPATH="$site" FLASHINFER_CUDA_ARCH_LIST="${FLASHINFER_CUDA_ARCH_LIST:-9.0}"
+  aot="$(mktemp -d)"
+  python3 "$PATTN_ARTIFACT_DIR/flashinfer_decode.py" --build "$aot" --trim-tc --jobs 16 \
+    --paths fi_tc,fi_xqa > "$out/flashinfer-build.log" 2>&1
+  mkdir -p "$site/flashinfer/data/aot" && cp -r "$aot/." "$site/flashinfer/data/aot/"
+  FLASHINFER_DISABLE_JIT=1 python3 "$PATTN_ARTIFACT_DIR/flashinfer_decode.py" \
+    --paths fi_tc,fi_xqa --iters 50 --warmup 10 --out "$out/peers.json" \
+    > "$out/peers.log" 2>&1 && peers_args=(--peers "$out/peers.json")
+fi
+OUT="$out" python3 bench/bench_decode.py --iters 50 --warmup 10 "${peers_args[@]}" \
+  --write-results "$out/decode.md" 2> "$out/bench.log"
+echo "benchmark exit status $?; tables in $out"
