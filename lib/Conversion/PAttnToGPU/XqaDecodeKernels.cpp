@@ -90,10 +90,26 @@ private:
   XqaSharedLayout layout;
   XqaSide key, value;
 
+  int64_t window = 0, nTiles = 0; ///< nTiles: this warp's 8-channel tiles
+  float softcap = 0.0f;
+
   // Kernel values.
   Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
       tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
   Value blockTable, pagesRing;
+  /// The block's keys: [first, last) of the sequence, tiles from firstTile.
+  Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
+  /// Constants of the softmax; softmaxScale includes log2 e without softcap.
+  Value softmaxScale, log2e, negInf, zeroF32;
+  Value valueSegmentBase;
+
+  /// Positions in the per-thread loop state: the running max and sum of
+  /// rows g and g + 8 of each m-tile, then the output accumulators.
+  int64_t maxAt(int64_t mt, int64_t h) const { return mt * 2 + h; }
+  int64_t sumAt(int64_t mt, int64_t h) const { return 2 * mTiles + mt * 2 + h; }
+  int64_t accAt(int64_t mt, int64_t nt, int64_t e) const {
+    return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
+  }
 
   Type operandType() { return bf16 ? builder.getBF16Type() : builder.getF16Type(); }
   Value index(int64_t v) { return kb.index(v); }
@@ -119,6 +135,30 @@ private:
     return {page, offset, kvHead, byte};
   }
 
+  /// tokenBegin/tokenCount, the sequence length and the block's key range
+  /// (this split, the window) in tiles.
+  void computeKeyRange(Value seqLens, Value queryStart, Value split);
+  /// The query tile in shared memory, and its fragments in registers where
+  /// they are few.
+  void prepareQuery(Value query);
+  /// One 16-key step of a warp: S = Q Kᵀ (mTiles x 2 n-tiles of fp32).
+  SmallVector<Value> scoreStep(Value keyRows, Value stageBase, Value n0);
+  /// The step's base-2 logits: scales, softcap, and masks unless every key
+  /// is live and visible to every real row.
+  SmallVector<Value> logitStep(ArrayRef<Value> scores, Value slot,
+                               Value tileBase, Value stageBase, Value n0);
+  /// The online softmax update of `s` (max, sum, accumulator decay); returns
+  /// P as the A operands of P V, per m-tile.
+  SmallVector<SmallVector<Value>> softmaxStep(ArrayRef<Value> logits,
+                                              SmallVectorImpl<Value> &s);
+  /// O += P V over this warp's value channels.
+  void valueStep(Value valueRows, Value stageBase, Value n0,
+                 ArrayRef<SmallVector<Value>> pOperands,
+                 SmallVectorImpl<Value> &s);
+  /// Merges the key warps through shared memory and writes the block's
+  /// partial output and statistics.
+  void mergeKeyWarps(ArrayRef<Value> state, Value split, Value partialOut,
+                     Value partialStats);
   void loadQueryTile(Value query);
   void issueTile(Value tileIndex, Value slot);
   /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
@@ -519,6 +559,439 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
   }
 }
 
+void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart,
+                                 Value split) {
+  Location loc = kb.loc;
+  if (queryStart) {
+    tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
+    Value nextSeq = kb.add(kb.toIndex(seq), index(1));
+    Value tokenEnd = kb.load(queryStart, {nextSeq});
+    tokenCount = kb.sub(tokenEnd, tokenBegin);
+  } else {
+    tokenBegin = seq;
+    tokenCount = kb.i32(1);
+  }
+  length = kb.load(seqLens, {kb.toIndex(seq)});
+  // The block's keys: the union of its rows' (causal, windowed) ranges,
+  // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
+  // to whole tiles: a function of host-known sizes only.
+  tileKeysI32 = kb.i32(int32_t(tileKeys));
+  Value tableWidth =
+      kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
+  Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
+  Value splits = kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
+  Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
+  perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
+  perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
+  Value splitBegin = kb.mul(kb.toI32(split), perSplit);
+  Value begin = kb.i32(0);
+  firstQueryPos = kb.sub(length, tokenCount);
+  if (window > 0) {
+    Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
+    begin = kb.maxs(begin, windowStart);
+  }
+  first = kb.maxs(begin, splitBegin);
+  last = kb.mins(length, kb.add(splitBegin, perSplit));
+  firstTile = kb.divs(first, tileKeysI32);
+  Value lastTile = kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))),
+                           tileKeysI32);
+  Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
+  tileCount =
+      kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
+}
+
+void XqaBuilder::prepareQuery(Value query) {
+  loadQueryTile(query);
+  kb.barrier();
+  // At most 32 registers of query fragments stay resident (D128, one
+  // m-tile), and only when registers are not held to 128 for a fourth
+  // block per SM; otherwise they are read from the tile at each use.
+  int64_t querySteps = headDim / 16;
+  if (querySteps * mTiles * 4 <= 32 && resident < 4)
+    for (int64_t step = 0; step < querySteps; ++step)
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        queryFragments.push_back(loadQueryFragment(step, mt));
+}
+
+SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
+                                         Value n0) {
+  // S = Q Kᵀ, two K segments (16 to 64 channels) per ldmatrix.
+  SmallVector<Value> scores(mTiles * 8, zeroF32);
+  for (int64_t a = 0; a < key.segments; a += 2) {
+    Value segment = index(a);
+    SmallVector<Value> words = loadSegments(
+        keyRows, n0, segment, /*pair=*/true, /*transpose=*/false);
+    // The k-steps of the two segments: B registers per n-tile and
+    // the step's index among the query tile's 16-column blocks.
+    SmallVector<std::array<Value, 4>> steps;
+    SmallVector<int64_t> stepIndices;
+    if (key.perWord == 2) {
+      Encoding encoding = key.type.getEncoding();
+      steps.push_back({operand(rawPair(words[0], encoding)),
+                       operand(rawPair(words[2], encoding)),
+                       operand(rawPair(words[1], encoding)),
+                       operand(rawPair(words[3], encoding))});
+      stepIndices.push_back(a / 2);
+    } else {
+      int64_t stepsPerSegment = key.perWord / 4;
+      for (int64_t sigma = 0; sigma < 2; ++sigma) {
+        SmallVector<Value> pairs[2];
+        for (int64_t nt = 0; nt < 2; ++nt) {
+          Value scale;
+          if (key.groupOffset >= 0) {
+            // Key n0 + 8 nt + g, channels from 8t: group
+            // 2 (a + sigma) + t / 2.
+            Value keyIndex = kb.add(n0, index(8 * nt));
+            keyIndex = kb.add(keyIndex, groupId);
+            Value half = kb.divs(threadInGroup, index(2));
+            Value groupIndex = kb.add(half, index(2 * (a + sigma)));
+            scale = groupScalePair(key, stageBase, keyIndex,
+                                   keyIndex, groupIndex);
+          }
+          pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
+        }
+        for (int64_t st = 0; st < stepsPerSegment; ++st) {
+          steps.push_back({operand(pairs[0][2 * st]),
+                           operand(pairs[0][2 * st + 1]),
+                           operand(pairs[1][2 * st]),
+                           operand(pairs[1][2 * st + 1])});
+          stepIndices.push_back((a + sigma) * stepsPerSegment + st);
+        }
+      }
+    }
+    for (auto [b, step] : llvm::zip(steps, stepIndices))
+      for (int64_t mt = 0; mt < mTiles; ++mt) {
+        ArrayRef<Value> a = queryFragment(step, mt);
+        for (int64_t nt = 0; nt < 2; ++nt) {
+          int64_t at = (mt * 2 + nt) * 4;
+          SmallVector<Value> c(scores.begin() + at,
+                               scores.begin() + at + 4);
+          SmallVector<Value> d = mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
+          std::copy(d.begin(), d.end(), scores.begin() + at);
+        }
+      }
+  }
+  return scores;
+}
+
+SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
+                                         Value tileBase, Value stageBase,
+                                         Value n0) {
+  Location loc = kb.loc;
+  // Logits: scales, softcap, masks. Element e of n-tile nt holds
+  // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1). Steps whose
+  // 16 keys are all live, and visible to every real row (causal
+  // for the first token, in the window of the last), skip the
+  // masks: a warp-uniform branch, the common case.
+  Value stepStart = kb.add(tileBase, kb.toI32(n0));
+  Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
+  Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
+  Value laneFlag = kb.load(pagesRing, {laneLiveAt});
+  Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
+  Value allLive = NVVM::VoteSyncOp::create(
+      builder, loc, builder.getI1Type(), kb.i32(-1), laneLive,
+      NVVM::VoteSyncKind::all);
+  Value stepLast = kb.add(stepStart, kb.i32(15));
+  Value unmasked = kb.land(
+      allLive,
+      kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
+  if (window > 0) {
+    // The last real token is at length - 1.
+    Value lastQueryPos = kb.sub(length, kb.i32(1));
+    Value windowEnd = kb.sub(lastQueryPos, kb.i32(int32_t(window)));
+    Value inWindow =
+        kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
+    unmasked = kb.land(unmasked, inWindow);
+  }
+  SmallVector<Value> elementScales(4);
+  for (int64_t nt = 0; nt < 2; ++nt)
+    for (int64_t e2 = 0; e2 < 2; ++e2) {
+      Value scale = softmaxScale;
+      if (key.tokenOffset >= 0) {
+        Value n = kb.add(n0, index(8 * nt + e2));
+        n = kb.add(n, kb.mul(threadInGroup, index(2)));
+        Value scales = view(0, {layout.total / 4}, builder.getF32Type());
+        Value at = kb.add(stageBase, index(key.tokenOffset));
+        at = kb.add(at, kb.mul(n, index(4)));
+        Value tokenScale = kb.load(scales, {kb.divs(at, index(4))});
+        scale = kb.fmul(scale, tokenScale);
+      }
+      elementScales[nt * 2 + e2] = scale;
+    }
+  auto logitOf = [&](int64_t at, Value scale) {
+    Value x = kb.fmul(scores[at], scale);
+    if (softcap > 0.0f) {
+      Value cap = kb.f32(softcap);
+      Value inner = kb.tanh(kb.fdiv(x, cap));
+      x = kb.fmul(cap, inner);
+      x = kb.fmul(x, log2e);
+    }
+    return x;
+  };
+  SmallVector<Type> logitTypes(mTiles * 8, builder.getF32Type());
+  SmallVector<Value> logits = kb.ifElse(
+      unmasked, logitTypes,
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> plain(mTiles * 8);
+        for (int64_t at = 0; at < mTiles * 8; ++at)
+          plain[at] = logitOf(at, elementScales[(at / 4 % 2) * 2 +
+                                                at % 2]);
+        return plain;
+      },
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> masked(mTiles * 8);
+        for (int64_t nt = 0; nt < 2; ++nt)
+          for (int64_t e2 = 0; e2 < 2; ++e2) {
+            Value n = kb.add(n0, index(8 * nt + e2));
+            n = kb.add(n, kb.mul(threadInGroup, index(2)));
+            Value keyPos = kb.add(tileBase, kb.toI32(n));
+            Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
+            Value flag = kb.load(pagesRing, {liveAt});
+            Value live =
+                kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
+            for (int64_t mt = 0; mt < mTiles; ++mt)
+              for (int64_t h = 0; h < 2; ++h) {
+                Value row = kb.add(groupId, index(mt * 16 + 8 * h));
+                Value token = kb.toI32(kb.divs(row, index(group)));
+                Value queryPos = kb.add(firstQueryPos, token);
+                Value causal = kb.cmpi(arith::CmpIPredicate::sle,
+                                       keyPos, queryPos);
+                Value visible = kb.land(live, causal);
+                if (window > 0) {
+                  Value windowEnd =
+                      kb.sub(queryPos, kb.i32(int32_t(window)));
+                  Value inWindow = kb.cmpi(
+                      arith::CmpIPredicate::sgt, keyPos, windowEnd);
+                  visible = kb.land(visible, inWindow);
+                }
+                int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
+                Value x = logitOf(at, elementScales[nt * 2 + e2]);
+                masked[at] = kb.select(visible, x, negInf);
+              }
+          }
+        return masked;
+      });
+  return logits;
+}
+
+SmallVector<SmallVector<Value>>
+XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
+  Location loc = kb.loc;
+  // Online softmax per row; P re-packed as the A operand of P V.
+  SmallVector<SmallVector<Value>> pOperands(mTiles);
+  SmallVector<Value> alphas(2 * mTiles);
+  Value rescale = kb.boolean(false);
+  for (int64_t mt = 0; mt < mTiles; ++mt) {
+    SmallVector<Value> p(8);
+    for (int64_t h = 0; h < 2; ++h) {
+      auto atOf = [&](int64_t nt, int64_t e2) {
+        return (mt * 2 + nt) * 4 + 2 * h + e2;
+      };
+      Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
+      Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
+      Value rowMax = kb.fmax(low, high);
+      rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 1));
+      rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 2));
+      Value oldMax = s[maxAt(mt, h)];
+      Value newMax = kb.fmax(oldMax, rowMax);
+      Value oldInf = kb.cmpf(arith::CmpFPredicate::OEQ, oldMax, negInf);
+      Value decay = exp2(kb.fsub(oldMax, newMax));
+      Value alpha = kb.select(oldInf, zeroF32, decay);
+      Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
+      for (int64_t nt = 0; nt < 2; ++nt)
+        for (int64_t e2 = 0; e2 < 2; ++e2) {
+          Value x = logits[atOf(nt, e2)];
+          Value masked = kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf);
+          Value weight = exp2(kb.fsub(x, newMax));
+          Value w = kb.select(masked, zeroF32, weight);
+          sum = kb.fadd(sum, w);
+          p[nt * 4 + 2 * h + e2] = w;
+        }
+      Value grew = kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax);
+      rescale = kb.lor(rescale, grew);
+      alphas[maxAt(mt, h)] = alpha;
+      s[maxAt(mt, h)] = newMax;
+      s[sumAt(mt, h)] = sum;
+    }
+    // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
+    pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
+                     packPair(p[4], p[5]), packPair(p[6], p[7])};
+  }
+
+  // The accumulators decay by alpha = 2^(old max - new max) per
+  // row, skipped (alpha = 1 on every row) unless some row of the
+  // warp has a new maximum: after the first tiles it rarely does.
+  Value allLanes = kb.i32(-1);
+  Value anyRescale = NVVM::VoteSyncOp::create(
+      builder, loc, builder.getI1Type(), allLanes, rescale,
+      NVVM::VoteSyncKind::any);
+  SmallVector<Type> accTypes(mTiles * nTiles * 4, builder.getF32Type());
+  SmallVector<Value> accumulators = kb.ifElse(
+      anyRescale, accTypes,
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> decayed;
+        for (int64_t mt = 0; mt < mTiles; ++mt)
+          for (int64_t nt = 0; nt < nTiles; ++nt)
+            for (int64_t e = 0; e < 4; ++e)
+              decayed.push_back(kb.fmul(s[accAt(mt, nt, e)],
+                                        alphas[maxAt(mt, e / 2)]));
+        return decayed;
+      },
+      [&]() -> SmallVector<Value> {
+        return SmallVector<Value>(s.begin() + accAt(0, 0, 0),
+                                  s.end());
+      });
+  std::copy(accumulators.begin(), accumulators.end(),
+            s.begin() + accAt(0, 0, 0));
+  return pOperands;
+}
+
+void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
+                           ArrayRef<SmallVector<Value>> pOperands,
+                           SmallVectorImpl<Value> &s) {
+  int64_t valueHalf = std::max<int64_t>(value.perWord / 2, 1);
+  int64_t valueSegments = value.segments / valueWarps;
+  // O += P V over this warp's value segments, two per
+  // ldmatrix.trans (one for an odd last segment).
+  for (int64_t a = 0; a < valueSegments; a += 2) {
+    bool pair = a + 1 < valueSegments;
+    Value segment = kb.add(valueSegmentBase, index(a));
+    SmallVector<Value> words = loadSegments(
+        valueRows, n0, segment, pair, /*transpose=*/true);
+    for (int64_t sigma = 0; sigma < (pair ? 2 : 1); ++sigma) {
+      // words[2 sigma + h]: keys n0 + 8h + 2t, + 1 of segment
+      // a + sigma, at the lane's column group.
+      SmallVector<Value> halves[2];
+      for (int64_t h = 0; h < 2; ++h) {
+        Value word = words[2 * sigma + h];
+        if (value.perWord == 2) {
+          halves[h] = {rawPair(word, value.type.getEncoding())};
+          continue;
+        }
+        Value scale;
+        if (value.groupOffset >= 0) {
+          // Channels 32 (segment) + 4g + j: group 2 segment + g / 4.
+          Value keyLow = kb.add(n0, index(8 * h));
+          keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
+          Value keyHigh = kb.add(keyLow, index(1));
+          Value groupIndex = kb.mul(
+              kb.add(segment, index(sigma)), index(2));
+          groupIndex =
+              kb.add(groupIndex, kb.divs(groupId, index(4)));
+          scale = groupScalePair(value, stageBase, keyLow, keyHigh,
+                                 groupIndex);
+        }
+        halves[h] = decodeHalves(value, word, scale);
+        if (value.tokenOffset >= 0) {
+          // Per-token scales multiply the two keys' values in
+          // fp32, rounded once to the operand type: values keep
+          // their precision where a scaled weight p x s would
+          // fall into f16's subnormals (s = amax / 57344 for
+          // e5m2).
+          Value keyLow = kb.add(n0, index(8 * h));
+          keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
+          Value tokenScales = tokenScalePair(value, stageBase, keyLow);
+          for (Value &pair : halves[h])
+            pair = scaledPair(pair, tokenScales);
+        }
+      }
+      for (int64_t j = 0; j < valueHalf; ++j) {
+        int64_t nt = (a + sigma) * valueHalf + j;
+        Value b0 = operand(halves[0][j]);
+        Value b1 = operand(halves[1][j]);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          SmallVector<Value> c;
+          for (int64_t e = 0; e < 4; ++e)
+            c.push_back(s[accAt(mt, nt, e)]);
+          SmallVector<Value> d = mma(pOperands[mt], {b0, b1}, c);
+          for (int64_t e = 0; e < 4; ++e)
+            s[accAt(mt, nt, e)] = d[e];
+        }
+      }
+    }
+  }
+}
+
+void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
+                               Value partialOut, Value partialStats) {
+  Location loc = kb.loc;
+  // Merge the key groups through shared memory (the ring is free once
+  // every copy has landed): [key group][row][value_dim | max | sum].
+  NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
+  kb.barrier();
+  int64_t mergeStride = valueDim + 2;
+  Value merge = view(layout.merge, {keyWarps * rows * mergeStride},
+                     builder.getF32Type());
+  Value firstOfQuad = kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
+  Value firstValueGroup =
+      kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
+  Value writesStats = kb.land(firstOfQuad, firstValueGroup);
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = kb.add(groupId, index(mt * 16 + 8 * h));
+      Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
+      Value base = kb.mul(groupRow, index(mergeStride));
+      Value sum = state[sumAt(mt, h)];
+      sum = kb.fadd(sum, shuffleXor(sum, 1));
+      sum = kb.fadd(sum, shuffleXor(sum, 2));
+      kb.ifThen(writesStats, [&] {
+        kb.store(state[maxAt(mt, h)], merge,
+                 {kb.add(base, index(valueDim))});
+        kb.store(sum, merge, {kb.add(base, index(valueDim + 1))});
+      });
+      for (int64_t nt = 0; nt < nTiles; ++nt)
+        for (int64_t e2 = 0; e2 < 2; ++e2) {
+          Value n = kb.add(kb.mul(threadInGroup, index(2)), index(e2));
+          Value channel = valueChannel(nt, n);
+          kb.store(state[accAt(mt, nt, 2 * h + e2)], merge,
+                   {kb.add(base, channel)});
+        }
+    }
+  kb.barrier();
+  Value realRows = kb.mul(kb.toIndex(tokenCount), index(group));
+  kb.forLoop(tid, index(rows * valueDim), index(kBlockThreads), {},
+             [&](Value item, ValueRange) -> SmallVector<Value> {
+    Value row = kb.divs(item, index(valueDim));
+    Value channel = kb.rems(item, index(valueDim));
+    Value realRow = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
+    kb.ifThen(realRow, [&] {
+      Value globalMax = negInf;
+      for (int64_t g = 0; g < keyWarps; ++g) {
+        Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
+        Value m = kb.load(merge, {kb.add(base, index(valueDim))});
+        globalMax = kb.fmax(globalMax, m);
+      }
+      Value total = zeroF32, sum = zeroF32;
+      for (int64_t g = 0; g < keyWarps; ++g) {
+        Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
+        Value m = kb.load(merge, {kb.add(base, index(valueDim))});
+        Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
+        Value weight = exp2(kb.fsub(m, globalMax));
+        Value w = kb.select(empty, zeroF32, weight);
+        Value partial = kb.load(merge, {kb.add(base, channel)});
+        total = kb.fma(partial, w, total);
+        Value partialSum = kb.load(merge, {kb.add(base, index(valueDim + 1))});
+        sum = kb.fma(partialSum, w, sum);
+      }
+      if (value.type.getScale() == ScaleGranularity::tensor) {
+        Value valueScale = kb.load(value.scale, {index(0)});
+        total = kb.fmul(total, valueScale);
+      }
+      Value token = kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
+      Value head = kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+      Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
+      kb.store(total, partialOut, {split, outRow, channel});
+      Value firstChannel = kb.cmpi(arith::CmpIPredicate::eq, channel, index(0));
+      kb.ifThen(firstChannel, [&] {
+        Value naturalMax = kb.fmul(globalMax, kb.f32(float(M_LN2)));
+        kb.store(naturalMax, partialStats, {split, outRow, index(0)});
+        kb.store(sum, partialStats, {split, outRow, index(1)});
+      });
+    });
+    return {};
+  });
+}
+
 gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
@@ -534,6 +1007,9 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   stages = plan.getStages();
   keyWarps = plan.getKeyWarps();
   valueWarps = plan.getValueWarps();
+  window = static_cast<int64_t>(op.getWindow());
+  softcap = op.getSoftcap().convertToFloat();
+  nTiles = valueDim / valueWarps / 8;
   Type queryElement = cast<MemRefType>(op.getQuery().getType()).getElementType();
   bf16 = xqaUsesBf16(queryElement, keyBuffers.type, valueBuffers.type);
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
@@ -652,54 +1128,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                       kb.i32(op.getGuardValue().value_or(0)));
   }
   kb.ifThen(allowed, [&] {
-    if (queryStart) {
-      tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
-      Value nextSeq = kb.add(kb.toIndex(seq), index(1));
-      Value tokenEnd = kb.load(queryStart, {nextSeq});
-      tokenCount = kb.sub(tokenEnd, tokenBegin);
-    } else {
-      tokenBegin = seq;
-      tokenCount = kb.i32(1);
-    }
-    Value length = kb.load(seqLens, {kb.toIndex(seq)});
-    // The block's keys: the union of its rows' (causal, windowed) ranges,
-    // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
-    // to whole tiles: a function of host-known sizes only.
-    Value tileKeysI32 = kb.i32(int32_t(tileKeys));
-    Value tableWidth =
-        kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
-    Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
-    Value splits = kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
-    Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
-    perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
-    perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
-    Value splitBegin = kb.mul(kb.toI32(split), perSplit);
-    Value begin = kb.i32(0);
-    int64_t window = static_cast<int64_t>(op.getWindow());
-    Value firstQueryPos = kb.sub(length, tokenCount);
-    if (window > 0) {
-      Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
-      begin = kb.maxs(begin, windowStart);
-    }
-    first = kb.maxs(begin, splitBegin);
-    last = kb.mins(length, kb.add(splitBegin, perSplit));
-    Value firstTile = kb.divs(first, tileKeysI32);
-    Value lastTile = kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))),
-                             tileKeysI32);
-    Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
-    Value tileCount =
-        kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
-
-    loadQueryTile(query);
-    kb.barrier();
-    // At most 32 registers of query fragments stay resident (D128, one
-    // m-tile), and only when registers are not held to 128 for a fourth
-    // block per SM; otherwise they are read from the tile at each use.
-    int64_t querySteps = headDim / 16;
-    if (querySteps * mTiles * 4 <= 32 && resident < 4)
-      for (int64_t step = 0; step < querySteps; ++step)
-        for (int64_t mt = 0; mt < mTiles; ++mt)
-          queryFragments.push_back(loadQueryFragment(step, mt));
+    computeKeyRange(seqLens, queryStart, split);
+    prepareQuery(query);
 
     // Prologue: stages - 1 tiles in flight.
     for (int64_t s = 0; s + 1 < stages; ++s) {
@@ -709,30 +1139,22 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       NVVM::CpAsyncCommitGroupOp::create(builder, loc);
     }
 
-    Value softmax = kb.f32(op.getEffectiveSoftmaxScale());
+    softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
     if (key.type.getScale() == ScaleGranularity::tensor) {
       Value keyScale = kb.load(key.scale, {index(0)});
-      softmax = kb.fmul(softmax, keyScale);
+      softmaxScale = kb.fmul(softmaxScale, keyScale);
     }
-    float softcap = op.getSoftcap().convertToFloat();
     // Logits are kept in base 2 (times log2 e), so that every exponential
     // is one ex2.approx; the statistics written out are natural again.
-    Value log2e = kb.f32(float(M_LOG2E));
+    log2e = kb.f32(float(M_LOG2E));
     if (softcap <= 0.0f)
-      softmax = kb.fmul(softmax, log2e);
-    Value negInf = kb.f32(-std::numeric_limits<float>::infinity());
+      softmaxScale = kb.fmul(softmaxScale, log2e);
+    negInf = kb.f32(-std::numeric_limits<float>::infinity());
 
     // Per thread: for each m-tile the max and partial sum of rows g and
     // g + 8, and the output accumulators of this warp's value channels.
-    int64_t channels = valueDim / valueWarps;
-    int64_t nTiles = channels / 8;
-    auto maxAt = [&](int64_t mt, int64_t h) { return mt * 2 + h; };
-    auto sumAt = [&](int64_t mt, int64_t h) { return 2 * mTiles + mt * 2 + h; };
-    auto accAt = [&](int64_t mt, int64_t nt, int64_t e) {
-      return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
-    };
     SmallVector<Value> init;
-    Value zeroF32 = kb.f32(0.0f);
+    zeroF32 = kb.f32(0.0f);
     for (int64_t i = 0; i < 2 * mTiles; ++i)
       init.push_back(negInf);
     for (int64_t i = 0; i < 2 * mTiles; ++i)
@@ -741,9 +1163,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       init.push_back(zeroF32);
 
     int64_t keysPerWarp = tileKeys / keyWarps;
-    int64_t valueHalf = std::max<int64_t>(value.perWord / 2, 1);
-    int64_t valueSegments = value.segments / valueWarps;
-    Value valueSegmentBase = kb.mul(valueGroup, index(valueSegments));
+    valueSegmentBase =
+        kb.mul(valueGroup, index(value.segments / valueWarps));
     Value i32Stages = kb.i32(int32_t(stages));
 
     SmallVector<Value> state = kb.forLoop(
@@ -772,363 +1193,16 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
             Value n0 = kb.add(kb.mul(keyGroup, index(keysPerWarp)),
                               index(step * 16));
-            // S = Q Kᵀ, two K segments (16 to 64 channels) per ldmatrix.
-            SmallVector<Value> zero(mTiles * 8, zeroF32);
-            SmallVector<Value> scores(mTiles * 8, zeroF32);
-            for (int64_t a = 0; a < key.segments; a += 2) {
-              Value segment = index(a);
-              SmallVector<Value> words = loadSegments(
-                  keyRows, n0, segment, /*pair=*/true, /*transpose=*/false);
-              // The k-steps of the two segments: B registers per n-tile and
-              // the step's index among the query tile's 16-column blocks.
-              SmallVector<std::array<Value, 4>> steps;
-              SmallVector<int64_t> stepIndices;
-              if (key.perWord == 2) {
-                Encoding encoding = key.type.getEncoding();
-                steps.push_back({operand(rawPair(words[0], encoding)),
-                                 operand(rawPair(words[2], encoding)),
-                                 operand(rawPair(words[1], encoding)),
-                                 operand(rawPair(words[3], encoding))});
-                stepIndices.push_back(a / 2);
-              } else {
-                int64_t stepsPerSegment = key.perWord / 4;
-                for (int64_t sigma = 0; sigma < 2; ++sigma) {
-                  SmallVector<Value> pairs[2];
-                  for (int64_t nt = 0; nt < 2; ++nt) {
-                    Value scale;
-                    if (key.groupOffset >= 0) {
-                      // Key n0 + 8 nt + g, channels from 8t: group
-                      // 2 (a + sigma) + t / 2.
-                      Value keyIndex = kb.add(n0, index(8 * nt));
-                      keyIndex = kb.add(keyIndex, groupId);
-                      Value half = kb.divs(threadInGroup, index(2));
-                      Value groupIndex = kb.add(half, index(2 * (a + sigma)));
-                      scale = groupScalePair(key, stageBase, keyIndex,
-                                             keyIndex, groupIndex);
-                    }
-                    pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
-                  }
-                  for (int64_t st = 0; st < stepsPerSegment; ++st) {
-                    steps.push_back({operand(pairs[0][2 * st]),
-                                     operand(pairs[0][2 * st + 1]),
-                                     operand(pairs[1][2 * st]),
-                                     operand(pairs[1][2 * st + 1])});
-                    stepIndices.push_back((a + sigma) * stepsPerSegment + st);
-                  }
-                }
-              }
-              for (auto [b, step] : llvm::zip(steps, stepIndices))
-                for (int64_t mt = 0; mt < mTiles; ++mt) {
-                  ArrayRef<Value> a = queryFragment(step, mt);
-                  for (int64_t nt = 0; nt < 2; ++nt) {
-                    int64_t at = (mt * 2 + nt) * 4;
-                    SmallVector<Value> c(scores.begin() + at,
-                                         scores.begin() + at + 4);
-                    SmallVector<Value> d = mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
-                    std::copy(d.begin(), d.end(), scores.begin() + at);
-                  }
-                }
-            }
-
-            // Logits: scales, softcap, masks. Element e of n-tile nt holds
-            // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1). Steps whose
-            // 16 keys are all live, and visible to every real row (causal
-            // for the first token, in the window of the last), skip the
-            // masks: a warp-uniform branch, the common case.
-            Value stepStart = kb.add(tileBase, kb.toI32(n0));
-            Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
-            Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
-            Value laneFlag = kb.load(pagesRing, {laneLiveAt});
-            Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
-            Value allLive = NVVM::VoteSyncOp::create(
-                builder, loc, builder.getI1Type(), kb.i32(-1), laneLive,
-                NVVM::VoteSyncKind::all);
-            Value stepLast = kb.add(stepStart, kb.i32(15));
-            Value unmasked = kb.land(
-                allLive,
-                kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
-            if (window > 0) {
-              // The last real token is at length - 1.
-              Value lastQueryPos = kb.sub(length, kb.i32(1));
-              Value windowEnd = kb.sub(lastQueryPos, kb.i32(int32_t(window)));
-              Value inWindow =
-                  kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
-              unmasked = kb.land(unmasked, inWindow);
-            }
-            SmallVector<Value> elementScales(4);
-            for (int64_t nt = 0; nt < 2; ++nt)
-              for (int64_t e2 = 0; e2 < 2; ++e2) {
-                Value scale = softmax;
-                if (key.tokenOffset >= 0) {
-                  Value n = kb.add(n0, index(8 * nt + e2));
-                  n = kb.add(n, kb.mul(threadInGroup, index(2)));
-                  Value scales = view(0, {layout.total / 4}, builder.getF32Type());
-                  Value at = kb.add(stageBase, index(key.tokenOffset));
-                  at = kb.add(at, kb.mul(n, index(4)));
-                  Value tokenScale = kb.load(scales, {kb.divs(at, index(4))});
-                  scale = kb.fmul(scale, tokenScale);
-                }
-                elementScales[nt * 2 + e2] = scale;
-              }
-            auto logitOf = [&](int64_t at, Value scale) {
-              Value x = kb.fmul(scores[at], scale);
-              if (softcap > 0.0f) {
-                Value cap = kb.f32(softcap);
-                Value inner = kb.tanh(kb.fdiv(x, cap));
-                x = kb.fmul(cap, inner);
-                x = kb.fmul(x, log2e);
-              }
-              return x;
-            };
-            SmallVector<Type> logitTypes(mTiles * 8, builder.getF32Type());
-            SmallVector<Value> logits = kb.ifElse(
-                unmasked, logitTypes,
-                [&]() -> SmallVector<Value> {
-                  SmallVector<Value> plain(mTiles * 8);
-                  for (int64_t at = 0; at < mTiles * 8; ++at)
-                    plain[at] = logitOf(at, elementScales[(at / 4 % 2) * 2 +
-                                                          at % 2]);
-                  return plain;
-                },
-                [&]() -> SmallVector<Value> {
-                  SmallVector<Value> masked(mTiles * 8);
-                  for (int64_t nt = 0; nt < 2; ++nt)
-                    for (int64_t e2 = 0; e2 < 2; ++e2) {
-                      Value n = kb.add(n0, index(8 * nt + e2));
-                      n = kb.add(n, kb.mul(threadInGroup, index(2)));
-                      Value keyPos = kb.add(tileBase, kb.toI32(n));
-                      Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
-                      Value flag = kb.load(pagesRing, {liveAt});
-                      Value live =
-                          kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
-                      for (int64_t mt = 0; mt < mTiles; ++mt)
-                        for (int64_t h = 0; h < 2; ++h) {
-                          Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-                          Value token = kb.toI32(kb.divs(row, index(group)));
-                          Value queryPos = kb.add(firstQueryPos, token);
-                          Value causal = kb.cmpi(arith::CmpIPredicate::sle,
-                                                 keyPos, queryPos);
-                          Value visible = kb.land(live, causal);
-                          if (window > 0) {
-                            Value windowEnd =
-                                kb.sub(queryPos, kb.i32(int32_t(window)));
-                            Value inWindow = kb.cmpi(
-                                arith::CmpIPredicate::sgt, keyPos, windowEnd);
-                            visible = kb.land(visible, inWindow);
-                          }
-                          int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
-                          Value x = logitOf(at, elementScales[nt * 2 + e2]);
-                          masked[at] = kb.select(visible, x, negInf);
-                        }
-                    }
-                  return masked;
-                });
-
-            // Online softmax per row; P re-packed as the A operand of P V.
-            SmallVector<SmallVector<Value>> pOperands(mTiles);
-            SmallVector<Value> alphas(2 * mTiles);
-            Value rescale = kb.boolean(false);
-            for (int64_t mt = 0; mt < mTiles; ++mt) {
-              SmallVector<Value> p(8);
-              for (int64_t h = 0; h < 2; ++h) {
-                auto atOf = [&](int64_t nt, int64_t e2) {
-                  return (mt * 2 + nt) * 4 + 2 * h + e2;
-                };
-                Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
-                Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
-                Value rowMax = kb.fmax(low, high);
-                rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 1));
-                rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 2));
-                Value oldMax = s[maxAt(mt, h)];
-                Value newMax = kb.fmax(oldMax, rowMax);
-                Value oldInf = kb.cmpf(arith::CmpFPredicate::OEQ, oldMax, negInf);
-                Value decay = exp2(kb.fsub(oldMax, newMax));
-                Value alpha = kb.select(oldInf, zeroF32, decay);
-                Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
-                for (int64_t nt = 0; nt < 2; ++nt)
-                  for (int64_t e2 = 0; e2 < 2; ++e2) {
-                    Value x = logits[atOf(nt, e2)];
-                    Value masked = kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf);
-                    Value weight = exp2(kb.fsub(x, newMax));
-                    Value w = kb.select(masked, zeroF32, weight);
-                    sum = kb.fadd(sum, w);
-                    p[nt * 4 + 2 * h + e2] = w;
-                  }
-                Value grew = kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax);
-                rescale = kb.lor(rescale, grew);
-                alphas[maxAt(mt, h)] = alpha;
-                s[maxAt(mt, h)] = newMax;
-                s[sumAt(mt, h)] = sum;
-              }
-              // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
-              pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
-                               packPair(p[4], p[5]), packPair(p[6], p[7])};
-            }
-
-            // The accumulators decay by alpha = 2^(old max - new max) per
-            // row, skipped (alpha = 1 on every row) unless some row of the
-            // warp has a new maximum: after the first tiles it rarely does.
-            Value allLanes = kb.i32(-1);
-            Value anyRescale = NVVM::VoteSyncOp::create(
-                builder, loc, builder.getI1Type(), allLanes, rescale,
-                NVVM::VoteSyncKind::any);
-            SmallVector<Type> accTypes(mTiles * nTiles * 4, builder.getF32Type());
-            SmallVector<Value> accumulators = kb.ifElse(
-                anyRescale, accTypes,
-                [&]() -> SmallVector<Value> {
-                  SmallVector<Value> decayed;
-                  for (int64_t mt = 0; mt < mTiles; ++mt)
-                    for (int64_t nt = 0; nt < nTiles; ++nt)
-                      for (int64_t e = 0; e < 4; ++e)
-                        decayed.push_back(kb.fmul(s[accAt(mt, nt, e)],
-                                                  alphas[maxAt(mt, e / 2)]));
-                  return decayed;
-                },
-                [&]() -> SmallVector<Value> {
-                  return SmallVector<Value>(s.begin() + accAt(0, 0, 0),
-                                            s.end());
-                });
-            std::copy(accumulators.begin(), accumulators.end(),
-                      s.begin() + accAt(0, 0, 0));
-
-            // O += P V over this warp's value segments, two per
-            // ldmatrix.trans (one for an odd last segment).
-            for (int64_t a = 0; a < valueSegments; a += 2) {
-              bool pair = a + 1 < valueSegments;
-              Value segment = kb.add(valueSegmentBase, index(a));
-              SmallVector<Value> words = loadSegments(
-                  valueRows, n0, segment, pair, /*transpose=*/true);
-              for (int64_t sigma = 0; sigma < (pair ? 2 : 1); ++sigma) {
-                // words[2 sigma + h]: keys n0 + 8h + 2t, + 1 of segment
-                // a + sigma, at the lane's column group.
-                SmallVector<Value> halves[2];
-                for (int64_t h = 0; h < 2; ++h) {
-                  Value word = words[2 * sigma + h];
-                  if (value.perWord == 2) {
-                    halves[h] = {rawPair(word, value.type.getEncoding())};
-                    continue;
-                  }
-                  Value scale;
-                  if (value.groupOffset >= 0) {
-                    // Channels 32 (segment) + 4g + j: group 2 segment + g / 4.
-                    Value keyLow = kb.add(n0, index(8 * h));
-                    keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
-                    Value keyHigh = kb.add(keyLow, index(1));
-                    Value groupIndex = kb.mul(
-                        kb.add(segment, index(sigma)), index(2));
-                    groupIndex =
-                        kb.add(groupIndex, kb.divs(groupId, index(4)));
-                    scale = groupScalePair(value, stageBase, keyLow, keyHigh,
-                                           groupIndex);
-                  }
-                  halves[h] = decodeHalves(value, word, scale);
-                  if (value.tokenOffset >= 0) {
-                    // Per-token scales multiply the two keys' values in
-                    // fp32, rounded once to the operand type: values keep
-                    // their precision where a scaled weight p x s would
-                    // fall into f16's subnormals (s = amax / 57344 for
-                    // e5m2).
-                    Value keyLow = kb.add(n0, index(8 * h));
-                    keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
-                    Value tokenScales = tokenScalePair(value, stageBase, keyLow);
-                    for (Value &pair : halves[h])
-                      pair = scaledPair(pair, tokenScales);
-                  }
-                }
-                for (int64_t j = 0; j < valueHalf; ++j) {
-                  int64_t nt = (a + sigma) * valueHalf + j;
-                  Value b0 = operand(halves[0][j]);
-                  Value b1 = operand(halves[1][j]);
-                  for (int64_t mt = 0; mt < mTiles; ++mt) {
-                    SmallVector<Value> c;
-                    for (int64_t e = 0; e < 4; ++e)
-                      c.push_back(s[accAt(mt, nt, e)]);
-                    SmallVector<Value> d = mma(pOperands[mt], {b0, b1}, c);
-                    for (int64_t e = 0; e < 4; ++e)
-                      s[accAt(mt, nt, e)] = d[e];
-                  }
-                }
-              }
-            }
+            SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
+            SmallVector<Value> logits =
+                logitStep(scores, slot, tileBase, stageBase, n0);
+            SmallVector<SmallVector<Value>> pOperands = softmaxStep(logits, s);
+            valueStep(valueRows, stageBase, n0, pOperands, s);
           }
           return s;
         });
 
-    // Merge the key groups through shared memory (the ring is free once
-    // every copy has landed): [key group][row][value_dim | max | sum].
-    NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
-    kb.barrier();
-    int64_t mergeStride = valueDim + 2;
-    Value merge = view(layout.merge, {keyWarps * rows * mergeStride},
-                       builder.getF32Type());
-    Value firstOfQuad = kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
-    Value firstValueGroup =
-        kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
-    Value writesStats = kb.land(firstOfQuad, firstValueGroup);
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-        Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
-        Value base = kb.mul(groupRow, index(mergeStride));
-        Value sum = state[sumAt(mt, h)];
-        sum = kb.fadd(sum, shuffleXor(sum, 1));
-        sum = kb.fadd(sum, shuffleXor(sum, 2));
-        kb.ifThen(writesStats, [&] {
-          kb.store(state[maxAt(mt, h)], merge,
-                   {kb.add(base, index(valueDim))});
-          kb.store(sum, merge, {kb.add(base, index(valueDim + 1))});
-        });
-        for (int64_t nt = 0; nt < nTiles; ++nt)
-          for (int64_t e2 = 0; e2 < 2; ++e2) {
-            Value n = kb.add(kb.mul(threadInGroup, index(2)), index(e2));
-            Value channel = valueChannel(nt, n);
-            kb.store(state[accAt(mt, nt, 2 * h + e2)], merge,
-                     {kb.add(base, channel)});
-          }
-      }
-    kb.barrier();
-    Value realRows = kb.mul(kb.toIndex(tokenCount), index(group));
-    kb.forLoop(tid, index(rows * valueDim), index(kBlockThreads), {},
-               [&](Value item, ValueRange) -> SmallVector<Value> {
-      Value row = kb.divs(item, index(valueDim));
-      Value channel = kb.rems(item, index(valueDim));
-      Value realRow = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
-      kb.ifThen(realRow, [&] {
-        Value globalMax = negInf;
-        for (int64_t g = 0; g < keyWarps; ++g) {
-          Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
-          Value m = kb.load(merge, {kb.add(base, index(valueDim))});
-          globalMax = kb.fmax(globalMax, m);
-        }
-        Value total = zeroF32, sum = zeroF32;
-        for (int64_t g = 0; g < keyWarps; ++g) {
-          Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
-          Value m = kb.load(merge, {kb.add(base, index(valueDim))});
-          Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
-          Value weight = exp2(kb.fsub(m, globalMax));
-          Value w = kb.select(empty, zeroF32, weight);
-          Value partial = kb.load(merge, {kb.add(base, channel)});
-          total = kb.fma(partial, w, total);
-          Value partialSum = kb.load(merge, {kb.add(base, index(valueDim + 1))});
-          sum = kb.fma(partialSum, w, sum);
-        }
-        if (value.type.getScale() == ScaleGranularity::tensor) {
-          Value valueScale = kb.load(value.scale, {index(0)});
-          total = kb.fmul(total, valueScale);
-        }
-        Value token = kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
-        Value head = kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-        Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
-        kb.store(total, partialOut, {split, outRow, channel});
-        Value firstChannel = kb.cmpi(arith::CmpIPredicate::eq, channel, index(0));
-        kb.ifThen(firstChannel, [&] {
-          Value naturalMax = kb.fmul(globalMax, kb.f32(float(M_LN2)));
-          kb.store(naturalMax, partialStats, {split, outRow, index(0)});
-          kb.store(sum, partialStats, {split, outRow, index(1)});
-        });
-      });
-      return {};
-    });
+    mergeKeyWarps(state, split, partialOut, partialStats);
   });
   gpu::ReturnOp::create(builder, loc);
   return kernel;
