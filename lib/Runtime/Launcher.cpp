@@ -16,6 +16,7 @@
 #include "CudaDriver.h"
 #include "Module.h"
 
+#include <initializer_list>
 #include <mutex>
 #include <unordered_set>
 
@@ -148,6 +149,25 @@ Error raiseSharedMemoryLimit(const Driver &cu, Kernel &kernel, int32_t smem) {
 }
 
 } // namespace
+
+/// Attributes `attributes` of the current context's device, in order, into
+/// `values`; false (the error recorded) when the driver refuses one.
+static bool currentDeviceAttributes(
+    const Driver &cu, std::initializer_list<int> attributes,
+    int *values) {
+  CUdevice device = 0;
+  CUresult result = cu.cuCtxGetDevice(&device);
+  for (int attribute : attributes) {
+    if (result != CUDA_SUCCESS)
+      break;
+    result = cu.cuDeviceGetAttribute(values++, attribute, device);
+  }
+  if (result == CUDA_SUCCESS)
+    return true;
+  recordError(
+      driverError(cu, PATTN_ERROR_CUDA, "cuDeviceGetAttribute", result));
+  return false;
+}
 
 } // namespace pattn::runtime
 
@@ -347,40 +367,24 @@ int32_t pattnRuntimeDeviceArch(void) {
   Call call;
   if (!call)
     return 0;
-  const Driver &cu = call.driver();
-  CUdevice device = 0;
-  int major = 0, minor = 0;
-  CUresult result = cu.cuCtxGetDevice(&device);
-  if (result == CUDA_SUCCESS)
-    result = cu.cuDeviceGetAttribute(
-        &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-  if (result == CUDA_SUCCESS)
-    result = cu.cuDeviceGetAttribute(
-        &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-  if (result != CUDA_SUCCESS) {
-    recordError(driverError(cu, PATTN_ERROR_CUDA, "cuDeviceGetAttribute",
-                            result));
+  int capability[2] = {0, 0};
+  if (!currentDeviceAttributes(call.driver(),
+                               {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+                               capability))
     return 0;
-  }
-  return major * 10 + minor;
+  return capability[0] * 10 + capability[1];
 }
 
 int32_t pattnRuntimeDeviceMultiprocessors(void) {
   Call call;
   if (!call)
     return 0;
-  const Driver &cu = call.driver();
-  CUdevice device = 0;
   int count = 0;
-  CUresult result = cu.cuCtxGetDevice(&device);
-  if (result == CUDA_SUCCESS)
-    result = cu.cuDeviceGetAttribute(
-        &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-  if (result != CUDA_SUCCESS) {
-    recordError(driverError(cu, PATTN_ERROR_CUDA, "cuDeviceGetAttribute",
-                            result));
+  if (!currentDeviceAttributes(call.driver(),
+                               {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+                               &count))
     return 0;
-  }
   return count;
 }
 

@@ -53,6 +53,13 @@ Value f16Splat(KernelBuilder &kb, float value) {
           pairType, APFloat(APFloat::IEEEhalf(), std::to_string(value))));
 }
 
+/// The low bits of `word` >> `shift`, as `type` (what a conversion
+/// instruction takes: an i16 of two e4m3 codes, an i8 of two e2m1 codes).
+static Value fieldOf(KernelBuilder &kb, Value word, int64_t shift, Type type) {
+  Value shifted = shift ? kb.shru(word, kb.i32(shift)) : word;
+  return arith::TruncIOp::create(kb.b, kb.loc, type, shifted);
+}
+
 /// (word >> shift & mask) | 0x64006400 as two f16 (1024 + code), minus
 /// `bias` in f16x2: exact, the results are small integers.
 static Value magicPair(KernelBuilder &kb, Value word, int64_t shift,
@@ -104,8 +111,7 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
       auto halfType = IntegerType::get(context, 16);
       auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
       for (int64_t q = 0; q < 2; ++q) {
-        Value bits = arith::TruncIOp::create(
-            kb.b, kb.loc, halfType, q ? kb.shru(word, kb.i32(16)) : word);
+        Value bits = fieldOf(kb, word, 16 * q, halfType);
         Value codes = vector::BitCastOp::create(
             kb.b, kb.loc, bytePair,
             vector::BroadcastOp::create(kb.b, kb.loc,
@@ -136,8 +142,7 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
       // cvt.rn.f16x2.e2m1x2 per byte: its low nibble is the low half.
       auto byteType = IntegerType::get(context, 8);
       for (int64_t q = 0; q < 4; ++q) {
-        Value byte = arith::TruncIOp::create(
-            kb.b, kb.loc, byteType, q ? kb.shru(word, kb.i32(8 * q)) : word);
+        Value byte = fieldOf(kb, word, 8 * q, byteType);
         Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
             kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
             Type(Float4E2M1FNType::get(context)));
