@@ -130,13 +130,19 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
                                      0x007F007F, 7, 0x00800080, 8, 256.0f),
                        q, q + 2});
     return pairs;
-  case Encoding::f8e5m2:
-    // e5m2 is the top byte of an f16: bytes q and q + 2 by one shift.
-    for (int64_t q = 0; q < 2; ++q)
-      pairs.push_back({minifloatPair(kb, q ? kb.shru(word, kb.i32(8)) : word,
-                                     0x00FF00FF, 8, 0, 0, 1.0f),
-                       q, q + 2});
+  case Encoding::f8e5m2: {
+    // e5m2 is the top byte of an f16: one prmt puts bytes q and q + 2 over
+    // zero bytes (selector nibble 4 = a byte of the zero operand).
+    Value zero = kb.i32(0);
+    for (int64_t q = 0; q < 2; ++q) {
+      Value selector = kb.i32(int32_t((q + 2) << 12 | 0x0404 | q << 4));
+      Value bits = NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(),
+                                           word, zero, selector,
+                                           NVVM::PermuteMode::DEFAULT);
+      pairs.push_back({f16PairOf(kb, bits), q, q + 2});
+    }
     return pairs;
+  }
   case Encoding::nvfp4:
     if (kb.hardwareFp4) {
       // cvt.rn.f16x2.e2m1x2 per byte: its low nibble is the low half.
@@ -158,12 +164,21 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
                        p, p + 4});
     return pairs;
   case Encoding::i8: {
-    // Bytes q and q + 2 as 1024 + (b ^ 0x80), minus 1152.
+    // Bytes q and q + 2 as 1024 + (b ^ 0x80), minus 1152: one prmt puts
+    // the biased bytes under the 0x64 exponent bytes (selector nibbles
+    // 4 = a byte of 0x64646464, q and q + 2 = bytes of the word).
     Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
                                          kb.i32(int32_t(0x80808080u)));
-    for (int64_t q = 0; q < 2; ++q)
-      pairs.push_back({magicPair(kb, biased, 8 * q, 0x00FF00FF, 1152.0f), q,
-                       q + 2});
+    Value exponents = kb.i32(0x64646464);
+    for (int64_t q = 0; q < 2; ++q) {
+      Value selector = kb.i32(int32_t(0x4040 | (q + 2) << 8 | q));
+      Value bits = NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(),
+                                           biased, exponents, selector,
+                                           NVVM::PermuteMode::DEFAULT);
+      Value pair = arith::SubFOp::create(kb.b, kb.loc, f16PairOf(kb, bits),
+                                         f16Splat(kb, 1152.0f));
+      pairs.push_back({pair, q, q + 2});
+    }
     return pairs;
   }
   case Encoding::i4: {

@@ -794,16 +794,18 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
       rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 2));
       Value oldMax = s[maxAt(mt, h)];
       Value newMax = kb.fmax(oldMax, rowMax);
-      Value oldInf = kb.cmpf(arith::CmpFPredicate::OEQ, oldMax, negInf);
-      Value decay = exp2(kb.fsub(oldMax, newMax));
-      Value alpha = kb.select(oldInf, zeroF32, decay);
+      // The exponents subtract a finite maximum (0 while the row has seen
+      // no key), so a masked logit (-inf) and a row's first maximum (old
+      // -inf) both give exactly 0 without a select per element:
+      // ex2.approx(-inf) = +0.
+      Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
+      Value finiteMax = kb.select(noKey, zeroF32, newMax);
+      Value alpha = exp2(kb.fsub(oldMax, finiteMax));
       Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
       for (int64_t nt = 0; nt < 2; ++nt)
         for (int64_t e2 = 0; e2 < 2; ++e2) {
           Value x = logits[atOf(nt, e2)];
-          Value masked = kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf);
-          Value weight = exp2(kb.fsub(x, newMax));
-          Value w = kb.select(masked, zeroF32, weight);
+          Value w = exp2(kb.fsub(x, finiteMax));
           sum = kb.fadd(sum, w);
           p[nt * 4 + 2 * h + e2] = w;
         }

@@ -94,8 +94,9 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // CHECK:   arith.mulf %{{.*}}, %cst{{.*}} : vector<2xf16>
 // CHECK:   math.exp
 // CHECK:   vector.load %{{.*}} : memref<?x16x8x128xi8>, vector<16xi8>
-// The i8 codes become f16 pairs by the magic number, not one conversion each.
-// CHECK:   arith.ori %{{.*}}, %c1677747200_i32
+// The i8 codes become f16 pairs by the magic number, not one conversion each:
+// one prmt puts bytes q and q + 2 (xor 0x80) under 0x64 exponent bytes.
+// CHECK:   nvvm.prmt <default> %c16960_i32, %{{.*}}, %c1684300900_i32 : i32
 // CHECK:   arith.subf %{{.*}} : vector<2xf16>
 // CHECK: gpu.func @pattn_merge_1
 // CHECK:   arith.truncf %{{.*}} : f32 to f16
