@@ -80,10 +80,13 @@ TEST_F(DecodePlanTest, EveryRegionIsAlignedDisjointAndInside) {
                      {l.query, l.queryStride, l.ring, l.stageBytes, l.keyRows,
                       l.valueRows, l.keyRowStride, l.valueRowStride, l.merge})
                   EXPECT_EQ(offset % 16, 0) << what;
-                // Query tile, then the ring; the merge reuses the ring.
-                EXPECT_LE(l.query + rows * l.queryStride, l.ring) << what;
+                // Query tile, the key-liveness flags, then the ring; the
+                // merge reuses the ring. All of it in the one planned window.
+                EXPECT_EQ(l.liveKeys % 16, 0) << what;
+                EXPECT_LE(l.query + rows * l.queryStride, l.liveKeys) << what;
+                EXPECT_LE(l.liveKeys + stages * tile * 4, l.ring) << what;
                 EXPECT_LE(l.ring + stages * l.stageBytes, l.total) << what;
-                EXPECT_GE(l.merge, l.query + rows * l.queryStride) << what;
+                EXPECT_GE(l.merge, l.liveKeys + stages * tile * 4) << what;
                 EXPECT_LE(l.merge + keyWarps * rows * (value.getHeadDim() + 2) *
                                         4,
                           l.total)

@@ -96,7 +96,7 @@ private:
   // Kernel values.
   Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
       tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
-  Value blockTable, pagesRing;
+  Value blockTable, liveKeys;
   /// The block's keys: [first, last) of the sequence, tiles from firstTile.
   Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
   /// Constants of the softmax; softmaxScale includes log2 e without softcap.
@@ -509,7 +509,7 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
         if (side == &key) {
           Value flag = kb.select(live, kb.i32(1), kb.i32(0));
           Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
-          kb.store(flag, pagesRing, {at});
+          kb.store(flag, liveKeys, {at});
         }
         if (side->groupOffset >= 0) {
           int64_t size = side->groupStride;
@@ -686,7 +686,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   Value stepStart = kb.add(tileBase, kb.toI32(n0));
   Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
   Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
-  Value laneFlag = kb.load(pagesRing, {laneLiveAt});
+  Value laneFlag = kb.load(liveKeys, {laneLiveAt});
   Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
   Value allLive = NVVM::VoteSyncOp::create(
       builder, loc, builder.getI1Type(), kb.i32(-1), laneLive,
@@ -746,7 +746,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
             n = kb.add(n, kb.mul(threadInGroup, index(2)));
             Value keyPos = kb.add(tileBase, kb.toI32(n));
             Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
-            Value flag = kb.load(pagesRing, {liveAt});
+            Value flag = kb.load(liveKeys, {liveAt});
             Value live =
                 kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
             for (int64_t mt = 0; mt < mTiles; ++mt)
@@ -1117,11 +1117,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   seq = kb.toI32(kb.divs(sequenceHead, index(kvHeads)));
   kvHead = kb.rems(sequenceHead, index(kvHeads));
 
-  // The key-liveness ring lives in static shared memory.
-  auto pagesType = MemRefType::get(
-      {stages * tileKeys}, builder.getI32Type(), AffineMap(),
-      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
-  pagesRing = kernel.addWorkgroupAttribution(pagesType, loc);
+  // The key-liveness flags of every ring slot.
+  liveKeys = view(layout.liveKeys, {stages * tileKeys}, builder.getI32Type());
 
   Value allowed = kb.boolean(true);
   if (guard) {

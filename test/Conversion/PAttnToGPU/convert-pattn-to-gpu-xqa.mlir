@@ -12,23 +12,25 @@
 // CHECK-LABEL: func.func @decode
 // CHECK:   call @pattnRuntimeDeviceMultiprocessors()
 // CHECK:   %[[BEST:.*]]:2 = scf.for {{.*}} iter_args({{.*}}) -> (index, index)
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_decode_0 blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c64768_i32
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_decode_0 blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c65792_i32
 // CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
 //
 // Kernel: 128 threads, as many blocks per SM as the plan's shared memory
-// allows (minctasm: 3), a key-liveness flag per key of the 4-stage ring of
-// 64-key tiles next to the dynamic window.
-// CHECK: gpu.func @pattn_xqa_decode_0({{.*}}) workgroup(%{{.*}} : memref<256xi32, #gpu.address_space<workgroup>>) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 3 : i32}
+// allows (minctasm: 3). Everything in shared memory is in the plan's one
+// dynamic window (so its shared_bytes is the whole per-block budget),
+// including a key-liveness flag per key of the 4-stage ring of 64-key tiles.
+// CHECK: gpu.func @pattn_xqa_decode_0({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK:   gpu.dynamic_shared_memory
+// CHECK:   memref.view {{.*}} to memref<256xi32, #gpu.address_space<workgroup>>
 // The query tile, then the query fragments kept in registers.
 // CHECK:   gpu.barrier
 // CHECK:   nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // The ring's prologue: 16-byte cp.async copies that zero-fill dead keys
 // (a source size operand), nvfp4 group scales (8 bytes a row) and per-token
 // scales, one commit group per stage.
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 16, %{{.*}} {bypassL1} : memref<?x16x8x128xi8> to memref<64768xi8
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} : memref<?x16x8x8xf8E4M3FN> to memref<64768xf8E4M3FN
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 1, %{{.*}} : memref<?x16x8xf32> to memref<16192xf32
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 16, %{{.*}} {bypassL1} : memref<?x16x8x128xi8> to memref<65792xi8
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} : memref<?x16x8x8xf8E4M3FN> to memref<65792xf8E4M3FN
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 1, %{{.*}} : memref<?x16x8xf32> to memref<16448xf32
 // CHECK:   nvvm.cp.async.commit.group
 // The tile loop: wait for the oldest stage, one barrier, refill the ring.
 // CHECK:   scf.for

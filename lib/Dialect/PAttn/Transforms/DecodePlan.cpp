@@ -61,6 +61,10 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value,
   layout.query = offset;
   layout.queryStride = (headDim + 8) * 2;
   offset += align16(rows * layout.queryStride);
+  // In the one budget with the rest: static shared arrays would count
+  // against the same per-block limit without the planner seeing them.
+  layout.liveKeys = offset;
+  offset += align16(stages * keysPerTile * 4);
 
   // One stage of the ring.
   int64_t stage = 0;

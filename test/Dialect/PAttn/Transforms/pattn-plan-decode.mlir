@@ -10,9 +10,9 @@
 // default chip list includes sm_86/89/120 (99 KiB), which caps it at 2.
 
 // H200-LABEL: func.func @f16_d128_g4
-// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 108800>
+// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 109568>
 // ALL-LABEL: func.func @f16_d128_g4
-// ALL: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 73984>
+// ALL: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 74496>
 // PORT-LABEL: func.func @f16_d128_g4
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
 !f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
@@ -27,7 +27,7 @@ func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt
 // f16 D256, g = 6: two value warps; 64-key tiles would leave one 211 KiB
 // block per SM, 32-key tiles keep as many bytes in flight with two.
 // H200-LABEL: func.func @f16_d256_g6
-// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 109824>
+// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 110208>
 !f16d256 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = f16, scale = none>
 func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x24x256xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x4x512xi8>) : !f16d256
@@ -40,7 +40,7 @@ func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt
 // 8 query tokens x g = 4: 32 rows, two m-tiles; D256 outputs need the four
 // warps split over the value channels.
 // H200-LABEL: func.func @i4_d256_spec
-// H200: plan = #pattn.xqa_plan<rows = 32, keys_per_tile = 32, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 53760>
+// H200: plan = #pattn.xqa_plan<rows = 32, keys_per_tile = 32, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 54272>
 // PORT-LABEL: func.func @i4_d256_spec
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>

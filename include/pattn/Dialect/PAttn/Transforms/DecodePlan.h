@@ -40,6 +40,8 @@ bool xqaUsesBf16(mlir::Type activation, mlir::pattn::CacheType key,
 /// key loop the ring is reused to merge the key warps.
 struct XqaSharedLayout {
   int64_t query = 0, queryStride = 0; ///< rows x (head_dim + 8) elements
+  /// Per ring slot and key, an i32 flag: the key's page is not -1.
+  int64_t liveKeys = 0;
   int64_t ring = 0, stageBytes = 0;
   /// Within a stage; -1 when absent.
   int64_t keyRows = 0, valueRows = 0, keyGroupScales = -1,
