@@ -4,16 +4,21 @@
 # representative set, and the decode benchmark on both backends with
 # FlashInfer and SDPA in the same session (when the peers were prepared).
 # Everything lands in $OUT (default ./gpu-results); PATTN_COMMIT names the
-# commit in the tables when the copy has no .git.
+# commit in the tables when the copy has no .git. PATTN_GPU_PARTS picks the
+# parts (default "suite sanitize bench"; "profile" adds ncu source-level
+# reports of the XQA decode), so that each call fits a time limit.
 #   bash scripts/gpu-run.sh
+#   PATTN_GPU_PARTS="bench profile" bash scripts/gpu-run.sh
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 out="${OUT:-$root/gpu-results}"
 mkdir -p "$out"
 export PATTN_ARTIFACT_DIR="$root/.gpu-artifacts" PYTHONUNBUFFERED=1
+parts=" ${PATTN_GPU_PARTS:-suite sanitize bench} "
+part() { [[ "$parts" == *" $1 "* ]]; }
 
-for backend in auto portable; do
+part suite && for backend in auto portable; do
   PATTN_TEST_BACKEND=$backend PATTN_GPU_RESULTS="$out/suite-$backend.md" \
     python3 -m pytest python/tests/gpu -q -rfs --tb=line -p no:cacheprovider \
     2>&1 | grep -E "^FAILED|^SKIPPED|passed|failed" | tail -8
@@ -21,11 +26,29 @@ done
 
 # Every encoding, HND and NHD, split and unsplit, windows, sinks, D256.
 cases="decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)"
-for tool in memcheck racecheck; do
+part sanitize && for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool python3 -m pytest python/tests/gpu -q \
     -p no:cacheprovider -k "$cases" 2>&1 | grep -E "SUMMARY|passed|failed" | tail -2
 done
 
+if part profile; then
+  # One XQA decode per cache at B4 32/8 D128 L32K (the first eager call):
+  # the whole ncu set, then per-SASS-instruction executions and stall
+  # samples as CSV, to read where the issue slots go.
+  for cache in f16 i8 i4 nvfp4; do
+    ncu --set full --import-source no -k regex:pattn_xqa_decode -c 1 \
+      -f -o "$out/ncu-$cache" python3 bench/bench_decode.py --iters 50 --warmup 1 \
+      --no-sdpa --backends auto --shapes B4-32/8-D128-L32K --caches $cache \
+      > "$out/ncu-$cache.log" 2>&1
+    ncu -i "$out/ncu-$cache.ncu-rep" --page details --csv > "$out/ncu-$cache-details.csv" 2>&1
+    ncu -i "$out/ncu-$cache.ncu-rep" --page source --print-source sass --csv \
+      > "$out/ncu-$cache-sass.csv" 2>&1
+    rm -f "$out/ncu-$cache.ncu-rep"
+    echo "profiled $cache: $(wc -l < "$out/ncu-$cache-sass.csv") SASS rows"
+  done
+fi
+
+part bench || exit 0
 peers_args=()
 if [ -f "$PATTN_ARTIFACT_DIR/flashinfer_decode.py" ] && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
   site="$(mktemp -d)"
