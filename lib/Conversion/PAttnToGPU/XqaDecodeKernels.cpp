@@ -146,7 +146,7 @@ private:
   /// The step's base-2 logits: scales, softcap, and masks unless every key
   /// is live and visible to every real row.
   SmallVector<Value> logitStep(ArrayRef<Value> scores, Value slot,
-                               Value tileBase, Value stageBase, Value n0);
+                               Value tileStart, Value stageBase, Value n0);
   /// The online softmax update of `s` (max, sum, accumulator decay); returns
   /// P as the A operands of P V, per m-tile.
   SmallVector<SmallVector<Value>> softmaxStep(ArrayRef<Value> logits,
@@ -160,7 +160,17 @@ private:
   void mergeKeyWarps(ArrayRef<Value> state, Value split, Value partialOut,
                      Value partialStats);
   void loadQueryTile(Value query);
-  void issueTile(Value tileIndex, Value slot);
+  /// The first key position of tile `tileIndex` of the block.
+  Value tileBase(Value tileIndex);
+  /// The copy passes of a tile: per group of sides with the same segments
+  /// per row (one page lookup serves them all), the passes over its chunks.
+  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> copyPasses();
+  /// This thread's block-table entries for the keys it copies of tile
+  /// `tileIndex`, one per copy pass (loads only; nothing waits on them).
+  SmallVector<Value> lookupPages(Value tileIndex);
+  /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given the
+  /// block-table entries `pages` that lookupPages returned for it.
+  void issueTile(Value tileIndex, Value slot, ValueRange pages);
   /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
   Value ringRows(const XqaSide &side, Value slot);
   /// ldmatrix (x4, or x2 when `pair` is false) of 16 keys from `key0` times
@@ -447,29 +457,73 @@ void XqaBuilder::loadQueryTile(Value query) {
   });
 }
 
-void XqaBuilder::issueTile(Value tileIndex, Value slot) {
-  // Every key of the tile is copied: keys outside [first, last) or on an
-  // unmapped page are zero-filled (cp.async's source size 0), so the ring
-  // never holds stale bytes that a zero weight could turn into NaN.
+Value XqaBuilder::tileBase(Value tileIndex) {
   Value tileKeysI32 = kb.i32(int32_t(tileKeys));
   Value firstTileBase = kb.mul(kb.divs(first, tileKeysI32), tileKeysI32);
-  Value tileBase = kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
-  Value maxBlocks =
-      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
-  Value stageBase = kb.mul(slot, index(layout.stageBytes));
-  Value ringBase = kb.add(stageBase, index(layout.ring));
+  return kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
+}
 
-  // The page of key n of the tile, and whether it is live.
-  auto keyInfo = [&](Value n) -> std::tuple<Value, Value, Value> {
-    Value keyPos = kb.add(tileBase, kb.toI32(n));
-    Value afterFirst = kb.cmpi(arith::CmpIPredicate::sge, keyPos, first);
-    Value beforeLast = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
-    Value inRange = kb.land(afterFirst, beforeLast);
-    Value lastBlock = kb.sub(maxBlocks, kb.i32(1));
+auto XqaBuilder::copyPasses()
+    -> SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> {
+  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes;
+  SmallVector<SmallVector<XqaSide *>> groups;
+  if (key.segments == value.segments)
+    groups.push_back({&key, &value});
+  else
+    groups.assign({{&key}, {&value}});
+  for (SmallVector<XqaSide *> &sides : groups) {
+    int64_t chunks = tileKeys * sides.front()->segments;
+    for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass)
+      passes.push_back({sides, pass});
+  }
+  return passes;
+}
+
+// The key of the tile that chunk `chunk` of a row of `segments` chunks
+// belongs to, and the byte of the row it starts at.
+static std::pair<Value, Value> chunkKey(KernelBuilder &kb, Value chunk,
+                                        int64_t segments) {
+  Value n = kb.divs(chunk, kb.index(segments));
+  Value byte = kb.mul(kb.rems(chunk, kb.index(segments)), kb.index(16));
+  return {n, byte};
+}
+
+SmallVector<Value> XqaBuilder::lookupPages(Value tileIndex) {
+  // The block index is clamped into the table, so every load is in bounds
+  // even for keys past the sequence (issueTile masks those).
+  Value base = tileBase(tileIndex);
+  Value lastBlock = kb.sub(
+      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1)),
+      kb.i32(1));
+  SmallVector<Value> pages;
+  for (const auto &group : copyPasses()) {
+    Value chunk = kb.add(tid, index(group.second * kBlockThreads));
+    Value n = chunkKey(kb, chunk, group.first.front()->segments).first;
+    Value keyPos = kb.add(base, kb.toI32(n));
     Value blockIndex =
         kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))), lastBlock);
     blockIndex = kb.maxs(blockIndex, kb.i32(0));
-    Value page = kb.load(blockTable, {kb.toIndex(seq), kb.toIndex(blockIndex)});
+    pages.push_back(
+        kb.load(blockTable, {kb.toIndex(seq), kb.toIndex(blockIndex)}));
+  }
+  return pages;
+}
+
+void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
+  // Every key of the tile is copied: keys outside [first, last) or on an
+  // unmapped page are zero-filled (cp.async's source size 0), so the ring
+  // never holds stale bytes that a zero weight could turn into NaN.
+  Value base = tileBase(tileIndex);
+  Value stageBase = kb.mul(slot, index(layout.stageBytes));
+  Value ringBase = kb.add(stageBase, index(layout.ring));
+
+  // Whether key n of the tile, on block-table entry `page`, is live; the
+  // page to read (0 when not) and the key's offset in its page.
+  auto keyInfo = [&](Value n, Value page) -> std::tuple<Value, Value, Value> {
+    Value keyPos = kb.add(base, kb.toI32(n));
+    Value afterFirst = kb.cmpi(arith::CmpIPredicate::sge, keyPos, first);
+    Value beforeLast = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
+    Value inRange = kb.land(afterFirst, beforeLast);
     Value mapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
     Value live = kb.land(inRange, mapped);
     Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
@@ -478,21 +532,17 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
   };
 
   // Rows are copied 16 bytes per cp.async, consecutive threads on
-  // consecutive bytes of a row (coalesced). The passes over the tile are
-  // unrolled so that their page lookups are independent loads in flight
-  // together; the thread that copies a key's first 16 bytes also records
-  // whether the key is live and copies its nvfp4 group scales (head_dim /
-  // 16 bytes) and per-token scale.
+  // consecutive bytes of a row (coalesced). The thread that copies a key's
+  // first 16 bytes also records whether the key is live and copies its
+  // nvfp4 group scales (head_dim / 16 bytes) and per-token scale.
   Value all = view(0, {layout.total}, builder.getIntegerType(8));
   // Chunk `chunk` of `sides` (which have the same segments per row, so the
   // same key and page): one page lookup serves all of them.
-  auto copyChunk = [&](ArrayRef<XqaSide *> sides, Value chunk) {
-    int64_t segments = sides.front()->segments;
-    Value n = kb.divs(chunk, index(segments));
-    Value c = kb.rems(chunk, index(segments));
+  auto copyChunk = [&](ArrayRef<XqaSide *> sides, Value chunk, Value entry) {
+    Value n, byte;
+    std::tie(n, byte) = chunkKey(kb, chunk, sides.front()->segments);
     Value live, page, offset;
-    std::tie(live, page, offset) = keyInfo(n);
-    Value byte = kb.mul(c, index(16));
+    std::tie(live, page, offset) = keyInfo(n, entry);
     Value bytes = kb.select(live, index(16), index(0));
     for (XqaSide *side : sides) {
       Value dst = kb.add(ringBase, index(side->rows));
@@ -503,7 +553,7 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
           address(*side, page, offset, byte), builder.getIndexAttr(16), bytes,
           builder.getUnitAttr());
     }
-    Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, c, index(0));
+    Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, byte, index(0));
     kb.ifThen(firstChunk, [&] {
       for (XqaSide *side : sides) {
         if (side == &key) {
@@ -540,22 +590,20 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot) {
       }
     });
   };
-  SmallVector<SmallVector<XqaSide *>> groups;
-  if (key.segments == value.segments)
-    groups.push_back({&key, &value});
-  else
-    groups.assign({{&key}, {&value}});
-  for (ArrayRef<XqaSide *> sides : groups) {
+  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes =
+      copyPasses();
+  for (size_t i = 0; i < passes.size(); ++i) {
+    ArrayRef<XqaSide *> sides = passes[i].first;
+    int64_t pass = passes[i].second;
     int64_t chunks = tileKeys * sides.front()->segments;
-    for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass) {
-      Value chunk = kb.add(tid, index(pass * kBlockThreads));
-      if ((pass + 1) * kBlockThreads <= chunks) {
-        copyChunk(sides, chunk);
-        continue;
-      }
-      Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
-      kb.ifThen(inTile, [&] { copyChunk(sides, chunk); });
+    Value chunk = kb.add(tid, index(pass * kBlockThreads));
+    Value entry = pages[i];
+    if ((pass + 1) * kBlockThreads <= chunks) {
+      copyChunk(sides, chunk, entry);
+      continue;
     }
+    Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
+    kb.ifThen(inTile, [&] { copyChunk(sides, chunk, entry); });
   }
 }
 
@@ -675,7 +723,7 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
 }
 
 SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
-                                         Value tileBase, Value stageBase,
+                                         Value tileStart, Value stageBase,
                                          Value n0) {
   Location loc = kb.loc;
   // Logits: scales, softcap, masks. Element e of n-tile nt holds
@@ -683,7 +731,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   // 16 keys are all live, and visible to every real row (causal
   // for the first token, in the window of the last), skip the
   // masks: a warp-uniform branch, the common case.
-  Value stepStart = kb.add(tileBase, kb.toI32(n0));
+  Value stepStart = kb.add(tileStart, kb.toI32(n0));
   Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
   Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
   Value laneFlag = kb.load(liveKeys, {laneLiveAt});
@@ -744,7 +792,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
           for (int64_t e2 = 0; e2 < 2; ++e2) {
             Value n = kb.add(n0, index(8 * nt + e2));
             n = kb.add(n, kb.mul(threadInGroup, index(2)));
-            Value keyPos = kb.add(tileBase, kb.toI32(n));
+            Value keyPos = kb.add(tileStart, kb.toI32(n));
             Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
             Value flag = kb.load(liveKeys, {liveAt});
             Value live =
@@ -1130,13 +1178,18 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     computeKeyRange(seqLens, queryStart, split);
     prepareQuery(query);
 
-    // Prologue: stages - 1 tiles in flight.
+    // Prologue: stages - 1 tiles in flight, and the block-table entries of
+    // the next one loaded (the loop always looks one tile further ahead
+    // than it copies, so no copy waits for its page lookups).
     for (int64_t s = 0; s + 1 < stages; ++s) {
       Value stage = kb.i32(int32_t(s));
       Value needed = kb.cmpi(arith::CmpIPredicate::slt, stage, tileCount);
-      kb.ifThen(needed, [&] { issueTile(stage, index(s)); });
+      SmallVector<Value> pages = lookupPages(stage);
+      kb.ifThen(needed, [&] { issueTile(stage, index(s), pages); });
       NVVM::CpAsyncCommitGroupOp::create(builder, loc);
     }
+    SmallVector<Value> aheadPages =
+        lookupPages(kb.i32(int32_t(stages - 1)));
 
     softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
     if (key.type.getScale() == ScaleGranularity::tensor) {
@@ -1166,6 +1219,9 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
         kb.mul(valueGroup, index(value.segments / valueWarps));
     Value i32Stages = kb.i32(int32_t(stages));
 
+    size_t softmaxState = init.size();
+    init.append(aheadPages.begin(), aheadPages.end());
+
     SmallVector<Value> state = kb.forLoop(
         index(0), kb.toIndex(tileCount), index(1), init,
         [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
@@ -1176,30 +1232,35 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           Value i32Iteration = kb.toI32(iteration);
           Value ahead = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
           Value issue = kb.cmpi(arith::CmpIPredicate::slt, ahead, tileCount);
+          ValueRange pages = carried.drop_front(softmaxState);
           kb.ifThen(issue, [&] {
             Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
-            issueTile(ahead, aheadSlot);
+            issueTile(ahead, aheadSlot, pages);
           });
           NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+          // The next tile's lookups land while this one is computed.
+          SmallVector<Value> nextPages =
+              lookupPages(kb.add(ahead, kb.i32(1)));
           Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
           Value keyRows = ringRows(key, slot);
           Value valueRows = ringRows(value, slot);
-          Value tileBase =
-              kb.mul(kb.add(firstTile, i32Iteration), tileKeysI32);
+          Value tileStart = tileBase(i32Iteration);
           Value stageBase = kb.add(kb.mul(slot, index(layout.stageBytes)),
                                    index(layout.ring));
-          SmallVector<Value> s(carried.begin(), carried.end());
+          SmallVector<Value> s(carried.take_front(softmaxState));
           for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
             Value n0 = kb.add(kb.mul(keyGroup, index(keysPerWarp)),
                               index(step * 16));
             SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
             SmallVector<Value> logits =
-                logitStep(scores, slot, tileBase, stageBase, n0);
+                logitStep(scores, slot, tileStart, stageBase, n0);
             SmallVector<SmallVector<Value>> pOperands = softmaxStep(logits, s);
             valueStep(valueRows, stageBase, n0, pOperands, s);
           }
+          s.append(nextPages.begin(), nextPages.end());
           return s;
         });
+    state.resize(softmaxState);
 
     mergeKeyWarps(state, split, partialOut, partialStats);
   });

@@ -32,10 +32,16 @@
 // CHECK:   nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} : memref<?x16x8x8xf8E4M3FN> to memref<65792xf8E4M3FN
 // CHECK:   nvgpu.device_async_copy %{{.*}}, 1, %{{.*}} : memref<?x16x8xf32> to memref<16448xf32
 // CHECK:   nvvm.cp.async.commit.group
-// The tile loop: wait for the oldest stage, one barrier, refill the ring.
-// CHECK:   scf.for
+// The tile loop: wait for the oldest stage, one barrier, refill the ring
+// with the block-table entries loaded one iteration earlier (carried as i32
+// iter_args), then load the next tile's entries before computing this one.
+// CHECK:   scf.for {{.*}} iter_args({{.*}}) -> ({{(f32, )+}}{{(i32, )*}}i32)
 // CHECK:     nvvm.cp.async.wait.group 2
 // CHECK:     gpu.barrier
+// CHECK:     nvgpu.device_async_copy
+// CHECK:     nvvm.cp.async.commit.group
+// CHECK:     memref.load %{{.*}} : memref<?x?xi32>
+// CHECK-NOT: nvgpu.device_async_copy
 // S = Q Kᵀ: raw K codes by ldmatrix, decoded in registers, mma.sync.
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x72xf16
 // CHECK:     nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>
