@@ -484,7 +484,8 @@ auto XqaBuilder::copyPasses()
 static std::pair<Value, Value> chunkKey(KernelBuilder &kb, Value chunk,
                                         int64_t segments) {
   Value n = kb.divs(chunk, kb.index(segments));
-  Value byte = kb.mul(kb.rems(chunk, kb.index(segments)), kb.index(16));
+  Value segment = kb.rems(chunk, kb.index(segments));
+  Value byte = kb.mul(segment, kb.index(16));
   return {n, byte};
 }
 
@@ -492,9 +493,9 @@ SmallVector<Value> XqaBuilder::lookupPages(Value tileIndex) {
   // The block index is clamped into the table, so every load is in bounds
   // even for keys past the sequence (issueTile masks those).
   Value base = tileBase(tileIndex);
-  Value lastBlock = kb.sub(
-      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1)),
-      kb.i32(1));
+  Value blocks =
+      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
+  Value lastBlock = kb.sub(blocks, kb.i32(1));
   SmallVector<Value> pages;
   for (const auto &group : copyPasses()) {
     Value chunk = kb.add(tid, index(group.second * kBlockThreads));
@@ -503,8 +504,9 @@ SmallVector<Value> XqaBuilder::lookupPages(Value tileIndex) {
     Value blockIndex =
         kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))), lastBlock);
     blockIndex = kb.maxs(blockIndex, kb.i32(0));
-    pages.push_back(
-        kb.load(blockTable, {kb.toIndex(seq), kb.toIndex(blockIndex)}));
+    Value row = kb.toIndex(seq);
+    Value column = kb.toIndex(blockIndex);
+    pages.push_back(kb.load(blockTable, {row, column}));
   }
   return pages;
 }
