@@ -18,6 +18,7 @@
 #include "KernelBuilder.h"
 #include "Kernels.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 #include "OpOrder.h"
 
@@ -579,6 +580,9 @@ LogicalResult HostRewriter::run() {
       bindings.push_back(op);
       continue;
     }
+    // Also when the fold (which checks first) did not run.
+    if (failed(::pattn::verifyStaticScalesAreFinite(op)))
+      return failure();
     builder.setInsertionPoint(op);
     Location loc = op->getLoc();
     LogicalResult result =

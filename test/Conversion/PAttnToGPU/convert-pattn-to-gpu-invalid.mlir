@@ -31,3 +31,17 @@ func.func @caller(%p: memref<?x16x2x64xi8>, %v: memref<4x2x64xf16>, %slots: memr
   call @callee(%p, %v, %slots, %s) : (memref<?x16x2x64xi8>, memref<4x2x64xf16>, memref<4xi64>, memref<1xf32>) -> ()
   return
 }
+
+// -----
+
+// A non-finite static scale is refused by the lowering too (a pipeline
+// without the fold: pattn-compile --no-fold).
+memref.global "private" constant @write_scale : memref<1xf32> = dense<0x7FC00000>
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+func.func @nan_static_scale(%kp: memref<?x16x2x64xi8>, %v: memref<4x2x64xf16>, %slots: memref<4xi64>) {
+  %c = pattn.bind_cache storage(%kp : memref<?x16x2x64xi8>) : !c
+  %s = memref.get_global @write_scale : memref<1xf32>
+  // expected-error @below {{write scale holds a non-finite value nan at [0]}}
+  pattn.write_cache values(%v : memref<4x2x64xf16>) into(%c : !c) slots(%slots : memref<4xi64>) scale(%s : memref<1xf32>)
+  return
+}

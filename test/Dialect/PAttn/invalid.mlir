@@ -51,6 +51,60 @@ func.func private @f(!pattn.record<40 bytes, none, {a: 8 x f32 at 0}>)
 
 // -----
 
+// SPEC §3's size limits.
+// expected-error @below {{record size 8192 exceeds the limit of 4096 bytes}}
+func.func private @f(!pattn.record<8192 bytes, none, {a: 8 x f32 at 0}>)
+
+// -----
+
+// A lane's end is 32-bit arithmetic; it is bounded before it can wrap.
+// expected-error @below {{lane 'a' (1073741824 x 'f32' at byte 0) reaches past the 4096-byte record limit}}
+func.func private @f(!pattn.record<16 bytes, none, {a: 1073741824 x f32 at 0}>)
+
+// -----
+
+// expected-error @below {{lane 'a' (4 x 'f32' at byte 4294967280) reaches past the 4096-byte record limit}}
+func.func private @f(!pattn.record<16 bytes, none, {a: 4 x f32 at 4294967280}>)
+
+// -----
+
+// expected-error @below {{head_dim 2048 exceeds the limit of 1024}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 2048, encoding = i8, scale = tensor>)
+
+// -----
+
+// head_dim 2^62: its row bytes would wrap.
+// expected-error @below {{head_dim 4611686018427387904 exceeds the limit of 1024}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8, head_dim = 4611686018427387904, encoding = f16, scale = none>)
+
+// -----
+
+// expected-error @below {{block_size 8192 exceeds the limit of 4096}}
+func.func private @f(!pattn.cache<block_size = 8192, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>)
+
+// -----
+
+// block_size 2^40 (it truncated to an i32 0 in the decode kernel).
+// expected-error @below {{block_size 1099511627776 exceeds the limit of 4096}}
+func.func private @f(!pattn.record_cache<block_size = 1099511627776, record = !pattn.record<fp8_ds_mla>>)
+
+// -----
+
+// expected-error @below {{kv_heads 8192 must be in [1, 4096]}}
+func.func private @f(!pattn.cache<block_size = 16, kv_heads = 8192, head_dim = 128, encoding = i8, scale = tensor>)
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<4x?x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x?x128xf16>) {
+  // g x query tokens wrapped to 0 and "xqa: eligible" before the limit.
+  // expected-error @below {{num_heads 2305843009213693952 must be in [1, 4096]}}
+  pattn.paged_attention query(%q : memref<4x?x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x?x128xf16>) {num_heads = 2305843009213693952 : i64}
+  return
+}
+
+// -----
+
 // expected-error @below {{record needs at least one lane}}
 func.func private @f(!pattn.record<16 bytes, none, {}>)
 
@@ -172,7 +226,7 @@ func.func private @f(!pattn.cache<block_size = 48, kv_heads = 8, head_dim = 128,
 
 // -----
 
-// expected-error @below {{kv_heads 0 must be >= 1}}
+// expected-error @below {{kv_heads 0 must be in [1, 4096]}}
 func.func private @f(!pattn.cache<block_size = 16, kv_heads = 0, head_dim = 128, encoding = i8, scale = tensor>)
 
 // -----
@@ -461,6 +515,16 @@ func.func @f(%c: !r, %l: memref<2x16xf32>, %p: memref<2x4xf32>, %s: memref<2xi64
 func.func @f(%c: !r, %l: memref<2x576xbf16>, %p: memref<2x64xbf16>, %s: memref<2xi64>) {
   // expected-error @below {{latent must have shape [?, 512], got 'memref<2x576xbf16>'}}
   pattn.write_record latent(%l : memref<2x576xbf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>)
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %l: memref<bf16>, %p: memref<2x64xbf16>, %s: memref<2xi64>) {
+  // A rank-0 latent is reported, not read past its rank (this crashed).
+  // expected-error @below {{latent must have shape [?, 512], got 'memref<bf16>'}}
+  pattn.write_record latent(%l : memref<bf16>) rope(%p : memref<2x64xbf16>) into(%c : !r) slots(%s : memref<2xi64>)
   return
 }
 
@@ -857,7 +921,7 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x0x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x0x512xbf16>) {
-  // expected-error @below {{num_heads 0 must be >= 1}}
+  // expected-error @below {{num_heads 0 must be in [1, 4096]}}
   pattn.mla_decode query(%q : memref<4x0x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x0x512xbf16>) {num_heads = 0 : i64}
   return
 }

@@ -126,6 +126,14 @@ LogicalResult LaneAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "f4E2M1FN or i8";
   if (count == 0)
     return emitError() << "lane '" << name << "' is empty";
+  // Bounded before any byte arithmetic, so that the 32-bit end of a lane
+  // cannot wrap: no lane may reach past the largest record.
+  if (offset > kMaxRecordBytes ||
+      uint64_t(count) * bits > uint64_t(kMaxRecordBytes) * 8)
+    return emitError() << "lane '" << name << "' (" << count << " x "
+                       << elementType << " at byte " << offset
+                       << ") reaches past the " << kMaxRecordBytes
+                       << "-byte record limit";
   // A lane is addressed in bytes, so 4-bit lanes hold whole bytes.
   if (uint64_t(count) * bits % 8 != 0)
     return emitError() << "lane '" << name << "' of " << count << " x "
@@ -194,20 +202,36 @@ static numerics::Encoding toNumerics(Encoding encoding) {
   return static_cast<numerics::Encoding>(static_cast<uint32_t>(encoding));
 }
 
+/// block_size: a power of two in [16, kMaxBlockSize].
+static LogicalResult
+verifyBlockSize(function_ref<InFlightDiagnostic()> emitError,
+                int64_t blockSize) {
+  if (blockSize < 16 || !llvm::isPowerOf2_64(blockSize))
+    return emitError() << "block_size " << blockSize
+                       << " must be a power of two >= 16";
+  if (blockSize > kMaxBlockSize)
+    return emitError() << "block_size " << blockSize
+                       << " exceeds the limit of " << kMaxBlockSize;
+  return success();
+}
+
 LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                                 int64_t blockSize, int64_t kvHeads,
                                 int64_t headDim, Encoding encoding,
                                 ScaleGranularity scale, Layout) {
-  if (blockSize < 16 || !llvm::isPowerOf2_64(blockSize))
-    return emitError() << "block_size " << blockSize
-                       << " must be a power of two >= 16";
-  if (kvHeads < 1)
-    return emitError() << "kv_heads " << kvHeads << " must be >= 1";
+  if (failed(verifyBlockSize(emitError, blockSize)))
+    return failure();
+  if (kvHeads < 1 || kvHeads > kMaxHeads)
+    return emitError() << "kv_heads " << kvHeads << " must be in [1, "
+                       << kMaxHeads << "]";
   int64_t multiple = encoding == Encoding::nvfp4 ? 16 : 8;
   if (headDim < multiple || headDim % multiple != 0)
     return emitError() << "head_dim " << headDim
                        << " must be a positive multiple of " << multiple
                        << " for " << stringifyEncoding(encoding);
+  if (headDim > kMaxHeadDim)
+    return emitError() << "head_dim " << headDim << " exceeds the limit of "
+                       << kMaxHeadDim;
   bool isFloat = encoding == Encoding::f16 || encoding == Encoding::bf16;
   if (isFloat && scale != ScaleGranularity::none)
     return emitError() << stringifyEncoding(encoding)
@@ -334,6 +358,9 @@ LogicalResult RecordType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (bytes == 0 || bytes % 16 != 0)
     return emitError() << "record size " << bytes
                        << " must be a positive multiple of 16 bytes";
+  if (bytes > kMaxRecordBytes)
+    return emitError() << "record size " << bytes << " exceeds the limit of "
+                       << kMaxRecordBytes << " bytes";
   if (lanes.empty())
     return emitError() << "record needs at least one lane";
   if (mode == ScaleGranularity::channel)
@@ -511,9 +538,8 @@ void RecordType::print(AsmPrinter &printer) const {
 LogicalResult
 RecordCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                         int64_t blockSize, RecordType record) {
-  if (blockSize < 16 || !llvm::isPowerOf2_64(blockSize))
-    return emitError() << "block_size " << blockSize
-                       << " must be a power of two >= 16";
+  if (failed(verifyBlockSize(emitError, blockSize)))
+    return failure();
   if (!record)
     return emitError() << "record cache needs a !pattn.record type";
   return success();

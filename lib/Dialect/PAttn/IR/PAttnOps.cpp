@@ -78,8 +78,21 @@ static bool isSlotIndex(Type t) {
   return t.isSignlessInteger(32) || t.isSignlessInteger(64);
 }
 
+/// Dimension `index` of a memref operand; dynamic when the operand has no
+/// such dimension (its rank is checked, and reported, on its own).
 static int64_t dimOf(Value value, unsigned index) {
-  return cast<MemRefType>(value.getType()).getDimSize(index);
+  auto type = cast<MemRefType>(value.getType());
+  if (index >= type.getRank())
+    return ShapedType::kDynamic;
+  return type.getDimSize(index);
+}
+
+/// num_heads in [1, kMaxHeads] (an I64Attr: 2^63 and up read as negative).
+static LogicalResult verifyNumHeads(Operation *op, int64_t numHeads) {
+  if (numHeads < 1 || numHeads > kMaxHeads)
+    return op->emitOpError() << "num_heads " << numHeads << " must be in [1, "
+                             << kMaxHeads << "]";
+  return success();
 }
 
 /// A dimension value that is known and equal, or unknown on one side.
@@ -369,7 +382,9 @@ LogicalResult PagedAttentionOp::verify() {
                             "and head_dim (one block table addresses both)";
 
   int64_t numHeads = static_cast<int64_t>(getNumHeads());
-  if (numHeads < 1 || numHeads % key.getKvHeads() != 0)
+  if (failed(verifyNumHeads(op, numHeads)))
+    return failure();
+  if (numHeads % key.getKvHeads() != 0)
     return emitOpError() << "num_heads " << numHeads
                          << " must be a positive multiple of kv_heads "
                          << key.getKvHeads();
@@ -445,8 +460,8 @@ LogicalResult MlaDecodeOp::verify() {
     return failure();
   auto [latent, rope] = *lanes;
   int64_t numHeads = static_cast<int64_t>(getNumHeads());
-  if (numHeads < 1)
-    return emitOpError() << "num_heads " << numHeads << " must be >= 1";
+  if (failed(verifyNumHeads(getOperation(), numHeads)))
+    return failure();
   int64_t keyDim = int64_t(latent.getCount()) + rope.getCount();
   if (failed(checkShape(op, "query", getQuery(),
                         {ShapedType::kDynamic, numHeads, keyDim})) ||
@@ -537,7 +552,9 @@ LogicalResult FoldQueryOp::verify() {
       failed(checkElement(op, "scales", getScales(), isF32, "f32")))
     return failure();
   int64_t kvHeads = dimOf(getScales(), 0), headDim = dimOf(getScales(), 1);
-  if (numHeads < 1 || (!ShapedType::isDynamic(kvHeads) &&
+  if (failed(verifyNumHeads(op, numHeads)))
+    return failure();
+  if ((!ShapedType::isDynamic(kvHeads) &&
                        (kvHeads < 1 || numHeads % kvHeads != 0)))
     return emitOpError() << "num_heads " << numHeads
                          << " must be a positive multiple of the scales' "

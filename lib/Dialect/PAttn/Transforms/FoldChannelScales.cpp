@@ -38,7 +38,7 @@ namespace {
 /// Creates new IR for one attention op: buffers, globals, views.
 class FoldRewriter {
 public:
-  FoldRewriter(PagedAttentionOp op, SymbolTable &symbols)
+  FoldRewriter(PagedAttentionOp op, SymbolTableCollection &symbols)
       : op(op), builder(op), symbols(symbols), loc(op.getLoc()) {}
 
   /// A buffer shaped like `like`, with its dynamic sizes read from it.
@@ -70,6 +70,8 @@ public:
   /// A private constant global holding `values`, read back as a memref.
   Value constantGlobal(StringRef name, MemRefType type,
                        ArrayRef<float> values) {
+    // In the op's own module (which may be nested), renamed against that
+    // module's symbols.
     auto module = op->getParentOfType<ModuleOp>();
     OpBuilder globalBuilder = OpBuilder::atBlockBegin(module.getBody());
     auto tensorType = RankedTensorType::get(type.getShape(), type.getElementType());
@@ -77,7 +79,7 @@ public:
         globalBuilder, loc, name, globalBuilder.getStringAttr("private"), type,
         DenseElementsAttr::get(tensorType, values), /*constant=*/true,
         /*alignment=*/IntegerAttr());
-    symbols.insert(global); // renames on a clash
+    symbols.getSymbolTable(module).insert(global); // renames on a clash
     return memref::GetGlobalOp::create(builder, loc, type,
                                        global.getSymName());
   }
@@ -93,7 +95,7 @@ public:
 
   PagedAttentionOp op;
   OpBuilder builder;
-  SymbolTable &symbols;
+  SymbolTableCollection &symbols;
   Location loc;
   SmallVector<Value> temporaries;
 };
@@ -103,7 +105,7 @@ struct FoldChannelScalesPass
   void runOnOperation() override;
 
 private:
-  LogicalResult foldOp(PagedAttentionOp op, SymbolTable &symbols);
+  LogicalResult foldOp(PagedAttentionOp op, SymbolTableCollection &symbols);
 };
 
 } // namespace
@@ -143,7 +145,7 @@ static PagedAttentionOp rebuild(OpBuilder &builder, PagedAttentionOp op,
 }
 
 LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
-                                            SymbolTable &symbols) {
+                                            SymbolTableCollection &symbols) {
   // One half of a guarded pair was produced by this pass already.
   if (op.getGuard())
     return success();
@@ -164,14 +166,7 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
     keyTable = ::pattn::getConstantScaleTable(op.getKScale());
     if (keyTable) {
       legality = numerics::checkFoldLegality(*keyTable, softmaxScale);
-      if (legality.verdict == numerics::FoldLegality::Verdict::NonFinite) {
-        int64_t headDim = key.getHeadDim();
-        return op.emitOpError()
-               << "K channel scale table holds a non-finite value "
-               << (*keyTable)[legality.badIndex] << " at [kv_head "
-               << legality.badIndex / headDim << ", channel "
-               << legality.badIndex % headDim << "]";
-      }
+      // Non-finite tables were reported before any op was folded.
       if (legality.verdict != numerics::FoldLegality::Verdict::Legal) {
         // Folding would flush channels or overflow; the portable path
         // applies the scales per element (select-backend says why).
@@ -266,8 +261,15 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
 
 void FoldChannelScalesPass::runOnOperation() {
   ModuleOp module = getOperation();
-  SymbolTable symbols(module);
+  SymbolTableCollection symbols;
   SmallVector<PagedAttentionOp> ops;
+  WalkResult checked = module.walk([&](Operation *op) {
+    return failed(::pattn::verifyStaticScalesAreFinite(op))
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  if (checked.wasInterrupted())
+    return signalPassFailure();
   module.walk([&](PagedAttentionOp op) { ops.push_back(op); });
   for (PagedAttentionOp op : ops)
     if (failed(foldOp(op, symbols)))

@@ -257,3 +257,27 @@ func.func @untouched(%k: !kc, %v: !vc, %q: memref<2x4x16xf16>, %bt: memref<2x4xi
       v_scale(%vs : memref<1xf32>) outs(%o : memref<2x4x16xf16>) {num_heads = 4 : i64}
   return
 }
+
+// -----
+
+// In a nested module the fold's globals go into that module and are renamed
+// against its symbols: the user's own @__pattn_k_normalizer stays, the fold's
+// gets a fresh name, and both get_globals resolve in the inner module.
+// CHECK-LABEL: module @inner
+// CHECK-DAG:   memref.global "private" constant @__pattn_k_normalizer : memref<1xf32> = dense<7.000000e+00>
+// CHECK-DAG:   memref.global "private" constant @[[NORM:__pattn_k_normalizer_[0-9]+]] : memref<1xf32> = dense<1.024000e+03>
+// CHECK:       func.func @nested
+// CHECK:         memref.get_global @[[NORM]] : memref<1xf32>
+module {
+  module @inner {
+    memref.global "private" constant @__pattn_k_normalizer : memref<1xf32> = dense<7.0>
+    memref.global "private" constant @k_scale : memref<1x8xf32> = dense<[[1000.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]]>
+    func.func @nested(%k: !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 8, encoding = i8, scale = channel>, %q: memref<2x4x8xf16>, %v: !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 8, encoding = f16, scale = none>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x4x8xf16>) {
+      %ks = memref.get_global @k_scale : memref<1x8xf32>
+      pattn.paged_attention query(%q : memref<2x4x8xf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 8, encoding = i8, scale = channel>) value(%v : !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 8, encoding = f16, scale = none>)
+          block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>)
+          k_scale(%ks : memref<1x8xf32>) outs(%o : memref<2x4x8xf16>) {num_heads = 4 : i64}
+      return
+    }
+  }
+}

@@ -37,9 +37,10 @@ def PAttn_CacheType : PAttn_Type<"Cache", "cache"> {
     | token scales (f32) | [blocks, block_size, kv_heads] | same |
 
     with row = head_dim*2 bytes (f16, bf16), head_dim (i8, fp8) or
-    (head_dim+1)/2 (i4, nvfp4). Rules: block_size is a power of two ≥ 16;
-    head_dim a positive multiple of 8 (of 16 for nvfp4); f16/bf16 take no
-    scale; nvfp4's outer scale is `tensor` or `token`.
+    (head_dim+1)/2 (i4, nvfp4). Rules: block_size is a power of two in
+    [16, 4096]; kv_heads in [1, 4096]; head_dim a positive multiple of 8 (of
+    16 for nvfp4) up to 1024; f16/bf16 take no scale; nvfp4's outer scale is
+    `tensor` or `token`.
 
     Example:
     ```mlir
