@@ -85,6 +85,17 @@ int32_t pattnRuntimeInitialize(void) {
   return error.status;
 }
 
+void _mlir_ciface_pattnRuntimeRejectSizes(const pattnI8Buffer *message,
+                                          int64_t got, int64_t expected) {
+  std::string text = "bad argument sizes";
+  if (message && message->aligned && message->size > 0)
+    text.assign(message->aligned + message->offset,
+                static_cast<size_t>(message->size));
+  recordError({PATTN_ERROR_INVALID_ARGUMENT,
+               text + ", got " + std::to_string(got) + " against " +
+                   std::to_string(expected) + "; nothing was launched"});
+}
+
 int32_t pattnRuntimeRecordError(int32_t status, const char *message) {
   recordError({status, message ? message : ""});
   return status;

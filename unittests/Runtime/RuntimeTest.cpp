@@ -26,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
+#include <vector>
 
 using namespace fakecuda;
 using ::testing::HasSubstr;
@@ -601,6 +603,168 @@ TEST_F(RuntimeFakeDriver, StreamsPassThrough) {
   EXPECT_EQ(callsNamed("cuStreamSynchronize").at(0).args,
             std::vector{bits(kStream)});
   EXPECT_EQ(callsNamed("cuStreamDestroy").size(), 1u);
+}
+
+//===----------------------------------------------------------------------===//
+// Host-side size checks of compiled entry points (SPEC §7)
+//===----------------------------------------------------------------------===//
+
+/// An entry point's expanded arguments: per memref (allocated, aligned,
+/// offset, sizes, strides), then the stream. Pointers and 64-bit integers
+/// travel alike in the C calling convention, so all are intptr_t here.
+class EntryArguments {
+public:
+  EntryArguments &memref(std::vector<int64_t> sizes) {
+    // Never dereferenced on the host; distinct, non-null, fake.
+    intptr_t pointer = 0x10000 * intptr_t(++count);
+    args.push_back(pointer);
+    args.push_back(pointer);
+    args.push_back(0);
+    for (int64_t size : sizes)
+      args.push_back(size);
+    int64_t stride = 1;
+    std::vector<intptr_t> strides(sizes.size());
+    for (size_t i = sizes.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= sizes[i];
+    }
+    args.insert(args.end(), strides.begin(), strides.end());
+    return *this;
+  }
+
+  /// Calls `entry` with these arguments and a null stream.
+  template <size_t N> int32_t call(void *entry) {
+    args.push_back(0);
+    EXPECT_EQ(args.size(), N) << "the entry point takes " << N
+                              << " expanded arguments";
+    args.resize(N);
+    return callWith(entry, std::make_index_sequence<N>{});
+  }
+
+private:
+  template <size_t... I>
+  int32_t callWith(void *entry, std::index_sequence<I...>) {
+    using Entry = int32_t (*)(decltype((void)I, intptr_t())...);
+    return reinterpret_cast<Entry>(entry)(args[I]...);
+  }
+
+  std::vector<intptr_t> args;
+  int count = 0;
+};
+
+class HostSizeChecks : public RuntimeFakeDriver {
+protected:
+  void SetUp() override {
+    RuntimeFakeDriver::SetUp();
+    if (std::strlen(PATTN_HOST_CHECKS_ARTIFACT) == 0)
+      GTEST_SKIP() << "no ptxas at configure time, so no compiled entry "
+                      "points to call";
+    fake().computeMajor = 8;
+    fake().computeMinor = 0;
+    static void *artifact =
+        dlopen(PATTN_HOST_CHECKS_ARTIFACT, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(artifact, nullptr) << dlerror();
+    library = artifact;
+  }
+
+  void *entry(const char *name) {
+    void *symbol = dlsym(library, name);
+    EXPECT_NE(symbol, nullptr) << name;
+    return symbol;
+  }
+
+  void *library = nullptr;
+};
+
+// append(pages [P,16,2,64] i8, values [N,2,64] f16, slots [N] i64, scale [1])
+EntryArguments appendArguments(int64_t tokens, int64_t slots) {
+  EntryArguments args;
+  args.memref({8, 16, 2, 64}).memref({tokens, 2, 64}).memref({slots}).memref(
+      {1});
+  return args;
+}
+
+TEST_F(HostSizeChecks, ConsistentSizesLaunch) {
+  int32_t status = appendArguments(4, 4).call<31>(entry("append"));
+  EXPECT_EQ(status, PATTN_SUCCESS) << pattnRuntimeLastErrorMessage();
+  EXPECT_FALSE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(HostSizeChecks, SlotsAgainstValuesLaunchNothing) {
+  int32_t status = appendArguments(4, 2).call<31>(entry("append"));
+  EXPECT_EQ(status, PATTN_ERROR_INVALID_ARGUMENT);
+  const std::string message = pattnRuntimeLastErrorMessage();
+  EXPECT_THAT(message, HasSubstr("append: 'pattn.write_cache' at "));
+  EXPECT_THAT(message, HasSubstr("host-checks.mlir:"));
+  EXPECT_THAT(message,
+              HasSubstr("slots dim 0 must equal values dim 0 (tokens), got 2 "
+                        "against 4; nothing was launched"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+  EXPECT_TRUE(callsNamed("cuMemAllocAsync").empty());
+}
+
+TEST_F(HostSizeChecks, GroupScalePagesAgainstStoragePages) {
+  EntryArguments args;
+  args.memref({10, 16, 2, 32})
+      .memref({5, 16, 2, 4})
+      .memref({4, 2, 64})
+      .memref({4})
+      .memref({1});
+  EXPECT_EQ(args.call<42>(entry("append_nvfp4")),
+            PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(std::string(pattnRuntimeLastErrorMessage()),
+              HasSubstr("group_scales dim 0 must equal storage dim 0 (pages), "
+                        "got 5 against 10"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+// decode(k pages, v pages, query [T,4,64], block_table [B,W], seq_lens [B],
+//        k_scale, v_scale, outs [T,4,64])
+EntryArguments decodeArguments(int64_t tokens, int64_t outTokens,
+                               int64_t batch, int64_t lengths) {
+  EntryArguments args;
+  args.memref({8, 16, 2, 64})
+      .memref({8, 16, 2, 64})
+      .memref({tokens, 4, 64})
+      .memref({batch, 4})
+      .memref({lengths})
+      .memref({1})
+      .memref({1})
+      .memref({outTokens, 4, 64});
+  return args;
+}
+
+TEST_F(HostSizeChecks, DecodeWithConsistentSizesLaunches) {
+  EXPECT_EQ(decodeArguments(4, 4, 4, 4).call<63>(entry("decode")),
+            PATTN_SUCCESS)
+      << pattnRuntimeLastErrorMessage();
+  EXPECT_FALSE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(HostSizeChecks, OutputTokensAgainstQueryTokens) {
+  EXPECT_EQ(decodeArguments(4, 2, 4, 4).call<63>(entry("decode")),
+            PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(std::string(pattnRuntimeLastErrorMessage()),
+              HasSubstr("outs dim 0 must equal query dim 0, got 2 against 4"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(HostSizeChecks, LengthsAgainstTheBlockTable) {
+  EXPECT_EQ(decodeArguments(4, 4, 4, 2).call<63>(entry("decode")),
+            PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(std::string(pattnRuntimeLastErrorMessage()),
+              HasSubstr("seq_lens dim 0 must equal block_table dim 0 "
+                        "(sequences), got 2 against 4"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(HostSizeChecks, QueryTokensAgainstSequences) {
+  EXPECT_EQ(decodeArguments(3, 3, 4, 4).call<63>(entry("decode")),
+            PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(std::string(pattnRuntimeLastErrorMessage()),
+              HasSubstr("query dim 0 must equal block_table dim 0 (one query "
+                        "token per sequence), got 3 against 4"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
 }
 
 } // namespace

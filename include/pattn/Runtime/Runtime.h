@@ -121,6 +121,24 @@ typedef struct pattnI32Buffer {
 PATTN_RUNTIME_EXPORT void
 _mlir_ciface_pattnRuntimeDeviceErrorWord(pattnI32Buffer *result);
 
+/// A rank-1 memref descriptor of bytes, as MLIR's C interface passes it.
+typedef struct pattnI8Buffer {
+  const char *allocated;
+  const char *aligned;
+  int64_t offset;
+  int64_t size;
+  int64_t stride;
+} pattnI8Buffer;
+
+/// A compiled entry point found two sizes of its arguments that disagree
+/// (SPEC §7): records PATTN_ERROR_INVALID_ARGUMENT with `message` (which
+/// names the function, the op and the operands) and both sizes. The entry
+/// calls it before launching anything; as every error is sticky, nothing
+/// of the call runs and the entry returns the status.
+PATTN_RUNTIME_EXPORT void
+_mlir_ciface_pattnRuntimeRejectSizes(const pattnI8Buffer *message,
+                                     int64_t got, int64_t expected);
+
 /// Records `status` with `message` on this thread unless an error is already
 /// pending there (the first error of an invocation is the one reported).
 /// PATTN_SUCCESS records nothing. Returns `status`.

@@ -15,6 +15,7 @@
 
 #include "pattn/Conversion/PAttnToGPU.h"
 #include "pattn/Target/TargetDescription.h"
+#include "HostChecks.h"
 #include "KernelBuilder.h"
 #include "Kernels.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
@@ -557,6 +558,8 @@ LogicalResult HostRewriter::run() {
   (void)function.insertArgument(function.getNumArguments(), streamType,
                                 DictionaryAttr(), function.getLoc());
   builder.setInsertionPointToStart(&entry);
+  // Before anything launches: the sizes the verifiers could not compare.
+  emitHostSizeChecks(builder, function);
   stream = UnrealizedConversionCastOp::create(
                builder, function.getLoc(),
                gpu::AsyncTokenType::get(context), entry.getArguments().back())

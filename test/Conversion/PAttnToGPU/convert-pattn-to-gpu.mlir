@@ -6,8 +6,20 @@
 // !llvm.ptr seen as an async token); an empty batch launches nothing; the
 // function returns the runtime's status.
 // CHECK: func.func private @pattnRuntimeDeviceErrorWord() -> memref<1xi32> attributes {llvm.emit_c_interface}
+// CHECK: memref.global "private" constant @__pattn_size_check : memref<{{[0-9]+}}xi8> = dense<"0x{{[0-9A-F]+}}">
+// CHECK: func.func private @pattnRuntimeRejectSizes(memref<?xi8>, i64, i64) attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @write_i4
 // CHECK-SAME: (%[[PAGES:[^:]*]]: memref<?x16x2x32xi8>, %[[V:[^:]*]]: memref<?x2x64xf16>, %[[SLOTS:[^:]*]]: memref<?xi64>, %[[S:[^:]*]]: memref<1xf32>, %[[STREAM:[^:]*]]: !llvm.ptr) -> i32
+// First the sizes the verifier could not compare (SPEC §7): a mismatch
+// records the error with a message and both sizes, and nothing after it
+// runs (the runtime's errors are sticky).
+// CHECK:   %[[NSLOTS:.*]] = memref.dim %[[SLOTS]], %{{.*}} : memref<?xi64>
+// CHECK:   %[[NVALUES:.*]] = memref.dim %[[V]], %{{.*}} : memref<?x2x64xf16>
+// CHECK:   %[[BAD:.*]] = arith.cmpi ne, %[[NSLOTS]], %[[NVALUES]] : index
+// CHECK:   scf.if %[[BAD]] {
+// CHECK:     %[[MESSAGE:.*]] = memref.get_global @__pattn_size_check : memref<{{[0-9]+}}xi8>
+// CHECK:     func.call @pattnRuntimeRejectSizes(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<?xi8>, i64, i64) -> ()
+// CHECK:   }
 // CHECK-DAG:   %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
 // CHECK-DAG:   %[[T:.*]] = memref.dim %[[V]], %{{.*}} : memref<?x2x64xf16>
 // CHECK:   scf.if
