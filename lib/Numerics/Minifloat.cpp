@@ -28,35 +28,31 @@ enum class Specials {
   None,       ///< every code is a finite number (e2m1)
 };
 
-/// What the encoder does with a magnitude beyond the largest finite value.
-enum class Overflow { ToInfinity, Saturate };
-
 /// A sign-magnitude binary float of 1 + exponentBits + mantissaBits bits.
 struct Format {
   int exponentBits;
   int mantissaBits;
   int bias;
   Specials specials;
-  Overflow overflow;
   uint32_t maxFiniteBits; ///< magnitude bits of the largest finite value
   uint32_t nanBits;       ///< what the encoder returns for a NaN input
 };
 
 } // namespace
 
-// Arguments: exponent bits, mantissa bits, bias, specials, overflow, largest
+// Arguments: exponent bits, mantissa bits, bias, specials, largest
 // finite magnitude, canonical NaN. e2m1 has no NaN, so a NaN encodes as +0.
 // clang-format off
 static constexpr Format kF16{
-    5, 10, 15, Specials::Ieee, Overflow::ToInfinity, 0x7BFF, 0x7E00};
+    5, 10, 15, Specials::Ieee, 0x7BFF, 0x7E00};
 static constexpr Format kBF16{
-    8, 7, 127, Specials::Ieee, Overflow::ToInfinity, 0x7F7F, 0x7FC0};
+    8, 7, 127, Specials::Ieee, 0x7F7F, 0x7FC0};
 static constexpr Format kE4M3{
-    4, 3, 7, Specials::AllOnesNaN, Overflow::Saturate, 0x7E, 0x7F};
+    4, 3, 7, Specials::AllOnesNaN, 0x7E, 0x7F};
 static constexpr Format kE5M2{
-    5, 2, 15, Specials::Ieee, Overflow::Saturate, 0x7B, 0x7F};
+    5, 2, 15, Specials::Ieee, 0x7B, 0x7F};
 static constexpr Format kE2M1{
-    2, 1, 1, Specials::None, Overflow::Saturate, 0x7, 0x0};
+    2, 1, 1, Specials::None, 0x7, 0x0};
 // clang-format on
 
 /// Rounds a non-negative value to the nearest integer, ties to even. Unlike
@@ -102,11 +98,9 @@ static uint32_t encode(const Format &format, double x) {
 
   const uint32_t sign =
       std::signbit(x) ? 1u << (format.exponentBits + format.mantissaBits) : 0;
-  const uint32_t infinityBits = ((1u << format.exponentBits) - 1)
-                                << format.mantissaBits;
-  const uint32_t overflowBits = format.overflow == Overflow::ToInfinity
-                                    ? infinityBits
-                                    : format.maxFiniteBits;
+  // Every format saturates: fp8/fp4 by their OCP definitions, f16/bf16
+  // because a cache must not turn a finite input into an infinity (SPEC §2).
+  const uint32_t overflowBits = format.maxFiniteBits;
   const double magnitude = std::fabs(x);
   if (std::isinf(magnitude))
     return sign | overflowBits;

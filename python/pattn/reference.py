@@ -86,8 +86,8 @@ class Minifloat:
         return float(decode_minifloat(self, self.max_finite_bits))
 
 
-F16 = Minifloat("f16", 5, 10, 15, "ieee", False, 0x7BFF, 0x7E00)
-BF16 = Minifloat("bf16", 8, 7, 127, "ieee", False, 0x7F7F, 0x7FC0)
+F16 = Minifloat("f16", 5, 10, 15, "ieee", True, 0x7BFF, 0x7E00)
+BF16 = Minifloat("bf16", 8, 7, 127, "ieee", True, 0x7F7F, 0x7FC0)
 E4M3 = Minifloat("e4m3", 4, 3, 7, "all_ones_nan", True, 0x7E, 0x7F)
 E5M2 = Minifloat("e5m2", 5, 2, 15, "ieee", True, 0x7B, 0x7F)
 # e2m1 has no NaN; a NaN input encodes as +0 (callers reject them earlier).

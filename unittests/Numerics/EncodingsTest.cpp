@@ -339,11 +339,23 @@ TEST(FloatRowTest, LittleEndianTwoBytesPerElement) {
   EXPECT_EQ(y, (std::vector<float>{1.0f, -2.0f, 1.0f}));
 }
 
-TEST(FloatRowTest, F16RowRoundsOnceAndOverflowsToInfinity) {
-  const std::vector<float> x = {65520.0f, 0x1p-25f, 0x1.8p-25f};
-  std::vector<uint8_t> row(6);
+TEST(FloatRowTest, F16RowRoundsOnceAndSaturates) {
+  // 65520 rounds past the largest finite value: the cache stores 65504
+  // (SPEC §2), not an infinity that would make every later attention NaN.
+  const std::vector<float> x = {65520.0f, 0x1p-25f, 0x1.8p-25f, -1e30f};
+  std::vector<uint8_t> row(8);
   ASSERT_EQ(encodeRow(Encoding::F16, x, {}, row), Status::Ok);
-  EXPECT_EQ(row, (std::vector<uint8_t>{0x00, 0x7C, 0x00, 0x00, 0x01, 0x00}));
+  EXPECT_EQ(row, (std::vector<uint8_t>{0xFF, 0x7B, 0x00, 0x00, 0x01, 0x00,
+                                       0xFF, 0xFB}));
+}
+
+TEST(FloatRowTest, BF16RowSaturates) {
+  const std::vector<float> x = {3.4e38f, -3.4e38f};
+  std::vector<uint8_t> row(4);
+  ASSERT_EQ(encodeRow(Encoding::BF16, x, {}, row), Status::Ok);
+  EXPECT_EQ(row, (std::vector<uint8_t>{0x7F, 0x7F, 0x7F, 0xFF}));
+  EXPECT_EQ(encodeBF16(1e39), 0x7F7F);
+  EXPECT_EQ(encodeF16(-std::numeric_limits<double>::infinity()), 0xFBFF);
 }
 
 TEST(Fp8Test, QuantizersSaturateAndHonourZeroScale) {

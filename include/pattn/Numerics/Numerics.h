@@ -44,13 +44,15 @@ std::string_view stringifyStatus(Status status);
 // rounding from the exact input value.
 //===----------------------------------------------------------------------===//
 
-/// IEEE binary16. Overflow rounds to infinity as IEEE requires; NaN maps to
-/// the canonical quiet NaN 0x7E00. Subnormals are exact.
+/// IEEE binary16 as a cache stores it: RNE, saturating (values beyond
+/// ±65504, and ±inf, give ±65504: SPEC §2, a cache never turns a finite
+/// input into an infinity); NaN maps to the canonical quiet NaN 0x7E00.
+/// Subnormals are exact.
 uint16_t encodeF16(double x);
 float decodeF16(uint16_t bits);
 
-/// bfloat16 (8 exponent bits, 7 mantissa bits), RNE, overflow to infinity,
-/// NaN to 0x7FC0.
+/// bfloat16 (8 exponent bits, 7 mantissa bits), RNE, saturating at
+/// ±0x7F7F like encodeF16, NaN to 0x7FC0.
 uint16_t encodeBF16(double x);
 float decodeBF16(uint16_t bits);
 

@@ -757,7 +757,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                 SmallVector<Value> dots =
                     source.keyDots(kb, keyRow, querySmem, heads);
                 for (Value &score : dots) {
-                  score = kb.fmul(score, kb.f32(p.softmaxScale));
+                  score = kb.finiteLogit(
+                      kb.fmul(score, kb.f32(p.softmaxScale)));
                   if (p.softcap > 0.0f)
                     score = kb.fmul(kb.f32(p.softcap),
                                     kb.tanh(kb.fdiv(score, kb.f32(p.softcap))));

@@ -14,6 +14,8 @@
 
 #include "KernelBuilder.h"
 
+#include <limits>
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -97,6 +99,15 @@ Value KernelBuilder::fdiv(Value a, Value c) {
 }
 Value KernelBuilder::fmax(Value a, Value c) {
   return arith::MaxNumFOp::create(b, loc, a, c);
+}
+Value KernelBuilder::saturate(Value x, float limit) {
+  Value high = arith::MinimumFOp::create(b, loc, x, f32(limit));
+  return arith::MaximumFOp::create(b, loc, high, f32(-limit));
+}
+Value KernelBuilder::finiteLogit(Value x) {
+  float largest = std::numeric_limits<float>::max();
+  Value high = arith::MinNumFOp::create(b, loc, x, f32(largest));
+  return arith::MaxNumFOp::create(b, loc, high, f32(-largest));
 }
 Value KernelBuilder::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
 // llvm.intr.fma rather than math.fma: the latter becomes a libdevice call,
@@ -288,7 +299,11 @@ Value KernelBuilder::decodeBF16Bits(Value bits) {
   return toF32(half);
 }
 
+// f16 and bf16 caches saturate (SPEC §2): a value beyond the largest finite
+// one is stored as that value, never as an infinity that would make every
+// later attention over the row NaN.
 Value KernelBuilder::encodeF16Bits(Value x) {
+  x = saturate(x, 65504.0f);
   Value half = arith::TruncFOp::create(b, loc, b.getF16Type(), x);
   return extUI32(bitcast(b.getI16Type(), half));
 }
@@ -298,6 +313,7 @@ Value KernelBuilder::encodeF16Bits(Value x) {
 // keeps the canonicalizer from folding extf(f16 -> f32) + truncf(f32 -> bf16)
 // into a conversion that is not one.
 Value KernelBuilder::encodeBF16Bits(Value x) {
+  x = saturate(x, 3.38953139e38f); // bf16 0x7F7F
   Value bits = bitcast(b.getI32Type(), x);
   Value lsb = andi(shru(bits, i32(16)), i32(1));
   Value rounded = add(add(bits, i32(0x7FFF)), lsb);
@@ -329,8 +345,8 @@ Value KernelBuilder::quantize(mlir::pattn::Encoding encoding, Value x,
   Value t = fdiv(x, scale);
   Value code;
   auto clampRound = [&](float low, float high) {
-    Value clamped = arith::MinNumFOp::create(
-        b, loc, arith::MaxNumFOp::create(b, loc, t, f32(low)), f32(high));
+    Value raised = arith::MaxNumFOp::create(b, loc, t, f32(low));
+    Value clamped = arith::MinNumFOp::create(b, loc, raised, f32(high));
     return arith::FPToSIOp::create(b, loc, b.getI32Type(), roundEven(clamped));
   };
   switch (encoding) {

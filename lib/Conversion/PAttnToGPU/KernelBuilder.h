@@ -83,6 +83,13 @@ public:
   mlir::Value fmul(mlir::Value a, mlir::Value c);
   mlir::Value fdiv(mlir::Value a, mlir::Value c);
   mlir::Value fmax(mlir::Value a, mlir::Value c);
+  /// x clamped to [-limit, limit]; NaN stays NaN (cache writes encode what
+  /// they are given).
+  mlir::Value saturate(mlir::Value x, float limit);
+  /// x clamped to [-FLT_MAX, FLT_MAX], NaN to FLT_MAX: a logit that
+  /// overflowed fp32 (or an inf - inf inside its dot product) stays finite,
+  /// so the online softmax never computes inf - inf.
+  mlir::Value finiteLogit(mlir::Value x);
   mlir::Value fabs(mlir::Value a);
   mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
   mlir::Value exp(mlir::Value a);

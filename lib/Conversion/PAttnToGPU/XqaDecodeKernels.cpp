@@ -769,7 +769,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
       elementScales[nt * 2 + e2] = scale;
     }
   auto logitOf = [&](int64_t at, Value scale) {
-    Value x = kb.fmul(scores[at], scale);
+    Value x = kb.finiteLogit(kb.fmul(scores[at], scale));
     if (softcap > 0.0f) {
       Value cap = kb.f32(softcap);
       Value inner = kb.tanh(kb.fdiv(x, cap));

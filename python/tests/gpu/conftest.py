@@ -47,6 +47,9 @@ class GpuResults:
         self.skip_reasons: collections.Counter = collections.Counter()
         self.errors: dict[str, ErrorStats] = collections.defaultdict(ErrorStats)
         self.device = ""
+        # The finite-input property: cases run and non-finite outputs seen.
+        self.finite_cases = 0
+        self.nonfinite_outputs = 0
 
     def record(self, family: str, max_abs: float, max_rel: float,
                worst_ratio: float) -> None:
@@ -55,6 +58,10 @@ class GpuResults:
         stats.max_abs = max(stats.max_abs, max_abs)
         stats.max_rel = max(stats.max_rel, max_rel)
         stats.worst_ratio = max(stats.worst_ratio, worst_ratio)
+
+    def record_finite(self, nonfinite: int) -> None:
+        self.finite_cases += 1
+        self.nonfinite_outputs += nonfinite
 
     def markdown(self) -> str:
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -84,6 +91,11 @@ class GpuResults:
                          f"{s.max_rel:.3e} | {s.worst_ratio:.3f} |")
         if not self.errors:
             lines.append("| (none) | 0 | | | |")
+        if self.finite_cases:
+            lines += ["", f"Finite input, finite output: {self.finite_cases} "
+                      f"cases (random scales over [1e-30, 1e30], queries over "
+                      f"[1e-4, 1e4], every encoding), "
+                      f"{self.nonfinite_outputs} NaN/inf outputs."]
         return "\n".join(lines) + "\n"
 
 

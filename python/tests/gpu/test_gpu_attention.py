@@ -696,8 +696,49 @@ GRAPH_CASES = [
                    dtype="bf16", seq_lens=(64, 4, 90))),
 ]
 
+# No NaN or inf from finite input (SPEC §2, §8): every encoding as K (and,
+# rotated, as V), f16 and bf16 activations, K scales drawn log-uniformly
+# from [1e-30, 1e30] (a tensor scale or a channel table: neither foldable
+# nor bounded), K values from 2^-60 (bf16; 2^-14 for f16) up to the
+# activation's range and queries over [1e-4, 1e4].
+def _finite_case(index: int, k_encoding: str) -> Case:
+    rng = np.random.default_rng(100 + index)
+    dtype = ("f16", "bf16")[index % 2]
+    k_scale = {"f16": "none", "bf16": "none", "nvfp4": "tensor"}.get(
+        k_encoding, ("tensor", "channel", "token")[index % 3])
+    v_encoding = ir.ENCODINGS[(index + 3) % len(ir.ENCODINGS)]
+    v_scale = {"f16": "none", "bf16": "none", "nvfp4": "token"}.get(
+        v_encoding, ("channel", "token", "tensor")[index % 3])
+    config = ir.Config(name=f"finite-{index}", k_encoding=k_encoding,
+                       k_scale=k_scale, v_encoding=v_encoding,
+                       v_scale=v_scale, dtype=dtype, head_dim=64, kv_heads=2,
+                       g=4, query_tokens=2, seq_lens=(37, 5, 70))
+    low, high = (-60, 100) if dtype == "bf16" else (-14, 15)
+    magnitude = np.exp2(rng.uniform(low, high, (2, 64)))
+    table = None
+    if k_scale == "tensor":
+        table = np.array([10.0 ** rng.uniform(-30, 30)], np.float32)
+    elif k_scale == "channel":
+        table = (10.0 ** rng.uniform(-30, 30, (2, 64))).astype(np.float32)
+
+    def query(rng, shape):
+        return signed_uniform(rng, shape) * 10.0 ** rng.uniform(-4, 4, shape)
+    return Case(config, dict(k_table=table, k_magnitude=magnitude,
+                             query=query))
+
+
+FINITE_CASES = [_finite_case(i, k) for i, k in enumerate(ir.ENCODINGS)] + [
+    # The probe of issue 8: a K channel scale of FLT_MAX, softmax_scale 2,
+    # q = 1 and K codes of 1: the true logits exceed fp32, which made the
+    # running maximum +inf and every row NaN (inf - inf).
+    Case(_fold_config("finite-flt-max-logit", False, dtype="bf16",
+                      softmax_scale=2.0, seq_lens=(6, 3)),
+         dict(k_table=_table(FLT_MAX, FLT_MAX),
+              k_magnitude=_magnitude(3.0e38, 3.0e38),
+              query=lambda rng, shape: np.ones(shape)))]
+
 SPECIAL = MASK_CASES + SKIP_CASES + SEED_CASES + FLT_MAX_CASES + WIDE_CASES \
-    + GRAPH_CASES
+    + GRAPH_CASES + FINITE_CASES
 
 
 def _ids(case) -> str:
@@ -922,6 +963,24 @@ def test_flt_max_channel_scale(case, gpu_results):
     out = run.decode()
     assert_close(out, run.reference(), case.config.dtype, "FLT_MAX table",
                  gpu_results, ("fold extremes",))
+
+
+@pytest.mark.parametrize("case", FINITE_CASES, ids=_ids)
+def test_finite_input_gives_finite_output(case, gpu_results):
+    """Whatever the scales and magnitudes, a decode over finite caches and
+    queries is finite: overflowing logits saturate (the softmax then weighs
+    the saturated keys), f16/bf16 caches saturate on write."""
+    run = case.run()
+    for name in ("k", "v"):
+        cache = getattr(run, f"{name}_cache")
+        if cache.encoding in ("f16", "bf16"):
+            with np.errstate(all="ignore"):
+                values = cache.dequantize(getattr(run.plan, f"{name}_operand"))
+            assert np.isfinite(values).all(), f"{name} cache holds non-finite"
+    out = run.decode()
+    bad = int((~np.isfinite(out)).sum())
+    gpu_results.record_finite(bad)
+    assert bad == 0, f"{bad} of {out.size} outputs are NaN or inf"
 
 
 @pytest.mark.parametrize("case", WIDE_CASES, ids=_ids)
