@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build ccache
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   libgtest-dev python3
+  libclang-rt-22-dev
 )
 # The CUDA toolkit (ptxas, fatbinary, libdevice) comes with the machine image;
 # pattn-compile finds it through CUDA_HOME or the ptxas on PATH.

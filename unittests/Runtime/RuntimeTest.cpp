@@ -661,10 +661,16 @@ protected:
                       "points to call";
     fake().computeMajor = 8;
     fake().computeMinor = 0;
-    static void *artifact =
-        dlopen(PATTN_HOST_CHECKS_ARTIFACT, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(artifact, nullptr) << dlerror();
-    library = artifact;
+    library = dlopen(PATTN_HOST_CHECKS_ARTIFACT, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(library, nullptr) << dlerror();
+  }
+
+  // Closed by each test: its destructor unloads its kernel module through
+  // the fake, which must still be alive (at exit it may not be).
+  void TearDown() override {
+    if (library)
+      dlclose(library);
+    RuntimeFakeDriver::TearDown();
   }
 
   void *entry(const char *name) {

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The sanitizer job: builds pattn with AddressSanitizer, UndefinedBehavior-
+# Sanitizer and libFuzzer coverage (clang-22) in build-asan/, runs the lit and
+# unit suites under the sanitizers, then fuzzes the pipeline (tools/pattn-fuzz:
+# parse, verify, fold, select, plan, convert-pattn-to-gpu) for SECONDS over a
+# corpus seeded from test/ and examples/ (kept in build-asan/fuzz-corpus, so
+# later runs continue where earlier ones stopped). Fails on any sanitizer
+# report, test failure or fuzzer crash; crash inputs land in
+# build-asan/fuzz-crashes/ (make each a regression test under test/Fuzz/).
+#   bash scripts/fuzz.sh [SECONDS]        # default 300
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+seconds="${1:-300}"
+build="$root/build-asan"
+cd "$root"
+
+mkdir -p "$build"
+cmake -G Ninja -S . -B "$build" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DLLVM_USE_SANITIZER="Address;Undefined" -DLLVM_USE_SANITIZE_COVERAGE=ON \
+  -DPATTN_ENABLE_FUZZER=ON > "$build/configure.log"
+ninja -C "$build"
+
+# libMLIR.so is not instrumented: container-overflow annotations would
+# disagree across the boundary. MLIR keeps process-lifetime registries, so
+# leaks are checked by the fuzzer (per input), not at tool exit.
+export ASAN_OPTIONS="detect_container_overflow=0:detect_leaks=0:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+(cd "$build" && ctest -j2 --output-on-failure | tail -3)
+
+corpus="$build/fuzz-corpus" crashes="$build/fuzz-crashes"
+mkdir -p "$corpus" "$crashes"
+# Seeds: every test and example, split at `// -----` like --split-input-file.
+python3 - "$corpus" <<'PY'
+import hashlib, pathlib, sys
+corpus = pathlib.Path(sys.argv[1])
+for path in sorted(pathlib.Path(".").glob("test/**/*.mlir")) + \
+        sorted(pathlib.Path(".").glob("examples/*.mlir")) + \
+        sorted(pathlib.Path(".").glob("unittests/**/*.mlir")):
+    for chunk in path.read_text().split("// -----"):
+        data = chunk.encode()
+        (corpus / hashlib.sha1(data).hexdigest()).write_bytes(data)
+PY
+export ASAN_OPTIONS="detect_container_overflow=0:detect_leaks=1"
+"$build/bin/pattn-fuzz" "$corpus" -dict="$root/tools/pattn-fuzz/pattn.dict" \
+  -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 -max_len=16384 \
+  -artifact_prefix="$crashes/" -print_final_stats=1 2>&1 | tail -20
+if ls "$crashes"/* >/dev/null 2>&1; then
+  echo "fuzz.sh: crash inputs in $crashes" >&2
+  exit 1
+fi
