@@ -5,16 +5,19 @@
 //===----------------------------------------------------------------------===//
 //
 // This file implements the arithmetic of --pattn-fold-channel-scales (SPEC
-// §5): the power-of-two normalizer of a per-channel K scale table, the binade
-// span that decides whether a table may be folded, and the single-rounding
-// query fold and output channel scale that the compiled kernels reproduce.
+// §5): the power-of-two normalizer of a per-channel K scale table, the
+// per-row renormalized query fold, and the output channel scale, exactly as
+// the compiled kernels compute them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Numerics/Numerics.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 namespace pattn::numerics {
 
@@ -55,56 +58,38 @@ FoldNormalizer computeFoldNormalizer(std::span<const float> scales,
   return result;
 }
 
-std::optional<int> binadeSpan(std::span<const float> scales) {
-  std::optional<int> largest, smallest;
-  for (float scale : scales) {
-    if (!std::isfinite(scale) || scale == 0.0f)
-      continue;
-    const int binade = std::ilogb(scale); // ilogb ignores the sign
-    largest = std::max(largest.value_or(binade), binade);
-    smallest = std::min(smallest.value_or(binade), binade);
+/// The binade of a nonzero x rounded to 24 significant bits (RN, any
+/// exponent): what the kernel reads off its fp32 mantissa product.
+static int roundedBinade(double x) {
+  const int binade = std::ilogb(x);
+  const double mantissa = std::nearbyint(std::ldexp(std::fabs(x), 23 - binade));
+  return mantissa == 0x1p24 ? binade + 1 : binade;
+}
+
+int foldQueryRow(std::span<const uint16_t> query, std::span<const float> scales,
+                 float normalizer, bool bf16, std::span<uint16_t> out) {
+  const int normalizerExponent = std::ilogb(normalizer);
+  // q * s is exact in double (11 or 8 bits times 24), and so is the
+  // power-of-two division by N.
+  std::vector<double> products(query.size());
+  std::optional<int> rowExponent;
+  for (size_t c = 0; c < query.size(); ++c) {
+    const double q = bf16 ? decodeBF16(query[c]) : decodeF16(query[c]);
+    products[c] =
+        std::ldexp(q * double(scales[c]), -normalizerExponent);
+    if (products[c] != 0.0)
+      rowExponent = std::max(rowExponent.value_or(INT_MIN),
+                             roundedBinade(products[c]));
   }
-  if (!largest)
-    return std::nullopt;
-  return *largest - *smallest;
-}
-
-FoldLegality checkFoldLegality(std::span<const float> scales,
-                               float softmaxScale) {
-  const FoldNormalizer normalizer = computeFoldNormalizer(scales, softmaxScale);
-  FoldLegality result{FoldLegality::Verdict::Legal, binadeSpan(scales).value_or(0),
-                      normalizer.exponent, normalizer.exponent,
-                      normalizer.badIndex};
-  if (normalizer.status != Status::Ok) {
-    result.verdict = FoldLegality::Verdict::NonFinite;
-    return result;
+  const int e = rowExponent.value_or(0);
+  for (size_t c = 0; c < query.size(); ++c) {
+    double folded = std::copysign(0.0, products[c]);
+    if (products[c] != 0.0 &&
+        roundedBinade(products[c]) - e >= -kFoldRowFlushBinades)
+      folded = std::ldexp(products[c], -e);
+    out[c] = bf16 ? encodeBF16(folded) : encodeF16(folded);
   }
-  if (normalizer.maxMagnitude != 0.0f)
-    result.wantedExponent = std::ilogb(normalizer.maxMagnitude) + 1;
-  // Channels more than 24 binades below the largest would lose their low
-  // bits (and flush to zero) in the folded fp16 query.
-  if (result.binadeSpan > kFoldBinadeBudget)
-    result.verdict = FoldLegality::Verdict::TooWide;
-  // Clamped from above, N no longer bounds |s|, so |q'| may exceed |q|.
-  else if (result.wantedExponent > result.exponent)
-    result.verdict = FoldLegality::Verdict::Clamped;
-  return result;
-}
-
-/// q * (scale / normalizer) with the ratio rounded to fp32 as the kernel
-/// computes it; a 24-bit by 11- or 8-bit product is exact in double, so the
-/// encoder's rounding is the only one after the ratio.
-static double foldedProduct(float q, float scale, float normalizer) {
-  const float ratio = scale / normalizer;
-  return double(q) * double(ratio);
-}
-
-uint16_t foldQueryF16(uint16_t q, float scale, float normalizer) {
-  return encodeF16(foldedProduct(decodeF16(q), scale, normalizer));
-}
-
-uint16_t foldQueryBF16(uint16_t q, float scale, float normalizer) {
-  return encodeBF16(foldedProduct(decodeBF16(q), scale, normalizer));
+  return e;
 }
 
 float applyOutputChannelScale(float o, float scale) { return o * scale; }

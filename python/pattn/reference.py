@@ -42,8 +42,8 @@ __all__ = [
     "Lane", "RecordLayout", "RECORD_PRESETS", "RECORD_MODES",
     "encode_record", "decode_record", "RecordCache",
     # fold
-    "ilogb", "fold_normalizer", "binade_span", "fold_legality", "fold_query",
-    "FOLD_BINADE_BUDGET",
+    "ilogb", "fold_normalizer", "fold_legality", "fold_query_row",
+    "FOLD_ROW_FLUSH_BINADES",
     # attention
     "default_softmax_scale", "paged_attention_ref", "mla_attention_ref",
 ]
@@ -793,7 +793,6 @@ class RecordCache:
 # Fold arithmetic (lib/Numerics/Fold.cpp, SPEC §5)
 # ---------------------------------------------------------------------------
 
-FOLD_BINADE_BUDGET = 24
 _MIN_FOLD_EXPONENT = -126
 
 
@@ -818,39 +817,44 @@ def fold_normalizer(scales, softmax_scale: float) -> tuple[int, np.float32]:
     return exponent, np.float32(math.ldexp(1.0, exponent))
 
 
-def binade_span(scales) -> Optional[int]:
-    """ilogb(max |s|) - ilogb(min nonzero |s|) over finite entries."""
-    scales = _f32(scales).reshape(-1)
-    live = scales[np.isfinite(scales) & (scales != 0)]
-    if live.size == 0:
-        return None
-    binades = ilogb(np.abs(live))
-    return int(binades.max() - binades.min())
-
-
 def fold_legality(scales, softmax_scale: float) -> str:
-    """'legal', 'nonfinite', 'too_wide' (> 24 binades) or 'clamped' (the
-    normalizer would have to exceed the clamp): the predicate of a static
-    fold and of the device-side guard of a dynamic one."""
+    """'legal' or 'nonfinite': every finite table folds (each query row is
+    renormalized by its own power of two); this is the predicate of a
+    static fold and of the device-side guard of a dynamic one."""
     scales = _f32(scales).reshape(-1)
-    if not np.all(np.isfinite(scales)):
-        return "nonfinite"
-    if (binade_span(scales) or 0) > FOLD_BINADE_BUDGET:
-        return "too_wide"
-    exponent, _ = fold_normalizer(scales, softmax_scale)
-    m = np.max(np.abs(scales)) if scales.size else 0
-    if m != 0 and int(ilogb(m)) + 1 > exponent:
-        return "clamped"
-    return "legal"
+    return "legal" if np.all(np.isfinite(scales)) else "nonfinite"
 
 
-def fold_query(q, scale, normalizer, dtype: str = "f16") -> np.ndarray:
-    """q' = T(q * float32(s / N)) with one rounding (the product of an f16 or
-    bf16 value and an fp32 ratio is exact in float64). Returns the raw
-    uint16 bits of q' in ``dtype``."""
-    ratio = (_f32(scale) / _f32(normalizer)).astype(np.float64)
-    product = np.asarray(q, dtype=np.float64) * ratio
-    return encode_f16(product) if dtype == "f16" else encode_bf16(product)
+FOLD_ROW_FLUSH_BINADES = 126
+
+
+def _rounded_binade(x: float) -> int:
+    """The binade of nonzero x rounded to 24 significant bits (RN)."""
+    binade = math.frexp(abs(x))[1] - 1
+    mantissa = round(math.ldexp(abs(x), 23 - binade))  # ties to even
+    return binade + 1 if mantissa == 1 << 24 else binade
+
+
+def fold_query_row(q, scales, normalizer, dtype: str = "f16"):
+    """One folded query row (lib/Numerics/Fold.cpp foldQueryRow): with p =
+    q * s / N (exact in float64), e = the largest binade of the nonzero p
+    rounded to 24 bits (0 if none), returns (bits of T(p * 2^-e) rounded
+    once, e); products more than 126 binades below the largest are zeros
+    of their sign. The logits of the row are multiplied by 2^e."""
+    q = np.asarray(q, dtype=np.float64).reshape(-1)
+    scales = _f32(scales).astype(np.float64).reshape(-1)
+    n_exp = math.frexp(float(_f32(normalizer)))[1] - 1
+    products = [math.ldexp(float(a) * float(b), -n_exp)
+                for a, b in zip(q, scales)]
+    binades = [_rounded_binade(p) if p != 0 else None for p in products]
+    live = [b for b in binades if b is not None]
+    e = max(live) if live else 0
+    folded = np.array([
+        math.ldexp(p, -e) if b is not None and b - e >= -FOLD_ROW_FLUSH_BINADES
+        else math.copysign(0.0, p)
+        for p, b in zip(products, binades)], dtype=np.float64)
+    bits = encode_f16(folded) if dtype == "f16" else encode_bf16(folded)
+    return bits, e
 
 
 # ---------------------------------------------------------------------------

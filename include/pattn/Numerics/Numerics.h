@@ -223,37 +223,24 @@ FoldNormalizer computeFoldNormalizer(std::span<const float> scales,
 int minFoldExponent();
 int maxFoldExponent(float softmaxScale);
 
-/// ilogb(max |s|) - ilogb(min nonzero |s|) over the finite entries; nullopt
-/// when the table has no nonzero entry. A table spanning more than
-/// kFoldBinadeBudget binades cannot be folded into an fp16 query without
-/// flushing its small channels to zero.
-std::optional<int> binadeSpan(std::span<const float> scales);
-inline constexpr int kFoldBinadeBudget = 24;
+/// One folded query row (SPEC §5): every (token, head) row of the query is
+/// folded with its own power of two, so that the fold keeps every channel
+/// that matters whatever the query's magnitude.
+///
+/// With p[c] = q[c] * s[c] / N (exact in any wide format) and t[c] the
+/// binade of p[c] rounded to 24 significant bits, the row exponent is
+/// e = max t[c] over the nonzero products (0 when there are none), and
+///   out[c] = T(p[c] * 2^-e), rounded once, so max |out| lies in [1, 2];
+/// a product more than 126 binades below the row's largest (or zero) is
+/// written as a zero of its sign. The attention multiplies the row's
+/// logits by 2^e exactly. Inputs and outputs are raw f16 (bf16) bits;
+/// `scales` are the row's kv head's channel scales and N the normalizer.
+int foldQueryRow(std::span<const uint16_t> query, std::span<const float> scales,
+                 float normalizer, bool bf16, std::span<uint16_t> out);
 
-/// Whether a static per-channel K table can be folded into an fp16/bf16 query
-/// exactly, and if not, why. The device-side guard of a dynamic table
-/// (pattn.scale_normalizer's flag) computes the same predicate.
-struct FoldLegality {
-  enum class Verdict {
-    Legal,     ///< fold with N = 2^exponent
-    NonFinite, ///< an entry is NaN or infinite (at badIndex)
-    TooWide,   ///< the table spans more than kFoldBinadeBudget binades
-    Clamped,   ///< the power of two above max |s| exceeds the clamp
-  };
-  Verdict verdict;
-  int binadeSpan;     ///< ilogb(max) - ilogb(min nonzero); 0 if all zero
-  int exponent;       ///< the (clamped) normalizer exponent
-  int wantedExponent; ///< ilogb(max |s|) + 1 before clamping
-  size_t badIndex;    ///< first non-finite entry, or scales.size()
-};
-FoldLegality checkFoldLegality(std::span<const float> scales,
-                               float softmaxScale);
-
-/// The folded query element q' = T(q * (s / N)) with one rounding: the
-/// product of the f16 (bf16) value q and the fp32 ratio s / N is exact in
-/// double and rounded once to f16 (bf16). Inputs and outputs are raw bits.
-uint16_t foldQueryF16(uint16_t q, float scale, float normalizer);
-uint16_t foldQueryBF16(uint16_t q, float scale, float normalizer);
+/// The binade gap below the row's largest folded product past which
+/// foldQueryRow writes zero (a normal fp32 scaled product stays exact).
+inline constexpr int kFoldRowFlushBinades = 126;
 
 /// The output channel scale of a folded V: o * s in fp32, one rounding.
 float applyOutputChannelScale(float o, float scale);

@@ -529,7 +529,7 @@ constexpr int32_t kDecodeBlocksPerSM = 4;
 struct DecodeParams {
   Location loc;
   Value query = {}, blockTable = {}, seqLens = {}, queryStart = {}, guard = {},
-        sinks = {}, outScale = {}, out = {};
+        queryExponents = {}, sinks = {}, outScale = {}, out = {};
   int32_t guardValue = 0;
   int64_t numHeads = 0;
   int64_t blockSize = 0;
@@ -613,6 +613,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
     hostOperands.push_back(p.queryStart);
   if (p.guard)
     hostOperands.push_back(p.guard);
+  if (p.queryExponents)
+    hostOperands.push_back(p.queryExponents);
   unsigned sourceBegin = hostOperands.size();
   llvm::append_range(hostOperands, source.hostOperands);
   SmallVector<Type> argTypes = llvm::to_vector(
@@ -668,6 +670,7 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   Value query = next(), blockTable = next(), seqLens = next();
   Value queryStart = p.queryStart ? next() : Value();
   Value guard = p.guard ? next() : Value();
+  Value queryExponents = p.queryExponents ? next() : Value();
   source.bind(kernel.getArguments().slice(sourceBegin, source.hostOperands.size()));
   arg = sourceBegin + source.hostOperands.size();
   Value partialOut = next(), partialStats = next();
@@ -722,6 +725,16 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                });
     kb.barrier();
 
+    // Each head's logit scale: softmax_scale, times 2^e for the row
+    // exponents of a folded query (exact; saturating, never inf).
+    SmallVector<Value> logitScales(heads, kb.f32(p.softmaxScale));
+    if (queryExponents)
+      for (int64_t j = 0; j < heads; ++j) {
+        Value head = kb.add(firstHead, kb.index(j));
+        Value exponent = kb.load(queryExponents, {token, head});
+        logitScales[j] = kb.ldexpSaturating(logitScales[j], exponent);
+      }
+
     // Carried per head j: max, this lane's sum, then its accumulators
     // (vector s, element e at 2 + s * elements + e).
     int64_t perHead = 2 + accumulators;
@@ -756,9 +769,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
               [&]() -> SmallVector<Value> {
                 SmallVector<Value> dots =
                     source.keyDots(kb, keyRow, querySmem, heads);
-                for (Value &score : dots) {
-                  score = kb.finiteLogit(
-                      kb.fmul(score, kb.f32(p.softmaxScale)));
+                for (auto [score, scale] : llvm::zip(dots, logitScales)) {
+                  score = kb.finiteLogit(kb.fmul(score, scale));
                   if (p.softcap > 0.0f)
                     score = kb.fmul(kb.f32(p.softcap),
                                     kb.tanh(kb.fdiv(score, kb.f32(p.softcap))));
@@ -1049,6 +1061,7 @@ static DecodeParams pagedParams(PagedAttentionOp op) {
   params.queryStart = op.getQueryStart();
   params.guard = op.getGuard();
   params.guardValue = op.getGuardValue().value_or(0);
+  params.queryExponents = op.getQueryExponents();
   params.sinks = op.getSinks();
   params.outScale = op.getOutScale();
   params.out = op.getOut();

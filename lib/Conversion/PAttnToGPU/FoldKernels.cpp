@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 //
 // This file implements the kernels of pattn.scale_normalizer and
-// pattn.fold_query, the dynamic half of --pattn-fold-channel-scales. The
-// normalizer computes on the device exactly what
-// pattn::numerics::checkFoldLegality computes on the host, so a dynamic
-// table takes the same path a static one with the same values would.
+// pattn.fold_query, the device side of --pattn-fold-channel-scales. The
+// normalizer computes what pattn::numerics::computeFoldNormalizer computes
+// on the host, and the fold what pattn::numerics::foldQueryRow does, bit
+// for bit, so static and dynamic tables fold alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 #include "Kernels.h"
 #include "pattn/Numerics/Numerics.h"
 
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::pattn;
@@ -47,14 +48,13 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Kernel result = kernels.create(
       builder, loc, "pattn_scale_normalizer",
       ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
-      {buffer, buffer, buffer});
+      {buffer, buffer});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value scales = kernel.getArgument(0), out = kernel.getArgument(1);
   Value flag = kernel.getArgument(2);
   Value maxBits = kernel.getWorkgroupAttributions()[0];
-  Value minBits = kernel.getWorkgroupAttributions()[1];
-  Value badCount = kernel.getWorkgroupAttributions()[2];
+  Value badCount = kernel.getWorkgroupAttributions()[1];
 
   // Magnitudes compare as their bit patterns, so the reduction is integer.
   Value tid = kb.threadId();
@@ -63,22 +63,17 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Value total = kb.mul(rows, columns);
   Value infinityBits = kb.i32(0x7F800000);
   SmallVector<Value> partial = kb.forLoop(
-      tid, total, kb.index(kBlockThreads),
-      {kb.i32(0), infinityBits, kb.i32(0)},
+      tid, total, kb.index(kBlockThreads), {kb.i32(0), kb.i32(0)},
       [&](Value e, ValueRange c) -> SmallVector<Value> {
         Value s = kb.load(scales, {kb.divs(e, columns), kb.rems(e, columns)});
         Value bits = kb.andi(kb.bitcast(kb.b.getI32Type(), s), kb.i32(0x7FFFFFFF));
         Value finite = kb.cmpi(arith::CmpIPredicate::slt, bits, infinityBits);
-        Value nonzero = kb.cmpi(arith::CmpIPredicate::ne, bits, kb.i32(0));
         Value largest = kb.select(finite, kb.maxs(c[0], bits), c[0]);
-        Value smallest =
-            kb.select(kb.land(finite, nonzero), kb.mins(c[1], bits), c[1]);
-        Value bad = kb.select(finite, c[2], kb.add(c[2], kb.i32(1)));
-        return {largest, smallest, bad};
+        Value bad = kb.select(finite, c[1], kb.add(c[1], kb.i32(1)));
+        return {largest, bad};
       });
   kb.store(partial[0], maxBits, {tid});
-  kb.store(partial[1], minBits, {tid});
-  kb.store(partial[2], badCount, {tid});
+  kb.store(partial[1], badCount, {tid});
   kb.barrier();
 
   int maxExponent =
@@ -86,25 +81,20 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
     SmallVector<Value> all = kb.forLoop(
         kb.index(0), kb.index(kBlockThreads), kb.index(1),
-        {kb.i32(0), infinityBits, kb.i32(0)},
+        {kb.i32(0), kb.i32(0)},
         [&](Value i, ValueRange c) -> SmallVector<Value> {
-          return {kb.maxs(c[0], kb.load(maxBits, {i})),
-                  kb.mins(c[1], kb.load(minBits, {i})),
-                  kb.add(c[2], kb.load(badCount, {i}))};
+          Value largestSoFar = kb.maxs(c[0], kb.load(maxBits, {i}));
+          Value badSoFar = kb.add(c[1], kb.load(badCount, {i}));
+          return {largestSoFar, badSoFar};
         });
-    Value largest = all[0], smallest = all[1];
+    Value largest = all[0];
     Value allZero = kb.cmpi(arith::CmpIPredicate::eq, largest, kb.i32(0));
     Value top = ilogbOfBits(kb, largest);
     Value wanted = kb.select(allZero, kb.i32(0), kb.add(top, kb.i32(1)));
     Value exponent = kb.mins(kb.maxs(wanted, kb.i32(numerics::minFoldExponent())),
                              kb.i32(maxExponent));
-    Value span = kb.select(allZero, kb.i32(0),
-                           kb.sub(top, ilogbOfBits(kb, smallest)));
-    Value foldable = kb.land(
-        kb.land(kb.cmpi(arith::CmpIPredicate::eq, all[2], kb.i32(0)),
-                kb.cmpi(arith::CmpIPredicate::sle, span,
-                        kb.i32(numerics::kFoldBinadeBudget))),
-        kb.cmpi(arith::CmpIPredicate::sle, wanted, exponent));
+    // Every finite table folds (the fold renormalizes each query row).
+    Value foldable = kb.cmpi(arith::CmpIPredicate::eq, all[1], kb.i32(0));
     // A table that cannot fold gets the neutral N = 1, as on the host.
     exponent = kb.select(foldable, exponent, kb.i32(0));
     Value normalizer = kb.bitcast(kb.b.getF32Type(),
@@ -117,39 +107,144 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   return result;
 }
 
+/// A nonzero finite fp32 x as m * 2^e with m in ±[1, 2) (subnormals
+/// included: they are scaled into the normal range first).
+static std::pair<Value, Value> splitFloat(KernelBuilder &kb, Value x) {
+  Type i32 = kb.b.getI32Type();
+  Value field = kb.andi(kb.shru(kb.bitcast(i32, x), kb.i32(23)), kb.i32(0xFF));
+  Value subnormal = kb.cmpi(arith::CmpIPredicate::eq, field, kb.i32(0));
+  Value normalized = kb.select(subnormal, kb.fmul(x, kb.f32(0x1p64f)), x);
+  Value bits = kb.bitcast(i32, normalized);
+  Value biased = kb.andi(kb.shru(bits, kb.i32(23)), kb.i32(0xFF));
+  Value exponent = kb.sub(biased, kb.i32(127));
+  exponent = kb.sub(exponent, kb.select(subnormal, kb.i32(64), kb.i32(0)));
+  Value mantissaBits =
+      kb.ori(kb.andi(bits, kb.i32(int32_t(0x807FFFFF))), kb.i32(0x3F800000));
+  return {kb.bitcast(kb.b.getF32Type(), mantissaBits), exponent};
+}
+
+namespace {
+/// One channel of a folded row: q * s / N as a mantissa product and the
+/// power of two it sits at (numerics::foldQueryRow's p[c]).
+struct FoldedChannel {
+  Value queryMantissa, scaleMantissa; ///< in ±[1, 2)
+  Value shift;   ///< p = queryMantissa * scaleMantissa * 2^shift
+  Value binade;  ///< of p rounded to 24 bits
+  Value nonzero; ///< p != 0
+  Value signBit; ///< of p, as fp32 bits
+};
+} // namespace
+
+static FoldedChannel foldChannel(KernelBuilder &kb, Value q, Value s,
+                                 Value normalizerExponent) {
+  Type i32 = kb.b.getI32Type();
+  FoldedChannel channel;
+  Value qBits = kb.bitcast(i32, q), sBits = kb.bitcast(i32, s);
+  Value magnitude = kb.i32(0x7FFFFFFF);
+  Value qNonzero =
+      kb.cmpi(arith::CmpIPredicate::ne, kb.andi(qBits, magnitude), kb.i32(0));
+  Value sNonzero =
+      kb.cmpi(arith::CmpIPredicate::ne, kb.andi(sBits, magnitude), kb.i32(0));
+  channel.nonzero = kb.land(qNonzero, sNonzero);
+  Value signs = arith::XOrIOp::create(kb.b, kb.loc, qBits, sBits);
+  channel.signBit = kb.andi(signs, kb.i32(int32_t(0x80000000)));
+  auto [qMantissa, qExponent] = splitFloat(kb, q);
+  auto [sMantissa, sExponent] = splitFloat(kb, s);
+  channel.queryMantissa = qMantissa;
+  channel.scaleMantissa = sMantissa;
+  channel.shift = kb.sub(kb.add(qExponent, sExponent), normalizerExponent);
+  // |RN(mq * ms)| lies in [1, 4]: its exponent field adds 0, 1 or 2.
+  Value product = kb.fmul(qMantissa, sMantissa);
+  Value productField =
+      kb.andi(kb.shru(kb.bitcast(i32, product), kb.i32(23)), kb.i32(0xFF));
+  channel.binade =
+      kb.add(channel.shift, kb.sub(productField, kb.i32(127)));
+  return channel;
+}
+
 auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
                                            FoldQueryOp op) -> Kernel {
-  OpBuilder builder(op.getContext());
+  MLIRContext *context = op.getContext();
+  OpBuilder builder(context);
   Location loc = op.getLoc();
-  SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut()};
-  if (op.getNormalizer())
-    operands.push_back(op.getNormalizer());
+  Type i32 = IntegerType::get(context, 32);
+  Type buffer = MemRefType::get(
+      {kBlockThreads}, i32, AffineMap(),
+      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+  SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut(),
+                                 op.getNormalizer(), op.getExponents()};
   Kernel result =
-      kernels.create(builder, loc, "pattn_fold_query", operands, {}, {});
+      kernels.create(builder, loc, "pattn_fold_query", operands, {}, {buffer});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value query = kernel.getArgument(0), scales = kernel.getArgument(1);
-  Value out = kernel.getArgument(2);
-  Value normalizerBuffer = op.getNormalizer() ? kernel.getArgument(3) : Value();
+  Value out = kernel.getArgument(2), normalizerBuffer = kernel.getArgument(3);
+  Value exponents = kernel.getArgument(4);
+  Value rowMaxima = kernel.getWorkgroupAttributions()[0];
   Type element = cast<MemRefType>(op.getQuery().getType()).getElementType();
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
 
+  // One block per (token, head) row; see numerics::foldQueryRow.
   Value token = kb.blockId(gpu::Dimension::x);
   Value head = kb.blockId(gpu::Dimension::y);
+  Value tid = kb.threadId();
   Value kvHeads = memref::DimOp::create(builder, loc, scales, 0);
   Value headDim = memref::DimOp::create(builder, loc, scales, 1);
   Value kvHead = kb.divs(head, kb.divs(kb.index(numHeads), kvHeads));
-  Value normalizer =
-      normalizerBuffer ? kb.load(normalizerBuffer, {kb.index(0)}) : Value();
-  kb.forLoop(kb.threadId(), headDim, kb.index(kBlockThreads), {},
+  // N is a normal power of two: its exponent is its biased field - 127.
+  Value normalizer = kb.load(normalizerBuffer, {kb.index(0)});
+  Value normalizerField = kb.shru(kb.bitcast(i32, normalizer), kb.i32(23));
+  Value normalizerExponent =
+      kb.sub(kb.andi(normalizerField, kb.i32(0xFF)), kb.i32(127));
+  auto channelAt = [&](Value c) {
+    Value q = kb.toF32(kb.load(query, {token, head, c}));
+    Value s = kb.load(scales, {kvHead, c});
+    return foldChannel(kb, q, s, normalizerExponent);
+  };
+
+  // The row exponent: the largest binade over the nonzero products.
+  Value none = kb.i32(std::numeric_limits<int32_t>::min());
+  Value partial = kb.forLoop(
+      tid, headDim, kb.index(kBlockThreads), {none},
+      [&](Value c, ValueRange carried) -> SmallVector<Value> {
+        FoldedChannel channel = channelAt(c);
+        Value larger = kb.maxs(carried[0], channel.binade);
+        return {kb.select(channel.nonzero, larger, carried[0])};
+      })[0];
+  kb.store(partial, rowMaxima, {tid});
+  kb.barrier();
+  Value rowMax = kb.forLoop(
+      kb.index(0), kb.index(kBlockThreads), kb.index(1), {none},
+      [&](Value i, ValueRange carried) -> SmallVector<Value> {
+        return {kb.maxs(carried[0], kb.load(rowMaxima, {i}))};
+      })[0];
+  Value empty = kb.cmpi(arith::CmpIPredicate::eq, rowMax, none);
+  Value rowExponent = kb.select(empty, kb.i32(0), rowMax);
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)),
+            [&] { kb.store(rowExponent, exponents, {token, head}); });
+
+  // outs = T(p * 2^-e), one rounding: (mq / 4) * ms is at least 1/4, so
+  // its fma error is exact, and 2^(shift - e + 2) moves it exactly while
+  // the result stays normal; smaller products are zeros of their sign.
+  Value flushBelow = kb.i32(-numerics::kFoldRowFlushBinades);
+  kb.forLoop(tid, headDim, kb.index(kBlockThreads), {},
              [&](Value c, ValueRange) -> SmallVector<Value> {
-               Value ratio = kb.load(scales, {kvHead, c});
-               // s / N is exact: N is a power of two.
-               if (normalizer)
-                 ratio = kb.fdiv(ratio, normalizer);
-               Value q = kb.toF32(kb.load(query, {token, head, c}));
-               kb.store(kb.roundProductOnce(q, ratio, element), out,
-                        {token, head, c});
+               FoldedChannel channel = channelAt(c);
+               Value gap = kb.sub(channel.binade, rowExponent);
+               Value kept = kb.land(
+                   channel.nonzero,
+                   kb.cmpi(arith::CmpIPredicate::sge, gap, flushBelow));
+               Value shift = kb.add(kb.sub(channel.shift, rowExponent),
+                                    kb.i32(2));
+               Value scale = kb.powerOfTwo(kb.maxs(shift, kb.i32(-126)));
+               Value quarter =
+                   kb.fmul(channel.queryMantissa, kb.f32(0.25f));
+               Value folded = kb.roundScaledProductOnce(
+                   quarter, channel.scaleMantissa, scale, element);
+               Value zeroBits = kb.bitcast(kb.b.getF32Type(), channel.signBit);
+               Value zero =
+                   arith::TruncFOp::create(kb.b, kb.loc, element, zeroBits);
+               kb.store(kb.select(kept, folded, zero), out, {token, head, c});
                return {};
              });
   gpu::ReturnOp::create(builder, loc);

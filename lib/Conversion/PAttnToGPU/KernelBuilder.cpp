@@ -372,9 +372,17 @@ Value KernelBuilder::quantize(mlir::pattn::Encoding encoding, Value x,
 }
 
 Value KernelBuilder::roundProductOnce(Value a, Value c, Type type) {
-  // p = RN(a * c) and its exact error e = a * c - p (fma is exact here).
+  return roundScaledProductOnce(a, c, Value(), type);
+}
+
+Value KernelBuilder::roundScaledProductOnce(Value a, Value c, Value scale,
+                                            Type type) {
+  // p = RN(a * c) and its exact error e = a * c - p (fma is exact here);
+  // a power-of-two scale moves p exactly and leaves e's sign alone.
   Value product = fmul(a, c);
   Value error = fma(a, c, arith::NegFOp::create(b, loc, product));
+  if (scale)
+    product = fmul(product, scale);
   Value bits = bitcast(b.getI32Type(), product);
   Value inexact = cmpf(arith::CmpFPredicate::ONE, error, f32(0.0f));
   Value nonzero = cmpf(arith::CmpFPredicate::ONE, product, f32(0.0f));
@@ -388,6 +396,27 @@ Value KernelBuilder::roundProductOnce(Value a, Value c, Type type) {
   Value odd = select(land(inexact, nonzero), ori(truncated, i32(1)), bits);
   Value rounded = bitcast(b.getF32Type(), odd);
   return arith::TruncFOp::create(b, loc, type, rounded);
+}
+
+Value KernelBuilder::powerOfTwo(Value exponent) {
+  Value field = shl(add(exponent, i32(127)), i32(23));
+  return bitcast(b.getF32Type(), field);
+}
+
+Value KernelBuilder::ldexpSaturating(Value x, Value exponent) {
+  // Three factors 2^a 2^b 2^c of one sign, each a normal fp32: the running
+  // product moves monotonically toward the result, so it overflows (then
+  // saturates) or underflows only when the result does. Beyond ±378 the
+  // result is saturated or zero for every finite x anyway.
+  Value e = mins(maxs(exponent, i32(-378)), i32(378));
+  Value third = arith::DivSIOp::create(b, loc, e, i32(3));
+  Value rest = sub(e, third);
+  Value half = arith::DivSIOp::create(b, loc, rest, i32(2));
+  Value last = sub(rest, half);
+  Value scaled = fmul(x, powerOfTwo(third));
+  scaled = fmul(scaled, powerOfTwo(half));
+  scaled = fmul(scaled, powerOfTwo(last));
+  return finiteLogit(scaled);
 }
 
 //===----------------------------------------------------------------------===//

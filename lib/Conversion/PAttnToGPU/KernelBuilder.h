@@ -155,6 +155,15 @@ public:
   /// two fp32 values, via round-to-odd in fp32 (fp32 keeps 13 / 16 bits more
   /// than f16 / bf16, so the final RNE sees the right side of every tie).
   mlir::Value roundProductOnce(mlir::Value a, mlir::Value c, mlir::Type type);
+  /// T(a * c * scale) rounded once, for a power of two `scale` that keeps
+  /// RN(a * c) * scale a normal fp32 (a * c itself must not underflow).
+  mlir::Value roundScaledProductOnce(mlir::Value a, mlir::Value c,
+                                     mlir::Value scale, mlir::Type type);
+  /// 2^exponent as fp32 for an i32 exponent in [-126, 127].
+  mlir::Value powerOfTwo(mlir::Value exponent);
+  /// x * 2^exponent (i32, any value) in fp32, exact while the result is
+  /// normal, saturating at ±FLT_MAX (never inf) and flushing toward zero.
+  mlir::Value ldexpSaturating(mlir::Value x, mlir::Value exponent);
 
   /// A structured `for` over [lower, upper) with one fp32/iN carried value
   /// list; `body(iv, carried)` returns the next carried values.

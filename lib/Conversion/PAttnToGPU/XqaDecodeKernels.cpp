@@ -101,6 +101,17 @@ private:
   Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
   /// Constants of the softmax; softmaxScale includes log2 e without softcap.
   Value softmaxScale, log2e, negInf, zeroF32;
+  /// The row exponents of a folded query (or null), and then the logit
+  /// scale of rows g and g + 8 of each m-tile (softmaxScale times 2^e).
+  Value queryExponents;
+  SmallVector<Value> rowScales;
+  /// The logit scale of element `at` of a step's scores, for the key
+  /// scale `keyScale` of its column.
+  Value logitScaleAt(int64_t at, Value keyScale) {
+    return rowScales.empty() ? keyScale : rowScales[(at / 8) * 2 + at % 4 / 2];
+  }
+  /// Loads the row exponents of this thread's rows into rowScales.
+  void loadRowScales();
   Value valueSegmentBase;
 
   /// Positions in the per-thread loop state: the running max and sum of
@@ -650,6 +661,28 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart,
       kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
 }
 
+void XqaBuilder::loadRowScales() {
+  // Row r = (token r / g, head kvHead * g + r % g), as in loadQueryTile;
+  // rows past the sequence's tokens (zeros in the tile) keep exponent 0.
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = kb.add(groupId, index(mt * 16 + 8 * h));
+      Value token = kb.divs(row, index(group));
+      Value head = kb.add(kb.mul(kvHead, index(group)),
+                          kb.rems(row, index(group)));
+      Value live =
+          kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+      Value exponent = kb.ifElse(
+          live, {builder.getI32Type()},
+          [&]() -> SmallVector<Value> {
+            Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
+            return {kb.load(queryExponents, {tokenIndex, head})};
+          },
+          [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
+      rowScales.push_back(kb.ldexpSaturating(softmaxScale, exponent));
+    }
+}
+
 void XqaBuilder::prepareQuery(Value query) {
   loadQueryTile(query);
   kb.barrier();
@@ -784,8 +817,8 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
       [&]() -> SmallVector<Value> {
         SmallVector<Value> plain(mTiles * 8);
         for (int64_t at = 0; at < mTiles * 8; ++at)
-          plain[at] = logitOf(at, elementScales[(at / 4 % 2) * 2 +
-                                                at % 2]);
+          plain[at] = logitOf(
+              at, logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
         return plain;
       },
       [&]() -> SmallVector<Value> {
@@ -815,7 +848,8 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
                   visible = kb.land(visible, inWindow);
                 }
                 int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
-                Value x = logitOf(at, elementScales[nt * 2 + e2]);
+                Value x =
+                    logitOf(at, logitScaleAt(at, elementScales[nt * 2 + e2]));
                 masked[at] = kb.select(visible, x, negInf);
               }
           }
@@ -1075,6 +1109,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     hostOperands.push_back(op.getQueryStart());
   if (op.getGuard())
     hostOperands.push_back(op.getGuard());
+  if (op.getQueryExponents())
+    hostOperands.push_back(op.getQueryExponents());
   struct SidePositions {
     int storage = -1, groups = -1, tokens = -1, scale = -1;
   } positions[2];
@@ -1124,6 +1160,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value seqLens = kernel.getArgument(next++);
   Value queryStart = op.getQueryStart() ? kernel.getArgument(next++) : Value();
   Value guard = op.getGuard() ? kernel.getArgument(next++) : Value();
+  queryExponents =
+      op.getQueryExponents() ? kernel.getArgument(next++) : Value();
   Value partialOut = kernel.getArgument(argTypes.size() - 2);
   Value partialStats = kernel.getArgument(argTypes.size() - 1);
 
@@ -1203,6 +1241,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     log2e = kb.f32(float(M_LOG2E));
     if (softcap <= 0.0f)
       softmaxScale = kb.fmul(softmaxScale, log2e);
+    if (queryExponents)
+      loadRowScales();
     negInf = kb.f32(-std::numeric_limits<float>::infinity());
 
     // Per thread: for each m-tile the max and partial sum of rows g and

@@ -995,6 +995,38 @@ func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 // -----
 
+// Row exponents belong to a folded query: K is read at its scalar N.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%ks: memref<?x16x8x128xi8>, %kt: memref<?x16x8xf32>, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %e: memref<4x32xi32>, %o: memref<4x32x128xf16>) {
+  %k = pattn.bind_cache storage(%ks : memref<?x16x8x128xi8>) token_scales(%kt : memref<?x16x8xf32>) : !k
+  // expected-error @below {{query_exponents needs a tensor-scaled K (the form --pattn-fold-channel-scales produces), got scale = token}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_exponents(%e : memref<4x32xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %n: memref<1xf32>, %e: memref<4x16xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{query_exponents must have shape [4, 32], got 'memref<4x16xi32>'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) k_scale(%n : memref<1xf32>) query_exponents(%e : memref<4x16xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %v: !v, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %n: memref<1xf32>, %e: memref<4x32xi64>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{query_exponents must hold i32 elements, got 'i64'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%v : !v) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) k_scale(%n : memref<1xf32>) query_exponents(%e : memref<4x32xi64>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %g: memref<1xf32>, %o: memref<4x32x128xf16>) {
   // expected-error @below {{guard must hold i32 elements, got 'f32'}}
@@ -1060,33 +1092,50 @@ func.func @f(%s: memref<8x128xf32>, %n: memref<1xf32>, %g: memref<1xi32>) {
 
 // -----
 
-func.func @f(%q: memref<4x12x128xf16>, %s: memref<8x128xf32>, %o: memref<4x12x128xf16>) {
+func.func @f(%q: memref<4x12x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x12x128xf16>, %e: memref<4x12xi32>) {
   // expected-error @below {{'pattn.fold_query' op num_heads 12 must be a positive multiple of the scales' kv_heads 8}}
-  pattn.fold_query query(%q : memref<4x12x128xf16>) scales(%s : memref<8x128xf32>) outs(%o : memref<4x12x128xf16>) {num_heads = 12 : i64}
+  pattn.fold_query query(%q : memref<4x12x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%o : memref<4x12x128xf16>) exponents(%e : memref<4x12xi32>) {num_heads = 12 : i64}
   return
 }
 
 // -----
 
-func.func @f(%q: memref<4x32x64xf16>, %s: memref<8x128xf32>, %o: memref<4x32x64xf16>) {
+func.func @f(%q: memref<4x32x64xf16>, %s: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x32x64xf16>, %e: memref<4x32xi32>) {
   // expected-error @below {{query must have shape [?, 32, 128], got 'memref<4x32x64xf16>'}}
-  pattn.fold_query query(%q : memref<4x32x64xf16>) scales(%s : memref<8x128xf32>) outs(%o : memref<4x32x64xf16>) {num_heads = 32 : i64}
+  pattn.fold_query query(%q : memref<4x32x64xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%o : memref<4x32x64xf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
   return
 }
 
 // -----
 
-func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %o: memref<4x32x128xbf16>) {
+func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x32x128xbf16>, %e: memref<4x32xi32>) {
   // expected-error @below {{outs must hold the query's element type}}
-  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) outs(%o : memref<4x32x128xbf16>) {num_heads = 32 : i64}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%o : memref<4x32x128xbf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
   return
 }
 
 // -----
 
-func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf16>, %o: memref<4x32x128xf16>) {
+func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf16>, %o: memref<4x32x128xf16>, %e: memref<4x32xi32>) {
   // expected-error @below {{normalizer must hold f32 elements, got 'f16'}}
-  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf16>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf16>) outs(%o : memref<4x32x128xf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+// One exponent per (token, head) row.
+func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x32x128xf16>, %e: memref<4x8xi32>) {
+  // expected-error @below {{exponents must have shape [4, 32], got 'memref<4x8xi32>'}}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%o : memref<4x32x128xf16>) exponents(%e : memref<4x8xi32>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x32x128xf16>, %e: memref<4x32xf32>) {
+  // expected-error @below {{exponents must hold i32 elements, got 'f32'}}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%s : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%o : memref<4x32x128xf16>) exponents(%e : memref<4x32xf32>) {num_heads = 32 : i64}
   return
 }
 

@@ -170,7 +170,7 @@ func.func @mla(%c: !fp8rec, %n: !nvrec, %q: memref<4x128x576xbf16>, %bt: memref<
 // CHECK-LABEL: func.func @fold_forms
 func.func @fold_forms(%k: !i4c, %v: !i8c, %q: memref<4x32x128xf16>, %ks: memref<8x128xf32>,
                       %vs: memref<8x128xf32>, %n: memref<1xf32>, %flag: memref<1xi32>,
-                      %qf: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>,
+                      %qf: memref<4x32x128xf16>, %e: memref<4x32xi32>, %bt: memref<4x8xi32>, %sl: memref<4xi32>,
                       %o: memref<4x32x128xf16>, %r: !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>,
                       %mq: memref<4x16x576xbf16>, %mo: memref<4x16x512xbf16>) {
   // CHECK: %[[KT:.*]] = pattn.rescale_view %{{.*}} : !pattn.cache<{{.*}}scale = channel> to !pattn.cache<{{.*}}scale = tensor>
@@ -179,14 +179,13 @@ func.func @fold_forms(%k: !i4c, %v: !i8c, %q: memref<4x32x128xf16>, %ks: memref<
   %vu = pattn.rescale_view %v : !i8c to !i8u
   // CHECK: pattn.scale_normalizer scales(%{{.*}} : memref<8x128xf32>) outs(%{{.*}} : memref<1xf32>) flag(%{{.*}} : memref<1xi32>) {softmax_scale = 0.0883789062 : f32}
   pattn.scale_normalizer scales(%ks : memref<8x128xf32>) outs(%n : memref<1xf32>) flag(%flag : memref<1xi32>) {softmax_scale = 0.08837890625 : f32}
-  // CHECK: pattn.fold_query query(%{{.*}} : memref<4x32x128xf16>) scales(%{{.*}} : memref<8x128xf32>) normalizer(%{{.*}} : memref<1xf32>) outs(%{{.*}} : memref<4x32x128xf16>) {num_heads = 32 : i64}
-  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<4x32x128xf16>) {num_heads = 32 : i64}
-  // CHECK: pattn.fold_query query(%{{.*}} : memref<4x32x128xf16>) scales(%{{.*}} : memref<8x128xf32>) outs(%{{.*}} : memref<4x32x128xf16>) {num_heads = 32 : i64}
-  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) outs(%qf : memref<4x32x128xf16>) {num_heads = 32 : i64}
-  // CHECK: pattn.paged_attention query(%{{.*}}) key(%[[KT]] : {{.*}}) value({{.*}}) block_table({{.*}}) seq_lens({{.*}}) k_scale(%{{.*}} : memref<1xf32>) out_scale(%{{.*}} : memref<8x128xf32>) guard(%{{.*}} : memref<1xi32>) outs(%{{.*}}) {backend = #pattn.backend<xqa>, guard_value = 1 : i32, num_heads = 32 : i64}
+  // CHECK: pattn.fold_query query(%{{.*}} : memref<4x32x128xf16>) scales(%{{.*}} : memref<8x128xf32>) normalizer(%{{.*}} : memref<1xf32>) outs(%{{.*}} : memref<4x32x128xf16>) exponents(%{{.*}} : memref<4x32xi32>) {num_heads = 32 : i64}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<4x32x128xf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
+  // CHECK: pattn.paged_attention query(%{{.*}}) key(%[[KT]] : {{.*}}) value({{.*}}) block_table({{.*}}) seq_lens({{.*}}) k_scale(%{{.*}} : memref<1xf32>) out_scale(%{{.*}} : memref<8x128xf32>) guard(%{{.*}} : memref<1xi32>) query_exponents(%{{.*}} : memref<4x32xi32>) outs(%{{.*}}) {backend = #pattn.backend<xqa>, guard_value = 1 : i32, num_heads = 32 : i64}
   pattn.paged_attention query(%qf : memref<4x32x128xf16>) key(%kt : !i4t) value(%vu : !i8u)
       block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>)
       k_scale(%n : memref<1xf32>) out_scale(%vs : memref<8x128xf32>) guard(%flag : memref<1xi32>)
+      query_exponents(%e : memref<4x32xi32>)
       outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, guard_value = 1 : i32, backend = #pattn.backend<xqa>}
   // CHECK: pattn.mla_decode {{.*}} {backend = #pattn.backend<portable>, num_heads = 16 : i64}
   pattn.mla_decode query(%mq : memref<4x16x576xbf16>) cache(%r : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>)

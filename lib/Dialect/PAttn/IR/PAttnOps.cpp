@@ -180,11 +180,11 @@ static LogicalResult checkSoftmaxScale(Operation *op,
 /// Records that `op` reads every memref or cache operand except `written`,
 /// which it writes.
 static void addEffects(
-    Operation *op, OpOperand *written,
+    Operation *op, ArrayRef<OpOperand *> written,
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
   for (OpOperand &operand : op->getOpOperands()) {
-    if (&operand == written)
+    if (llvm::is_contained(written, &operand))
       effects.emplace_back(MemoryEffects::Write::get(), &operand,
                            SideEffects::DefaultResource::get());
     else
@@ -288,7 +288,7 @@ LogicalResult WriteCacheOp::verify() {
 void WriteCacheOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  addEffects(getOperation(), &getCacheMutable(), effects);
+  addEffects(getOperation(), {&getCacheMutable()}, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -346,7 +346,7 @@ LogicalResult WriteRecordOp::verify() {
 void WriteRecordOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  addEffects(getOperation(), &getCacheMutable(), effects);
+  addEffects(getOperation(), {&getCacheMutable()}, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -416,6 +416,18 @@ LogicalResult PagedAttentionOp::verify() {
                           {key.getKvHeads(), key.getHeadDim()})) ||
         failed(checkElement(op, "out_scale", outScale, isF32, "f32")))
       return failure();
+  if (Value exponents = getQueryExponents()) {
+    // Row exponents of a folded query: K is read at its scalar N.
+    if (key.getScale() != ScaleGranularity::tensor)
+      return emitOpError() << "query_exponents needs a tensor-scaled K (the "
+                              "form --pattn-fold-channel-scales produces), "
+                              "got scale = "
+                           << stringifyScaleGranularity(key.getScale());
+    if (failed(checkShape(op, "query_exponents", exponents,
+                          {dimOf(getQuery(), 0), numHeads})) ||
+        failed(checkElement(op, "query_exponents", exponents, isI32, "i32")))
+      return failure();
+  }
   if (bool(getGuard()) != getGuardValue().has_value())
     return emitOpError() << "guard and guard_value come together";
   if (Value guard = getGuard())
@@ -445,7 +457,7 @@ float PagedAttentionOp::getEffectiveSoftmaxScale() {
 void PagedAttentionOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  addEffects(getOperation(), &getOutMutable(), effects);
+  addEffects(getOperation(), {&getOutMutable()}, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -487,7 +499,7 @@ LogicalResult MlaDecodeOp::verify() {
 void MlaDecodeOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  addEffects(getOperation(), &getOutMutable(), effects);
+  addEffects(getOperation(), {&getOutMutable()}, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -569,15 +581,20 @@ LogicalResult FoldQueryOp::verify() {
   if (cast<MemRefType>(getOut().getType()).getElementType() !=
       cast<MemRefType>(getQuery().getType()).getElementType())
     return emitOpError() << "outs must hold the query's element type";
-  if (Value normalizer = getNormalizer())
-    if (failed(checkShape(op, "normalizer", normalizer, {1})) ||
-        failed(checkElement(op, "normalizer", normalizer, isF32, "f32")))
-      return failure();
+  if (failed(checkShape(op, "normalizer", getNormalizer(), {1})) ||
+      failed(checkElement(op, "normalizer", getNormalizer(), isF32, "f32")))
+    return failure();
+  // One exponent per (token, head) row.
+  int64_t tokens = dimOf(getQuery(), 0);
+  if (failed(checkShape(op, "exponents", getExponents(), {tokens, numHeads})) ||
+      failed(checkElement(op, "exponents", getExponents(), isI32, "i32")))
+    return failure();
   return success();
 }
 
 void FoldQueryOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  addEffects(getOperation(), &getOutMutable(), effects);
+  addEffects(getOperation(), {&getOutMutable(), &getExponentsMutable()},
+             effects);
 }

@@ -6,7 +6,9 @@
 //
 // This file implements --pattn-fold-channel-scales: per-channel K scales are
 // folded into the query after division by a power of two (so the fold is
-// exact and cannot overflow), and per-channel V scales move to the output.
+// exact and cannot overflow), each query row renormalized by its own power
+// of two (so it keeps every channel that matters whatever |q|), and
+// per-channel V scales move to the output.
 // The arithmetic is pattn's numerics library; this pass only rewrites IR.
 //
 //===----------------------------------------------------------------------===//
@@ -53,6 +55,19 @@ public:
     return buffer;
   }
 
+  /// One i32 per (token, head) row of `query`: the fold's row exponents.
+  Value allocRowExponents(Value query, int64_t numHeads) {
+    auto type = cast<MemRefType>(query.getType());
+    auto rowsType = MemRefType::get({type.getDimSize(0), numHeads},
+                                    builder.getI32Type());
+    SmallVector<Value> sizes;
+    if (type.isDynamicDim(0))
+      sizes.push_back(memref::DimOp::create(builder, loc, query, 0));
+    Value buffer = memref::AllocOp::create(builder, loc, rowsType, sizes);
+    temporaries.push_back(buffer);
+    return buffer;
+  }
+
   Value alloc(ArrayRef<int64_t> shape, Type element) {
     Value buffer = memref::AllocOp::create(builder, loc,
                                            MemRefType::get(shape, element));
@@ -73,13 +88,16 @@ public:
     // In the op's own module (which may be nested), renamed against that
     // module's symbols.
     auto module = op->getParentOfType<ModuleOp>();
+    // The table must exist before the new global does, or it would be
+    // built with both clashing names in it.
+    SymbolTable &table = symbols.getSymbolTable(module);
     OpBuilder globalBuilder = OpBuilder::atBlockBegin(module.getBody());
     auto tensorType = RankedTensorType::get(type.getShape(), type.getElementType());
     auto global = memref::GlobalOp::create(
         globalBuilder, loc, name, globalBuilder.getStringAttr("private"), type,
         DenseElementsAttr::get(tensorType, values), /*constant=*/true,
         /*alignment=*/IntegerAttr());
-    symbols.getSymbolTable(module).insert(global); // renames on a clash
+    table.insert(global); // renames on a clash
     return memref::GetGlobalOp::create(builder, loc, type,
                                        global.getSymName());
   }
@@ -112,14 +130,15 @@ private:
 
 /// The operands of an attention op that the fold rewrites.
 struct FoldedOperands {
-  Value query, key, keyScale, value, valueScale, outScale, guard;
+  Value query, queryExponents, key, keyScale, value, valueScale, outScale,
+      guard;
   IntegerAttr guardValue;
 
   explicit FoldedOperands(PagedAttentionOp op)
-      : query(op.getQuery()), key(op.getKey()), keyScale(op.getKScale()),
-        value(op.getValue()), valueScale(op.getVScale()),
-        outScale(op.getOutScale()), guard(op.getGuard()),
-        guardValue(op.getGuardValueAttr()) {}
+      : query(op.getQuery()), queryExponents(op.getQueryExponents()),
+        key(op.getKey()), keyScale(op.getKScale()), value(op.getValue()),
+        valueScale(op.getVScale()), outScale(op.getOutScale()),
+        guard(op.getGuard()), guardValue(op.getGuardValueAttr()) {}
 };
 
 static void assignOptional(MutableOperandRange range, Value value) {
@@ -136,6 +155,7 @@ static PagedAttentionOp rebuild(OpBuilder &builder, PagedAttentionOp op,
   copy.getQueryMutable().assign(operands.query);
   copy.getKeyMutable().assign(operands.key);
   copy.getValueMutable().assign(operands.value);
+  assignOptional(copy.getQueryExponentsMutable(), operands.queryExponents);
   assignOptional(copy.getKScaleMutable(), operands.keyScale);
   assignOptional(copy.getVScaleMutable(), operands.valueScale);
   assignOptional(copy.getOutScaleMutable(), operands.outScale);
@@ -158,26 +178,13 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
     return op.emitOpError() << "has both out_scale and V channel scales; the "
                                "fold cannot combine them";
 
-  // A static K table that cannot be folded exactly stays as it is.
-  std::optional<SmallVector<float>> keyTable;
-  numerics::FoldLegality legality{};
+  // Every finite table folds: each query row is renormalized by its own
+  // power of two, so no channel that matters can flush (docs/Passes.md).
+  // Non-finite static tables were reported before any op was folded.
   float softmaxScale = op.getEffectiveSoftmaxScale();
-  if (keyIsChannel) {
+  std::optional<SmallVector<float>> keyTable;
+  if (keyIsChannel)
     keyTable = ::pattn::getConstantScaleTable(op.getKScale());
-    if (keyTable) {
-      legality = numerics::checkFoldLegality(*keyTable, softmaxScale);
-      // Non-finite tables were reported before any op was folded.
-      if (legality.verdict != numerics::FoldLegality::Verdict::Legal) {
-        // Folding would flush channels or overflow; the portable path
-        // applies the scales per element (select-backend says why).
-        LDBG() << "leaving K channel scales unfolded: span "
-               << legality.binadeSpan << ", exponent "
-               << legality.wantedExponent;
-        ++numUnfoldable;
-        keyIsChannel = false;
-      }
-    }
-  }
   if (!keyIsChannel && !valueIsChannel)
     return success();
 
@@ -200,29 +207,24 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
     return success();
   }
 
-  auto scaleType = cast<MemRefType>(op.getKScale().getType());
   Value keyView = rewriter.rescaleView(op.getKey(), ScaleGranularity::tensor);
   Value foldedQuery = rewriter.allocLike(op.getQuery());
+  int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
+  Value rowExponents = rewriter.allocRowExponents(op.getQuery(), numHeads);
 
   if (keyTable) {
-    // s / N is exact (a power-of-two division), so the folded table holds
-    // exactly the ratios the kernel would otherwise compute.
-    float normalizer = std::ldexp(1.0f, legality.exponent);
-    SmallVector<float> ratios;
-    ratios.reserve(keyTable->size());
-    for (float scale : *keyTable)
-      ratios.push_back(scale / normalizer);
-    LDBG() << "static fold: N = 2^" << legality.exponent;
-
-    Value ratioTable =
-        rewriter.constantGlobal("__pattn_k_scale_over_n", scaleType, ratios);
+    // N is known at compile time; the device folds each row against it.
+    numerics::FoldNormalizer normalizer =
+        numerics::computeFoldNormalizer(*keyTable, softmaxScale);
+    LDBG() << "static fold: N = 2^" << normalizer.exponent;
     Value normalizerBuffer = rewriter.constantGlobal(
         "__pattn_k_normalizer", MemRefType::get({1}, builder.getF32Type()),
-        {normalizer});
-    FoldQueryOp::create(builder, rewriter.loc, op.getQuery(), ratioTable,
-                        /*normalizer=*/Value(), foldedQuery,
+        {normalizer.value});
+    FoldQueryOp::create(builder, rewriter.loc, op.getQuery(), op.getKScale(),
+                        normalizerBuffer, foldedQuery, rowExponents,
                         op.getNumHeadsAttr());
     operands.query = foldedQuery;
+    operands.queryExponents = rowExponents;
     operands.key = keyView;
     operands.keyScale = normalizerBuffer;
     rebuild(builder, op, operands);
@@ -239,10 +241,12 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
   ScaleNormalizerOp::create(builder, rewriter.loc, op.getKScale(), normalizer,
                             flag, builder.getF32FloatAttr(softmaxScale));
   FoldQueryOp::create(builder, rewriter.loc, op.getQuery(), op.getKScale(),
-                      normalizer, foldedQuery, op.getNumHeadsAttr());
+                      normalizer, foldedQuery, rowExponents,
+                      op.getNumHeadsAttr());
 
   FoldedOperands folded = operands;
   folded.query = foldedQuery;
+  folded.queryExponents = rowExponents;
   folded.key = keyView;
   folded.keyScale = normalizer;
   folded.guard = flag;

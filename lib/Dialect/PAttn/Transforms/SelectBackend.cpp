@@ -45,29 +45,10 @@ static void describeKeyScales(PagedAttentionOp op, AttentionConfig &config) {
     config.keyFold = KeyScaleFold::NotNeeded;
     return;
   }
-  std::optional<SmallVector<float>> table =
-      ::pattn::getConstantScaleTable(op.getKScale());
-  if (!table) {
-    config.keyFold = KeyScaleFold::DynamicUnfolded;
-    return;
-  }
-  numerics::FoldLegality legality =
-      numerics::checkFoldLegality(*table, op.getEffectiveSoftmaxScale());
-  config.keyBinadeSpan = legality.binadeSpan;
-  config.keyWantedExponent = legality.wantedExponent;
-  config.keyMaxExponent = legality.exponent;
-  switch (legality.verdict) {
-  case numerics::FoldLegality::Verdict::TooWide:
-    config.keyFold = KeyScaleFold::StaticTooWide;
-    break;
-  case numerics::FoldLegality::Verdict::Clamped:
-    config.keyFold = KeyScaleFold::StaticClamped;
-    break;
-  case numerics::FoldLegality::Verdict::Legal:
-  case numerics::FoldLegality::Verdict::NonFinite:
-    config.keyFold = KeyScaleFold::StaticUnfolded;
-    break;
-  }
+  // Every finite static table folds (non-finite ones are an error there).
+  config.keyFold = ::pattn::getConstantScaleTable(op.getKScale())
+                       ? KeyScaleFold::StaticUnfolded
+                       : KeyScaleFold::DynamicUnfolded;
 }
 
 static AttentionConfig describe(PagedAttentionOp op, ::pattn::Chip chip) {

@@ -150,6 +150,10 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     - `guard` (memref<1xi32>) with `guard_value`: the op runs only when
       guard[0] == guard_value, read on the device (no host sync). The fold
       pass guards the folded and the unfolded form of a dynamic K table.
+    - `query_exponents` [tokens, num_heads] (i32) multiplies the logits of
+      row (t, h) by 2^query_exponents[t, h], exactly in fp32 (saturating
+      at the largest finite value): the row exponents of a query folded by
+      `pattn.fold_query`. Needs a `tensor`-scaled K (the folded form).
     - `backend`: the lowering chosen by `--pattn-select-backend`.
     - `plan`: its tiling, written by `--pattn-plan-decode`
       (`#pattn.xqa_plan` for `xqa`, `#pattn.portable_plan` for `portable`).
@@ -173,7 +177,8 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
                        Optional<AnyMemRef>:$v_scale,
                        Optional<AnyMemRef>:$sinks,
                        Optional<AnyMemRef>:$out_scale,
-                       Optional<AnyMemRef>:$guard, AnyMemRef:$out,
+                       Optional<AnyMemRef>:$guard,
+                       Optional<AnyMemRef>:$query_exponents, AnyMemRef:$out,
                        I64Attr:$num_heads,
                        OptionalAttr<F32Attr>:$softmax_scale,
                        DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
@@ -194,6 +199,7 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`out_scale` `(` $out_scale^ `:` type($out_scale) `)`)?
     (`guard` `(` $guard^ `:` type($guard) `)`)?
+    (`query_exponents` `(` $query_exponents^ `:` type($query_exponents) `)`)?
     `outs` `(` $out `:` type($out) `)`
     attr-dict
   }];
@@ -286,8 +292,8 @@ def PAttn_ScaleNormalizerOp : PAttn_Op<"scale_normalizer", [
     the finite entries (N = 1 when m = 0), the exponent clamped to
     [-126, 126 - ilogb(max(softmax_scale, 1))], and writes it to `outs`
     ([1], f32). `flag` ([1], i32) receives 1 when the table can be folded
-    exactly (every entry finite, at most 24 binades between the largest and
-    the smallest nonzero magnitude, N not clamped from above) and 0 otherwise.
+    (every entry finite: the row-renormalized fold takes any finite table)
+    and 0 otherwise.
     Lowered to a single-block reduction: no host readback, so it can be
     captured in a CUDA graph.
 
@@ -311,30 +317,40 @@ def PAttn_ScaleNormalizerOp : PAttn_Op<"scale_normalizer", [
 
 def PAttn_FoldQueryOp : PAttn_Op<"fold_query", [
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
-  let summary = "Fold per-channel K scales into the query, one rounding";
+  let summary = "Fold per-channel K scales into the query, row by row";
   let description = [{
-    outs[t, h, c] = T(query[t, h, c] * (scales[h / g, c] / N)), where T is
-    the query's type (f16 or bf16), g = num_heads / kv_heads, and the
-    product is rounded once (it is exact in fp64). N is `normalizer[0]`
-    when given; without it the scales are already divided by N (a static
-    table folded at compile time). Since N is a power of two strictly above
-    every |scale|, |outs| ≤ |query| and nothing overflows.
+    For each (token t, head h) row, with g = num_heads / kv_heads, N =
+    `normalizer[0]` (a power of two) and p[c] = query[t, h, c] *
+    scales[h / g, c] / N (exact in fp64):
+
+      e = max over nonzero p[c] of the binade of p[c] rounded to 24 bits
+      outs[t, h, c] = T(p[c] * 2^-e)   (one rounding, T the query's type)
+      exponents[t, h] = e               (0 when the row has no nonzero p)
+
+    so the largest |outs| of every row lies in [1, 2] whatever the query's
+    and the table's magnitudes; products more than 126 binades below the
+    row's largest are written as zeros of their sign. The attention reads
+    the row back at 2^e (`query_exponents` of `pattn.paged_attention`),
+    exactly. A channel that flushes to zero in fp16 is at least 24 binades
+    below the row's largest term, whatever |q| (docs/Passes.md).
 
     Example:
     ```mlir
     pattn.fold_query query(%q : memref<4x32x128xf16>)
         scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>)
-        outs(%qf : memref<4x32x128xf16>) {num_heads = 32 : i64}
+        outs(%qf : memref<4x32x128xf16>) exponents(%e : memref<4x32xi32>)
+        {num_heads = 32 : i64}
     ```
   }];
   let arguments = (ins AnyMemRef:$query, AnyMemRef:$scales,
-                       Optional<AnyMemRef>:$normalizer, AnyMemRef:$out,
-                       I64Attr:$num_heads);
+                       AnyMemRef:$normalizer, AnyMemRef:$out,
+                       AnyMemRef:$exponents, I64Attr:$num_heads);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `scales` `(` $scales `:` type($scales) `)`
-    (`normalizer` `(` $normalizer^ `:` type($normalizer) `)`)?
+    `normalizer` `(` $normalizer `:` type($normalizer) `)`
     `outs` `(` $out `:` type($out) `)`
+    `exponents` `(` $exponents `:` type($exponents) `)`
     attr-dict
   }];
   let hasVerifier = 1;

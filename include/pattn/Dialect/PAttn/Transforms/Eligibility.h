@@ -36,9 +36,7 @@ namespace pattn {
 /// been folded into the query.
 enum class KeyScaleFold : uint8_t {
   NotNeeded,       ///< K has no channel scales (or they were folded)
-  StaticUnfolded,  ///< a foldable static table the fold pass has not folded
-  StaticTooWide,   ///< a static table spanning more than 24 binades
-  StaticClamped,   ///< a static table whose normalizer exceeds the clamp
+  StaticUnfolded,  ///< a static table the fold pass has not folded
   DynamicUnfolded, ///< a dynamic table without the fold's device guard
   GuardedFolded,   ///< the folded half of a device-guarded pair
   GuardedFallback, ///< the unfolded half of a device-guarded pair
@@ -56,9 +54,6 @@ struct AttentionConfig {
   mlir::pattn::Encoding keyEncoding = mlir::pattn::Encoding::f16;
   mlir::pattn::Encoding valueEncoding = mlir::pattn::Encoding::f16;
   KeyScaleFold keyFold = KeyScaleFold::NotNeeded;
-  int keyBinadeSpan = 0;      ///< for StaticTooWide
-  int keyWantedExponent = 0;  ///< for StaticClamped
-  int keyMaxExponent = 0;     ///< for StaticClamped
   float softcap = 0.0f;
   /// V still has per-channel scales (the fold moves them to out_scale).
   bool valueChannelScales = false;

@@ -18,26 +18,29 @@ def PAttnFoldChannelScales
     they are folded into the query: for every `pattn.paged_attention` whose K
     cache has `channel` scales,
 
-      q'[t,h,c] = T(q[t,h,c] * (s_k[h/g, c] / N)),   one rounding,
+      p[c] = q[t,h,c] * s_k[h/g, c] / N,   e[t,h] = the binade of max |p|,
+      q'[t,h,c] = T(p[c] * 2^-e[t,h]),    one rounding,
 
-    and attention reads K at the scalar scale N. N is the power of two
-    strictly above m = max |s_k| (N = 1 when m = 0), its exponent clamped to
-    [-126, 126 - ilogb(max(softmax_scale, 1))]. Dividing by a power of two is
-    exact, so |q'| <= |q|: the fp16 overflow of the unnormalized fold
-    (q = 100, s = 1000 gives inf, and a zero code then NaN) cannot happen.
+    and attention reads K at the scalar scale N and each row's logits at
+    2^e[t,h] (`query_exponents`), both exact. N is the power of two strictly
+    above m = max |s_k| (N = 1 when m = 0), its exponent clamped to
+    [-126, 126 - ilogb(max(softmax_scale, 1))] so softmax_scale * N is
+    finite. The row exponent puts every row's largest |q'| in [1, 2], so
+    the fp16 overflow of the unnormalized fold (q = 100, s = 1000 gives
+    inf, and a zero code then NaN) cannot happen, and a channel flushes to
+    zero only when it lies 24 binades below the row's largest term, for any
+    |q| and any finite table (docs/Passes.md has the proof).
 
     1. Static tables (a constant `memref.global`, or `bufferization.to_buffer`
-       of an `arith.constant`) are folded at compile time with pattn's
-       numerics library: the table s / N becomes a new constant global and N
-       a one-element constant global. Non-finite entries are an error. A
-       table spanning more than 24 binades, or whose normalizer would be
-       clamped, is left alone; `--pattn-select-backend` explains why it runs
-       portable.
+       of an `arith.constant`) get N at compile time from pattn's numerics
+       library, as a one-element constant global. Non-finite entries are an
+       error. Every finite table folds.
     2. Dynamic tables get `pattn.scale_normalizer` (a device reduction that
-       also sets a flag telling whether the table folds exactly) and
-       `pattn.fold_query`, and the op becomes a guarded pair: the folded form
-       runs when the flag is 1, the original when it is 0. No host sync.
-    3. V `channel` scales move to the op's `out_scale` (o *= s_v in fp32
+       also sets a flag telling whether every entry is finite) and the op
+       becomes a guarded pair: the folded form runs when the flag is 1, the
+       original when it is 0. No host sync.
+    3. Both fold with `pattn.fold_query`, on the device, row by row.
+    4. V `channel` scales move to the op's `out_scale` (o *= s_v in fp32
        before the output's single rounding) and V is read at unit scale.
 
     `tensor`, `token` and nvfp4 group scales are untouched, mixed
@@ -49,9 +52,11 @@ def PAttnFoldChannelScales
     pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !i4_channel) ...
         k_scale(%ks : memref<8x128xf32>) ...
     // after (static %ks)
-    pattn.fold_query query(%q : ...) scales(%ks_over_n : memref<8x128xf32>) outs(%qf : ...)
+    pattn.fold_query query(%q : ...) scales(%ks : memref<8x128xf32>)
+        normalizer(%n : memref<1xf32>) outs(%qf : ...) exponents(%e : memref<4x32xi32>)
     %kt = pattn.rescale_view %k : !i4_channel to !i4_tensor
-    pattn.paged_attention query(%qf : ...) key(%kt : !i4_tensor) ... k_scale(%n : memref<1xf32>) ...
+    pattn.paged_attention query(%qf : ...) key(%kt : !i4_tensor) ... k_scale(%n : memref<1xf32>)
+        query_exponents(%e : memref<4x32xi32>) ...
     ```
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
@@ -60,8 +65,6 @@ def PAttnFoldChannelScales
               "K tables folded at compile time">,
     Statistic<"numGuardedFolds", "guarded-folds",
               "dynamic K tables folded behind a device guard">,
-    Statistic<"numUnfoldable", "unfoldable",
-              "static K tables left unfolded (too wide or clamped)">,
     Statistic<"numValueMoves", "value-moves",
               "V channel scales moved to the output">
   ];
@@ -83,8 +86,7 @@ def PAttnSelectBackend : Pass<"pattn-select-backend", "::mlir::ModuleOp"> {
        the supported chips.
     2. For each op, describe it as an `AttentionConfig`: activation type,
        head_dim, g, query tokens, block size, encodings, softcap, and the
-       state of its K channel scales (static tables are measured: their
-       binade span and normalizer clamp).
+       state of its K channel scales (folded, guarded, or not yet folded).
     3. `force=auto` records the verdict; `force=portable` records portable
        for every op; `force=xqa` records xqa, and is an error naming the
        failed conditions on an ineligible op.
