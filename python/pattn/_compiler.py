@@ -10,6 +10,17 @@ directory, and a GPU machine without it (the compiler needs LLVM/MLIR 22)
 loads from it.
 The runtime library is copied next to the artifacts, which find it through
 their ``$ORIGIN`` rpath.
+
+Every cache entry ``<key>.so`` has its SHA-256 beside it in
+``<key>.so.sha256`` (``sha256sum`` format). Both are written under a
+temporary name and renamed into place (``os.replace``), so a reader sees a
+whole old file or a whole new one, never a partial write; writers of one
+entry take a lock (``<key>.lock``). A served entry must match its checksum:
+one that does not (truncated, corrupt) is reported once with a
+:class:`pattn.CacheWarning` and rebuilt, or, without a compiler, is a
+:class:`pattn.CompileError`; it is never returned. An entry without a
+checksum (written by an older pattn) is served, and given one, if it passes
+:func:`pattn.validate_artifact`'s ELF checks.
 """
 
 from __future__ import annotations
@@ -21,9 +32,19 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
-from typing import Iterable, Optional, Union
+import threading
+import warnings
+from typing import Iterable, Iterator, List, Optional, Union
 
-from ._errors import CompileError
+from ._errors import (CacheWarning, CompileError, _CompileArgumentError,
+                      _CompileArgumentTypeError, _rejects_bad_calls)
+from ._loader import (_BadElf, _inspect_elf, checksum_problem, file_sha256,
+                      write_checksum)
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: entries are still written atomically
+    fcntl = None  # type: ignore[assignment]
 
 # Where a build of this checkout puts the driver (python/pattn/ -> repo).
 _REPO_COMPILER = (pathlib.Path(__file__).resolve().parents[2] / "build" /
@@ -35,12 +56,74 @@ PathLike = Union[str, "os.PathLike[str]"]
 BACKENDS = ("auto", "xqa", "portable")
 
 
+def _path_argument(value: PathLike, name: str, function: str) -> str:
+    """``value`` as a str path; a pattn error naming ``name`` if it is not
+    one."""
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise _CompileArgumentTypeError(
+            f"{function}: argument '{name}' must be a str or os.PathLike, "
+            f"got {type(value).__name__}")
+    try:
+        path = os.fsdecode(os.fspath(value))
+    except (TypeError, ValueError) as error:
+        raise _CompileArgumentTypeError(
+            f"{function}: argument '{name}' is not a usable path ({error})") \
+            from None
+    if not path or "\0" in path:
+        raise _CompileArgumentError(
+            f"{function}: argument '{name}' must be a non-empty path without "
+            f"NUL characters, got {path!r:.200}")
+    return path
+
+
+def _chip_list(chips: Union[str, Iterable[str]]) -> str:
+    """``chips`` as pattn-compile's comma-separated list; a pattn error
+    naming the argument for anything but a str or an iterable of them."""
+    if isinstance(chips, str):
+        names = chips.split(",")
+    else:
+        try:
+            items = list(chips)
+        except TypeError:
+            raise _CompileArgumentTypeError(
+                "pattn.compile: argument 'chips' must be a chip name, a "
+                "comma-separated list of them or an iterable of chip names "
+                f"(str), got {type(chips).__name__}") from None
+        for index, item in enumerate(items):
+            if not isinstance(item, str):
+                raise _CompileArgumentTypeError(
+                    f"pattn.compile: argument 'chips' must hold chip names "
+                    f"(str) such as 'sm_90a', but chips[{index}] is "
+                    f"{type(item).__name__} {item!r:.60}")
+        names = items
+    if not names or names == [""]:
+        raise _CompileArgumentError(
+            "pattn.compile: argument 'chips' is empty: no chips to compile "
+            "for")
+    for name in names:
+        if not name.strip() or "\0" in name or "\n" in name:
+            raise _CompileArgumentError(
+                f"pattn.compile: argument 'chips' holds an empty or "
+                f"malformed chip name {name!r:.60} (in {chips!r:.200})")
+    return ",".join(names)
+
+
+def _flag_argument(value: object, name: str) -> bool:
+    if isinstance(value, bool) or (isinstance(value, int) and
+                                   value in (0, 1)):
+        return bool(value)
+    raise _CompileArgumentTypeError(
+        f"pattn.compile: argument '{name}' must be True or False, got "
+        f"{type(value).__name__} {value!r:.60}")
+
+
+@_rejects_bad_calls(_CompileArgumentTypeError, "pattn.find_compiler")
 def find_compiler(compiler: Optional[PathLike] = None) -> str:
     """The ``pattn-compile`` to run: ``compiler`` if given, else
     ``$PATTN_COMPILE``, else this checkout's ``build/bin/pattn-compile``,
     else the first one on ``PATH``."""
     if compiler is not None:
-        return os.fspath(compiler)
+        return _path_argument(compiler, "compiler", "pattn.find_compiler")
     from_env = os.environ.get("PATTN_COMPILE")
     if from_env:
         return from_env
@@ -68,30 +151,227 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _source_text(source: PathLike) -> str:
+    if not _is_path(source):
+        return os.fspath(source)
+    path = os.fspath(source)
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except FileNotFoundError:
+        raise CompileError(f"no such MLIR file: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise CompileError(f"cannot read the MLIR file {path}: {error}") \
+            from None
+
+
 def _cached_artifact(source: PathLike, variant: str) -> Optional[str]:
     """The cache entry for ``source`` compiled as ``variant`` (the chips and
     options), or None without an artifact cache."""
     directory = os.environ.get("PATTN_ARTIFACT_DIR")
     if not directory:
         return None
-    if _is_path(source):
-        with open(os.fspath(source), encoding="utf-8") as file:
-            text = file.read()
-    else:
-        text = source
+    text = _source_text(source)
     key = hashlib.sha256(f"{variant}\n{text}".encode()).hexdigest()[:24]
     return os.path.join(directory, f"{key}.so")
 
 
+# Entries already reported corrupt in this process (each is reported once).
+_REPORTED: set = set()
+_REPORTED_LOCK = threading.Lock()
+
+
+def _report_corrupt(entry: str, problem: str, action: str) -> None:
+    with _REPORTED_LOCK:
+        if entry in _REPORTED:
+            return
+        _REPORTED.add(entry)
+    warnings.warn(f"pattn: artifact cache entry {entry} {problem}; {action}",
+                  CacheWarning, stacklevel=5)
+
+
+def _entry_problem(entry: str) -> Optional[str]:
+    """None if the cache entry ``entry`` may be served; "missing" if there
+    is none; else why it is corrupt. An entry without a checksum that
+    passes the ELF checks is given one."""
+    if not os.path.isfile(entry):
+        return "missing"
+    try:
+        return checksum_problem(entry)
+    except FileNotFoundError:
+        pass  # no checksum: an entry of an older pattn
+    except OSError as error:
+        return f"has a checksum that cannot be read ({error})"
+    try:
+        _inspect_elf(entry)
+    except _BadElf as error:
+        return f"has no checksum and {error}"
+    with contextlib.suppress(OSError):  # a read-only cache stays as it is
+        write_checksum(entry)
+    return None
+
+
+@contextlib.contextmanager
+def _entry_lock(entry: str) -> Iterator[None]:
+    """Serializes the writers of one entry (across threads and processes).
+    Without a writable cache or ``fcntl``, entries are still replaced
+    atomically; only the lock is skipped."""
+    try:
+        handle = os.open(entry[:-len(".so")] + ".lock",
+                         os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _fsync(path: str) -> None:
+    with contextlib.suppress(OSError):
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+
+
+def _publish(temporary: str, target: str) -> None:
+    """Moves the finished file ``temporary`` to ``target`` with its checksum:
+    the checksum first, then the file, each renamed into place, so no
+    reader ever sees a partial file (a reader between the two renames sees
+    a mismatch and waits on the entry's lock)."""
+    _fsync(temporary)
+    digest = file_sha256(temporary)
+    write_checksum(target, digest)
+    os.replace(temporary, target)
+
+
 def _copy_runtime(directory: str, compiler: str) -> None:
-    """Puts the compiler's libpattn_runtime.so beside cached artifacts."""
+    """Puts the compiler's libpattn_runtime.so beside cached artifacts
+    (atomically, with its checksum); a copy there that is truncated or
+    corrupt is replaced."""
     runtime = os.path.join(os.path.dirname(os.path.dirname(compiler)), "lib",
                            "libpattn_runtime.so")
     target = os.path.join(directory, "libpattn_runtime.so")
-    if os.path.isfile(runtime) and not os.path.isfile(target):
-        shutil.copy2(runtime, target)
+    if not os.path.isfile(runtime):
+        return
+    if os.path.isfile(target):
+        problem = _entry_problem(target)
+        if problem is None:
+            return
+        _report_corrupt(target, problem, "replacing it with " + runtime)
+    handle, temporary = tempfile.mkstemp(prefix=".libpattn_runtime.",
+                                         suffix=".so", dir=directory)
+    os.close(handle)
+    try:
+        shutil.copy2(runtime, temporary)
+        _publish(temporary, target)
+    finally:
+        _remove(temporary)
 
 
+def _run_compiler(executable: str, source: PathLike, chip_list: str,
+                  flags: List[str], output_path: str,
+                  remove_on_failure: bool) -> None:
+    """Runs pattn-compile on ``source`` into ``output_path``; raises
+    CompileError (removing the output if ``remove_on_failure``) unless it
+    succeeded and wrote a non-empty file."""
+    with tempfile.TemporaryDirectory(prefix="pattn-compile-") as scratch:
+        if _is_path(source):
+            input_path = os.fspath(source)
+            if not os.path.isfile(input_path):
+                raise CompileError(f"no such MLIR file: {input_path}")
+        else:
+            input_path = os.path.join(scratch, "input.mlir")
+            with open(input_path, "w", encoding="utf-8") as file:
+                file.write(os.fspath(source))
+
+        command = [executable, input_path, f"--chips={chip_list}", "-o",
+                   output_path] + flags
+        try:
+            result = subprocess.run(command, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True,
+                                    check=False)
+        except OSError as error:
+            if remove_on_failure:
+                _remove(output_path)
+            raise CompileError(f"cannot run {executable}: {error}",
+                               command=command) from error
+
+    wrote_artifact = (os.path.isfile(output_path) and
+                      os.path.getsize(output_path) > 0)
+    if remove_on_failure and (result.returncode != 0 or not wrote_artifact):
+        _remove(output_path)
+    if result.returncode != 0:
+        raise CompileError(
+            f"pattn-compile failed (exit status {result.returncode}):\n"
+            f"{result.stderr.rstrip()}",
+            command=command, returncode=result.returncode,
+            stderr=result.stderr)
+    if not wrote_artifact:
+        raise CompileError(
+            f"pattn-compile reported success but wrote no artifact to "
+            f"{output_path}", command=command, returncode=0,
+            stderr=result.stderr)
+
+
+def _compile_into_cache(entry: str, compiler: Optional[PathLike],
+                        source: PathLike, chip_list: str,
+                        flags: List[str]) -> str:
+    """Returns the cache entry ``entry``: served if it matches its checksum,
+    else (re)built under the entry's lock and published atomically."""
+    if _entry_problem(entry) is None:  # the common case takes no lock
+        return entry
+    directory = os.path.dirname(entry)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise CompileError(f"cannot create the artifact cache {directory} "
+                           f"($PATTN_ARTIFACT_DIR): {error}") from None
+    with _entry_lock(entry):
+        problem = _entry_problem(entry)  # another writer may have been first
+        if problem is None:
+            return entry
+        try:
+            executable = find_compiler(compiler)
+        except CompileError as error:
+            if problem == "missing":
+                raise
+            _report_corrupt(entry, problem, "it cannot be rebuilt here")
+            raise CompileError(
+                f"artifact cache entry {entry} {problem}, and it cannot be "
+                f"rebuilt: {error}") from None
+        if problem != "missing":
+            _report_corrupt(entry, problem, "rebuilding it")
+        try:
+            _copy_runtime(directory, executable)
+            handle, temporary = tempfile.mkstemp(
+                prefix=f".{os.path.basename(entry)}.", suffix=".so",
+                dir=directory)
+            os.close(handle)
+        except OSError as error:
+            raise CompileError(f"cannot write to the artifact cache "
+                               f"{directory}: {error}") from None
+        try:
+            _run_compiler(executable, source, chip_list, flags, temporary,
+                          remove_on_failure=True)
+            try:
+                _publish(temporary, entry)
+            except OSError as error:
+                raise CompileError(f"cannot write the artifact cache entry "
+                                   f"{entry}: {error}") from None
+        finally:
+            _remove(temporary)
+        with _REPORTED_LOCK:
+            _REPORTED.discard(entry)  # a later corruption is news again
+    return entry
+
+
+@_rejects_bad_calls(_CompileArgumentTypeError, "pattn.compile")
 def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
             output: Optional[PathLike] = None,
             compiler: Optional[PathLike] = None,
@@ -111,15 +391,38 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     default: the tensor-core XQA kernel where the eligibility table allows,
     portable elsewhere), ``"xqa"`` (an ineligible op is a compile error) or
     ``"portable"`` (the fp32 CUDA-core kernel everywhere); any other value
-    raises :class:`pattn.CompileError` before anything runs. ``fold=False`` skips the channel-scale fold, so
-    ops with K channel scales stay unfolded and go portable (for testing).
+    raises :class:`pattn.CompileError` before anything runs. ``fold=False``
+    skips the channel-scale fold, so ops with K channel scales stay unfolded
+    and go portable (for testing).
+
+    Misuse (a source that is neither text nor a path, a chip that is not a
+    string, a flag that is not a bool, an unknown keyword) raises a
+    :class:`pattn.CompileError` that is also a :class:`pattn.ArgumentError`
+    (``ValueError``) or :class:`pattn.ArgumentTypeError` (``TypeError``),
+    naming the argument, before anything runs.
     """
-    if backend not in BACKENDS:
-        raise CompileError(f"unknown backend {backend!r}; expected one of "
-                           f"{', '.join(BACKENDS)}")
-    chip_list = chips if isinstance(chips, str) else ",".join(chips)
-    if not chip_list:
-        raise CompileError("no chips to compile for")
+    if isinstance(source, bool) or not isinstance(source, (str,
+                                                           os.PathLike)):
+        raise _CompileArgumentTypeError(
+            "pattn.compile: argument 'source' must be MLIR text (str) or the "
+            "path of a .mlir file (str or os.PathLike), got "
+            f"{type(source).__name__}")
+    if isinstance(source, os.PathLike):
+        source = pathlib.Path(_path_argument(source, "source",
+                                             "pattn.compile"))
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise _CompileArgumentError(
+            f"unknown backend {backend!r:.60}; expected one of "
+            f"{', '.join(BACKENDS)}")
+    chip_list = _chip_list(chips)
+    hardware_conversions = _flag_argument(hardware_conversions,
+                                          "hardware_conversions")
+    fold = _flag_argument(fold, "fold")
+    if output is not None:
+        output = _path_argument(output, "output", "pattn.compile")
+    if compiler is not None:
+        compiler = _path_argument(compiler, "compiler", "pattn.compile")
+
     # pattn-compile's options besides the chips; defaults are left out.
     flags = []
     if not hardware_conversions:
@@ -138,58 +441,22 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
         key_options.append("--hardware-conversions=false")
     variant = " ".join([chip_list] + key_options)
     cached = _cached_artifact(source, variant) if output is None else None
-    if cached and os.path.isfile(cached):
-        return cached
-    executable = find_compiler(compiler)
     if cached:
-        os.makedirs(os.path.dirname(cached), exist_ok=True)
-        _copy_runtime(os.path.dirname(cached), executable)
-        output = cached
+        return _compile_into_cache(cached, compiler, source, chip_list, flags)
 
-    with tempfile.TemporaryDirectory(prefix="pattn-compile-") as scratch:
-        if _is_path(source):
-            input_path = os.fspath(source)
-            if not os.path.isfile(input_path):
-                raise CompileError(f"no such MLIR file: {input_path}")
-        else:
-            input_path = os.path.join(scratch, "input.mlir")
-            with open(input_path, "w", encoding="utf-8") as file:
-                file.write(source)
-
-        if output is None:
+    executable = find_compiler(compiler)
+    if output is None:
+        try:
             handle, output_path = tempfile.mkstemp(prefix="pattn-",
                                                    suffix=".so")
-            os.close(handle)
-            owns_output = True
-        else:
-            output_path = os.fspath(output)
-            owns_output = False
-
-        command = [executable, input_path, f"--chips={chip_list}", "-o",
-                   output_path] + flags
-        try:
-            result = subprocess.run(command, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True,
-                                    check=False)
         except OSError as error:
-            if owns_output:
-                _remove(output_path)
-            raise CompileError(f"cannot run {executable}: {error}",
-                               command=command) from error
-
-    wrote_artifact = (os.path.isfile(output_path) and
-                      os.path.getsize(output_path) > 0)
-    if owns_output and (result.returncode != 0 or not wrote_artifact):
-        _remove(output_path)
-    if result.returncode != 0:
-        raise CompileError(
-            f"pattn-compile failed (exit status {result.returncode}):\n"
-            f"{result.stderr.rstrip()}",
-            command=command, returncode=result.returncode,
-            stderr=result.stderr)
-    if not wrote_artifact:
-        raise CompileError(
-            f"pattn-compile reported success but wrote no artifact to "
-            f"{output_path}", command=command, returncode=0,
-            stderr=result.stderr)
+            raise CompileError(f"cannot create a temporary artifact: "
+                               f"{error}") from None
+        os.close(handle)
+        owns_output = True
+    else:
+        output_path = output
+        owns_output = False
+    _run_compiler(executable, source, chip_list, flags, output_path,
+                  remove_on_failure=owns_output)
     return output_path

@@ -3,7 +3,15 @@
 Every error pattn raises derives from :class:`pattn.Error`, so callers can
 catch the package's failures in one clause; each also derives from the
 builtin that describes it best (``ValueError`` for bad arguments,
-``RuntimeError`` for failed launches), so generic handlers keep working.
+``TypeError`` for arguments of the wrong type or a call that does not match a
+signature, ``RuntimeError`` for failed launches, ``AttributeError`` and
+``KeyError`` for a function an artifact does not have), so generic handlers
+keep working.
+
+Misuse of ``pattn.load`` and ``pattn.compile`` raises the function's own
+family (:class:`LoadError`, :class:`CompileError`) combined with
+:class:`ArgumentError` or :class:`ArgumentTypeError`: ``pattn.load(None)`` is
+a ``LoadError``, an ``ArgumentTypeError`` and a ``TypeError`` at once.
 """
 
 from __future__ import annotations
@@ -35,10 +43,33 @@ class LoadError(Error):
 
 
 class ArgumentError(Error, ValueError):
-    """A call's arguments do not match the function's manifest.
+    """A call's arguments do not match the function's manifest, or a pattn
+    API was given a value it cannot take (the message names the argument).
 
     Raised before anything is launched, so a rejected call has no effect.
     """
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type, an unknown keyword argument or a wrong
+    number of positional arguments (what Python itself reports as a
+    ``TypeError``)."""
+
+
+class UnknownFunctionError(Error, AttributeError, KeyError):
+    """An artifact has no function of that name (``module.functions[name]``,
+    ``module[name]``, ``module.fn.name`` or ``module.name``). Also an
+    ``AttributeError`` (so ``hasattr`` works) and a ``KeyError`` (so
+    mapping code works)."""
+
+    def __str__(self) -> str:
+        # KeyError would quote the message like a key.
+        return str(self.args[0]) if self.args else ""
+
+
+class CacheWarning(UserWarning):
+    """An artifact cache entry was found corrupt (truncated, or not matching
+    its checksum) and is being rebuilt. Issued once per entry and process."""
 
 
 class LaunchError(Error, RuntimeError):
@@ -69,3 +100,55 @@ class DeviceError(Error, RuntimeError):
         super().__init__("; ".join(reasons))
         self.bits = bits
         self.reasons = tuple(reasons)
+
+
+# The combinations that pattn.load and pattn.compile raise for misuse: each
+# is its function's error family and an argument error. Private: catch them
+# by any of their bases.
+
+
+class _LoadArgumentTypeError(LoadError, ArgumentTypeError):
+    pass
+
+
+class _CompileArgumentError(CompileError, ArgumentError):
+    pass
+
+
+class _CompileArgumentTypeError(CompileError, ArgumentTypeError):
+    pass
+
+
+def _rejects_bad_calls(error_class, qualname: str):
+    """Wraps a public function so that a call that does not match its
+    signature (an unknown keyword, too many positional arguments, a missing
+    one) raises ``error_class`` (an :class:`ArgumentTypeError`) naming the
+    function, rather than Python's bare ``TypeError``. The wrapper keeps the
+    signature for ``help()`` and ``inspect``."""
+    import functools
+    import inspect
+
+    def decorate(function):
+        signature = inspect.signature(function)
+
+        takes_any = any(p.kind is p.VAR_KEYWORD
+                        for p in signature.parameters.values())
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            unknown = [] if takes_any else [
+                key for key in kwargs if key not in signature.parameters]
+            if unknown:  # first, as Python itself reports it
+                names = ", ".join(repr(key) for key in unknown)
+                plural = "" if len(unknown) == 1 else "s"
+                raise error_class(f"{qualname}: got an unexpected keyword "
+                                  f"argument{plural} {names}")
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise error_class(f"{qualname}: {error}") from None
+            return function(*args, **kwargs)
+
+        return checked
+
+    return decorate

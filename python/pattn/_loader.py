@@ -18,19 +18,41 @@ own handle: the artifact links ``libpattn_runtime.so``, and ``dlsym`` on a
 library also searches its dependencies, so this finds the very copy of the
 runtime the artifact called (the one holding this thread's error), however
 rpath or ``LD_LIBRARY_PATH`` located it, without ``RTLD_GLOBAL``.
+
+Before ``ctypes`` maps a file, :func:`validate_artifact` checks it: a regular
+file, an ELF shared object for this interpreter's class, byte order and
+machine, whose header tables, segments, sections and dynamic strings all lie
+inside the file, and which matches its checksum (``<file>.sha256``, written
+by the artifact cache) if it has one; the libraries it needs that its
+rpath/runpath or ``LD_LIBRARY_PATH`` finds get the same checks. The dynamic
+loader maps segments without checking them against the file's size, so a
+truncated library would otherwise kill the interpreter with SIGBUS. The
+manifest is only reachable by calling into the library; it is checked right
+after mapping, before any entry point is bound.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import ctypes
 import dataclasses
+import functools
+import hashlib
 import json
+import operator
 import os
+import reprlib
+import stat
+import struct
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import tempfile
+from typing import (Any, Dict, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
-from ._errors import ArgumentError, DeviceError, LaunchError, LoadError
+from ._errors import (ArgumentError, ArgumentTypeError, DeviceError,
+                      LaunchError, LoadError, UnknownFunctionError,
+                      _LoadArgumentTypeError, _rejects_bad_calls)
 
 MANIFEST_VERSION = 1
 
@@ -62,6 +84,404 @@ DEVICE_ERRORS = {
 }
 
 _TENSOR_PROTOCOL = "data_ptr(), shape, dtype, device and is_contiguous()"
+
+
+# ---------------------------------------------------------------------------
+# Validating a file before the dynamic loader maps it
+# ---------------------------------------------------------------------------
+
+_INT64_MAX = (1 << 63) - 1
+_POINTER_LIMIT = 1 << (8 * ctypes.sizeof(ctypes.c_void_p))
+
+#: The suffix of a file's checksum: ``<artifact>.sha256`` holds
+#: ``<hex digest>  <artifact name>`` (the format of ``sha256sum``).
+CHECKSUM_SUFFIX = ".sha256"
+
+_ELF_MAGIC = b"\x7fELF"
+_ELFCLASS = {1: "32-bit", 2: "64-bit"}
+_ELFDATA = {1: "little", 2: "big"}
+_ET_DYN = 3
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_SHT_NOBITS = 8
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ = 0, 1, 5, 10
+_DT_RPATH, _DT_RUNPATH = 15, 29
+_PN_XNUM = 0xFFFF
+_MACHINES = {3: "x86", 8: "MIPS", 20: "PowerPC", 21: "PowerPC64",
+             22: "S/390", 40: "ARM", 62: "x86-64", 183: "AArch64",
+             243: "RISC-V", 258: "LoongArch"}
+# How many program headers, sections and dynamic entries a sane library
+# has at most; more means a corrupt header (and would make checking slow).
+_MAX_TABLE_ENTRIES = 1 << 16
+
+
+class _BadElf(Exception):
+    """Why a file is not a loadable shared object (internal)."""
+
+
+class _ElfLayout(NamedTuple):
+    """What the checks read of one class of ELF (32- or 64-bit)."""
+    header: str          # struct format of e_type .. e_shstrndx
+    header_size: int
+    phdr: str            # p_type, p_offset, p_vaddr, p_filesz, p_memsz order
+    phdr_size: int
+    shdr: str
+    shdr_size: int
+    dyn: str
+    dyn_size: int
+
+
+_LAYOUTS = {
+    1: _ElfLayout("HHIIIIIHHHHHH", 52, "IIIIIIII", 32, "IIIIIIIIII", 40,
+                  "iI", 8),
+    2: _ElfLayout("HHIQQQIHHHHHH", 64, "IIQQQQQQ", 56, "IIQQQQIIQQ", 64,
+                  "qQ", 16),
+}
+
+
+@dataclasses.dataclass
+class _ElfFacts:
+    needed: List[str]
+    rpath: List[str]
+    runpath: List[str]
+
+
+def _machine_name(machine: int) -> str:
+    return _MACHINES.get(machine, f"machine {machine}")
+
+
+@functools.lru_cache(maxsize=1)
+def _host_elf() -> Tuple[int, int, Optional[int]]:
+    """(class, byte order, machine) of this interpreter: what ``dlopen``
+    here can load. The machine is read from the interpreter's own ELF
+    header; None where that is not readable (then any machine passes)."""
+    elf_class = 2 if struct.calcsize("P") == 8 else 1
+    data = 1 if sys.byteorder == "little" else 2
+    machine = None
+    for candidate in ("/proc/self/exe", sys.executable):
+        try:
+            with open(candidate, "rb") as file:
+                ident = file.read(20)
+        except OSError:
+            continue
+        if len(ident) == 20 and ident[:4] == _ELF_MAGIC and \
+                ident[4] == elf_class and ident[5] == data:
+            order = "<" if data == 1 else ">"
+            machine = struct.unpack(order + "H", ident[18:20])[0]
+            break
+    return elf_class, data, machine
+
+
+def _read_at(file: Any, offset: int, size: int, what: str,
+             file_size: int) -> bytes:
+    if offset < 0 or size < 0 or offset + size > file_size:
+        raise _BadElf(f"has {what} at bytes {offset}..{offset + size}, past "
+                      f"the end of the file ({file_size} bytes): it is "
+                      "truncated or corrupt")
+    file.seek(offset)
+    data = file.read(size)
+    if len(data) != size:
+        raise _BadElf(f"shrank while {what} was read")
+    return data
+
+
+def _inspect_elf(path: str) -> _ElfFacts:
+    """Checks that ``path`` is a shared object this process can map without
+    touching bytes past its end. Raises _BadElf with the reason."""
+    try:
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            return _inspect_open_elf(file, size)
+    except OSError as error:
+        raise _BadElf(f"cannot be read: {error.strerror or error}") from None
+
+
+def _inspect_open_elf(file: Any, size: int) -> _ElfFacts:
+    if size < 16:
+        raise _BadElf(f"is {size} bytes long, too short for an ELF header")
+    ident = _read_at(file, 0, 16, "its ELF identification", size)
+    if ident[:4] != _ELF_MAGIC:
+        raise _BadElf("is not an ELF file (no \\x7fELF magic)")
+    host_class, host_data, host_machine = _host_elf()
+    elf_class, data, version = ident[4], ident[5], ident[6]
+    if elf_class not in _LAYOUTS:
+        raise _BadElf(f"has an invalid ELF class {elf_class}")
+    if elf_class != host_class:
+        raise _BadElf(f"is a {_ELFCLASS[elf_class]} ELF file; this Python "
+                      f"is {_ELFCLASS[host_class]}")
+    if data not in _ELFDATA:
+        raise _BadElf(f"has an invalid ELF byte order {data}")
+    if data != host_data:
+        raise _BadElf(f"is a {_ELFDATA[data]}-endian ELF file; this machine "
+                      f"is {_ELFDATA[host_data]}-endian")
+    if version != 1:
+        raise _BadElf(f"has ELF version {version}, expected 1")
+    order = "<" if data == 1 else ">"
+    layout = _LAYOUTS[elf_class]
+    raw = _read_at(file, 16, layout.header_size - 16, "its ELF header", size)
+    (e_type, machine, e_version, _entry, phoff, shoff, _flags, ehsize,
+     phentsize, phnum, shentsize, shnum, _shstrndx) = struct.unpack(
+         order + layout.header, raw)
+    if e_type != _ET_DYN:
+        raise _BadElf(f"is an ELF file of type {e_type}, not a shared "
+                      f"object (type {_ET_DYN})")
+    if host_machine is not None and machine != host_machine:
+        raise _BadElf(f"is built for {_machine_name(machine)}; this Python "
+                      f"runs on {_machine_name(host_machine)}")
+    if e_version != 1:
+        raise _BadElf(f"has ELF version {e_version} in its header")
+    if ehsize != layout.header_size:
+        raise _BadElf(f"declares an ELF header of {ehsize} bytes, expected "
+                      f"{layout.header_size}")
+
+    # Program headers: what the dynamic loader maps.
+    if phnum == 0 or phnum == _PN_XNUM:
+        raise _BadElf(f"has {phnum or 'no'} program headers")
+    if phentsize != layout.phdr_size:
+        raise _BadElf(f"declares program headers of {phentsize} bytes, "
+                      f"expected {layout.phdr_size}")
+    table = _read_at(file, phoff, phnum * phentsize,
+                     "its program header table", size)
+    segments = []
+    dynamic = None
+    for index in range(phnum):
+        fields = struct.unpack_from(order + layout.phdr, table,
+                                    index * phentsize)
+        if elf_class == 2:
+            p_type, _pflags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, \
+                _align = fields
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz, _pflags, \
+                _align = fields
+        if p_filesz and p_offset + p_filesz > size:
+            raise _BadElf(f"has segment {index} (type {p_type}) at bytes "
+                          f"{p_offset}..{p_offset + p_filesz}, past the end "
+                          f"of the file ({size} bytes): it is truncated or "
+                          "corrupt")
+        if p_type == _PT_LOAD:
+            if p_filesz > p_memsz:
+                raise _BadElf(f"has segment {index} with more bytes in the "
+                              f"file ({p_filesz}) than in memory ({p_memsz})")
+            segments.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == _PT_DYNAMIC:
+            dynamic = (p_offset, p_filesz)
+    if not segments:
+        raise _BadElf("has no loadable segment")
+    if dynamic is None:
+        raise _BadElf("has no dynamic section: not a shared library")
+
+    # Section headers: not used by the dynamic loader, but a table past the
+    # end of the file is the clearest sign of truncation.
+    if shoff:
+        if shentsize != layout.shdr_size:
+            raise _BadElf(f"declares section headers of {shentsize} bytes, "
+                          f"expected {layout.shdr_size}")
+        count = shnum
+        if count == 0:  # the real count is in section 0's sh_size
+            first = _read_at(file, shoff, shentsize, "its section header "
+                             "table", size)
+            count = struct.unpack_from(order + layout.shdr, first)[5]
+        if count > _MAX_TABLE_ENTRIES:
+            raise _BadElf(f"declares {count} sections")
+        sections = _read_at(file, shoff, count * shentsize,
+                            "its section header table", size)
+        for index in range(count):
+            fields = struct.unpack_from(order + layout.shdr, sections,
+                                        index * shentsize)
+            sh_type, sh_offset, sh_size = fields[1], fields[4], fields[5]
+            if sh_type != _SHT_NOBITS and sh_size and \
+                    sh_offset + sh_size > size:
+                raise _BadElf(f"has section {index} at bytes {sh_offset}.."
+                              f"{sh_offset + sh_size}, past the end of the "
+                              f"file ({size} bytes): it is truncated or "
+                              "corrupt")
+
+    return _dynamic_facts(file, size, order, layout, segments, dynamic)
+
+
+def _dynamic_facts(file: Any, size: int, order: str, layout: _ElfLayout,
+                   segments: List[Tuple[int, int, int]],
+                   dynamic: Tuple[int, int]) -> _ElfFacts:
+    """Reads DT_NEEDED, DT_RPATH and DT_RUNPATH, checking that the dynamic
+    string table lies inside the file."""
+    offset, length = dynamic
+    count = min(length // layout.dyn_size, _MAX_TABLE_ENTRIES)
+    table = _read_at(file, offset, count * layout.dyn_size,
+                     "its dynamic section", size)
+    entries = []
+    strtab = strsz = None
+    for index in range(count):
+        tag, value = struct.unpack_from(order + layout.dyn, table,
+                                        index * layout.dyn_size)
+        if tag == _DT_NULL:
+            break
+        if tag == _DT_STRTAB:
+            strtab = value
+        elif tag == _DT_STRSZ:
+            strsz = value
+        elif tag in (_DT_NEEDED, _DT_RPATH, _DT_RUNPATH):
+            entries.append((tag, value))
+    facts = _ElfFacts([], [], [])
+    if not entries:
+        return facts
+    if strtab is None or strsz is None:
+        raise _BadElf("names libraries but has no dynamic string table")
+    for vaddr, file_offset, file_size in segments:
+        if vaddr <= strtab and strtab + strsz <= vaddr + file_size:
+            strings = _read_at(file, file_offset + strtab - vaddr, strsz,
+                               "its dynamic string table", size)
+            break
+    else:
+        raise _BadElf("has a dynamic string table outside its loadable "
+                      "segments")
+    for tag, value in entries:
+        end = strings.find(b"\0", value)
+        if value >= len(strings) or end < 0:
+            raise _BadElf("has a dynamic entry pointing outside its string "
+                          "table")
+        text = os.fsdecode(strings[value:end])
+        if tag == _DT_NEEDED:
+            facts.needed.append(text)
+        elif tag == _DT_RPATH:
+            facts.rpath += [d for d in text.split(":") if d]
+        else:
+            facts.runpath += [d for d in text.split(":") if d]
+    return facts
+
+
+def _expand_origin(directory: str, origin: str) -> Optional[str]:
+    for token in ("$ORIGIN", "${ORIGIN}"):
+        directory = directory.replace(token, origin)
+    return None if "$" in directory else directory
+
+
+def _dependency_paths(path: str, facts: _ElfFacts) -> List[str]:
+    """The file the dynamic loader would take for each library ``path``
+    needs, where its rpath, ``LD_LIBRARY_PATH`` or runpath finds one (the
+    system's own directories are not searched: their libraries are the
+    system's)."""
+    origin = os.path.dirname(path)
+    directories = [] if facts.runpath else list(facts.rpath)
+    directories += os.environ.get("LD_LIBRARY_PATH", "").split(":")
+    directories += facts.runpath
+    expanded = [d for d in (_expand_origin(d, origin) for d in directories
+                            if d) if d]
+    found = []
+    for name in facts.needed:
+        if "/" in name:
+            candidates = [name]
+        else:
+            candidates = [os.path.join(d, name) for d in expanded]
+        for candidate in candidates:
+            if os.path.isfile(candidate):
+                found.append(candidate)
+                break
+    return found
+
+
+def checksum_path(path: "os.PathLike[str] | str") -> str:
+    """Where the checksum of the artifact at ``path`` lives."""
+    return os.fspath(path) + CHECKSUM_SUFFIX
+
+
+def file_sha256(path: "os.PathLike[str] | str") -> str:
+    """The hex SHA-256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_checksum(path: "os.PathLike[str] | str",
+                   digest: Optional[str] = None) -> str:
+    """Writes ``<path>.sha256`` atomically (a temporary file renamed over
+    it); returns the digest."""
+    path = os.fspath(path)
+    digest = digest or file_sha256(path)
+    target = checksum_path(path)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+        dir=os.path.dirname(os.path.abspath(target)))
+    try:
+        with os.fdopen(handle, "w", encoding="ascii") as file:
+            file.write(f"{digest}  {os.path.basename(path)}\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return digest
+
+
+def checksum_problem(path: "os.PathLike[str] | str") -> Optional[str]:
+    """Why the file at ``path`` does not match ``<path>.sha256``; None when
+    it matches. Raises FileNotFoundError when there is no checksum."""
+    path = os.fspath(path)
+    with open(checksum_path(path), "rb") as file:
+        text = file.read(4096)
+    fields = text.split()
+    expected = fields[0].decode("ascii", "replace").lower() if fields else ""
+    if len(expected) != 64 or any(c not in "0123456789abcdef"
+                                  for c in expected):
+        return f"has a malformed checksum file {checksum_path(path)}"
+    actual = file_sha256(path)
+    if actual != expected:
+        return (f"does not match its checksum ({os.path.getsize(path)} "
+                f"bytes with sha256 {actual[:16]}..., expected "
+                f"{expected[:16]}...): it is truncated or corrupt")
+    return None
+
+
+def _file_problem(path: str) -> Tuple[Optional[str], Optional[_ElfFacts]]:
+    """Why ``path`` cannot safely be mapped (None when it can) and, when it
+    can, what its dynamic section says. Checks the file itself, then its
+    checksum if it has one, then its ELF structure."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or error
+        return f"cannot be read: {reason}", None
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file", None
+    try:
+        problem = checksum_problem(path)
+    except FileNotFoundError:
+        problem = None
+    except OSError as error:
+        problem = f"has a checksum that cannot be read: {error}"
+    if problem:
+        return problem, None
+    try:
+        return None, _inspect_elf(path)
+    except _BadElf as error:
+        return str(error), None
+
+
+def validate_artifact(path: "os.PathLike[str] | str") -> None:
+    """Checks that the file at ``path`` can be mapped by the dynamic loader
+    without crashing this process (see the module's documentation), and so
+    can the libraries it needs that its rpath, runpath or
+    ``LD_LIBRARY_PATH`` finds. Raises :class:`pattn.LoadError` naming what
+    is wrong. :func:`load` calls it before mapping anything."""
+    path = os.path.abspath(os.fspath(path))
+    problem, facts = _file_problem(path)
+    if problem:
+        raise LoadError(f"cannot load {path}: the file {problem}")
+    assert facts is not None
+    for dependency in _dependency_paths(path, facts):
+        problem, _ = _file_problem(dependency)
+        if problem:
+            raise LoadError(f"cannot load {path}: the library it needs, "
+                            f"{dependency}, {problem}")
+
+
+def _index(value: Any) -> int:
+    """``value`` as an exact integer (no floats, no bools)."""
+    if isinstance(value, bool):
+        raise TypeError("a bool is not a size or pointer")
+    return operator.index(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,17 +519,29 @@ def _device_key(device: Any) -> Tuple[str, Optional[int]]:
     return (device.type, device.index)
 
 
+_DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i8": 1, "i32": 4, "i64": 8,
+                "f8E4M3FN": 1, "f8E5M2": 1}
+
+
+def _limit_text(limit: int) -> str:
+    return f"2^{limit.bit_length() - 1}"
+
+
 class Function:
     """A callable entry point of a loaded artifact.
 
     ``function(*tensors, stream=None)`` checks every tensor against the
     manifest (count, dtype, rank, static dimensions, one CUDA device,
-    contiguity) and raises :class:`pattn.ArgumentError` without launching
-    anything if one does not match; then it runs the entry point on
-    ``stream`` (an int handle or an object with ``cuda_stream``, such as
-    ``torch.cuda.Stream``; default: torch's current stream on the tensors'
-    device) and raises :class:`pattn.LaunchError` if it fails. Work is
-    enqueued on the stream; the call does not wait for it.
+    contiguity, sizes that fit the C signature's int64 and pointers that
+    fit a pointer) and raises :class:`pattn.ArgumentError` without
+    launching anything if one does not match (:class:`pattn.ArgumentTypeError`,
+    also a ``TypeError``, for a wrong count, an unknown keyword argument or
+    an object that is not a tensor); then it runs the entry point on
+    ``stream`` (an int handle in [0, 2^64) or an object with
+    ``cuda_stream``, such as ``torch.cuda.Stream``; default: torch's current
+    stream on the tensors' device) and raises :class:`pattn.LaunchError` if
+    it fails. Tensors are passed by position; ``stream`` is the only
+    keyword. Work is enqueued on the stream; the call does not wait for it.
     """
 
     def __init__(self, module: "Module", name: str,
@@ -130,8 +562,17 @@ class Function:
         return (f"<pattn.Function {self.name}("
                 f"{', '.join(str(spec) for spec in self.args)})>")
 
-    def __call__(self, *args: Any, stream: Any = None) -> None:
+    def __call__(self, *args: Any, stream: Any = None, **unknown: Any) -> None:
+        if unknown:
+            names = ", ".join(repr(key) for key in unknown)
+            plural = "" if len(unknown) == 1 else "s"
+            raise ArgumentTypeError(
+                f"{self.name}() got unexpected keyword argument{plural} "
+                f"{names}: tensors are passed by position "
+                f"({', '.join(spec.name for spec in self.args) or 'none'}), "
+                "and the only keyword argument is stream=")
         values, device = self._expand(args)
+        handle = self._stream_handle(stream, device)
         torch = sys.modules.get("torch")
         # The runtime launches in the calling thread's current CUDA context;
         # make it the tensors' device's (PyTorch's primary context there).
@@ -140,13 +581,13 @@ class Function:
         else:
             guard = contextlib.nullcontext()
         with guard:
-            values.append(self._stream_handle(stream, device))
+            values.append(handle)
             status = self._c_function(*values)
         if status != 0:
             raise self._module._launch_error(self.name, status)
 
-    def _fail(self, message: str) -> ArgumentError:
-        return ArgumentError(f"{self.name}: {message}")
+    def _fail(self, message: str, error_class: type = ArgumentError) -> Any:
+        return error_class(f"{self.name}: {message}")
 
     def _expand(self, args: Sequence[Any]) -> Tuple[List[Any], Any]:
         """Checks ``args`` and returns the C arguments (without the stream)
@@ -154,7 +595,7 @@ class Function:
         if len(args) != len(self.args):
             names = ", ".join(spec.name for spec in self.args)
             plural = "" if len(self.args) == 1 else "s"
-            raise ArgumentError(
+            raise ArgumentTypeError(
                 f"{self.name}() takes {len(self.args)} argument{plural} "
                 f"({names}), got {len(args)}")
 
@@ -163,15 +604,26 @@ class Function:
         for spec, arg in zip(self.args, args):
             try:
                 dtype = str(arg.dtype)
-                shape = tuple(int(d) for d in arg.shape)
+                raw_shape = tuple(arg.shape)
                 device = arg.device
-                contiguous = arg.is_contiguous()
-                pointer = int(arg.data_ptr())
-            except (AttributeError, TypeError) as error:
+                device_key = _device_key(device)
+                contiguous = bool(arg.is_contiguous())
+                raw_pointer = arg.data_ptr()
+            except Exception as error:  # noqa: BLE001 - any protocol failure
                 raise self._fail(
                     f"argument '{spec.name}' must be a tensor with "
                     f"{_TENSOR_PROTOCOL}; got {type(arg).__name__} "
-                    f"({error})") from None
+                    f"({type(error).__name__}: {error})",
+                    ArgumentTypeError) from None
+            try:
+                shape = tuple(_index(d) for d in raw_shape)
+                pointer = _index(raw_pointer)
+            except TypeError:
+                raise self._fail(
+                    f"argument '{spec.name}' must have integer sizes and an "
+                    f"integer data_ptr(); got shape {raw_shape!r:.200} and "
+                    f"data_ptr() {raw_pointer!r:.100}",
+                    ArgumentTypeError) from None
 
             accepted = _TORCH_DTYPES[spec.dtype]
             if dtype not in accepted:
@@ -184,17 +636,33 @@ class Function:
                     f"(shape {spec.shape_text()}), got shape "
                     f"{_shape_text(shape)}")
             for dim, (expected, actual) in enumerate(zip(spec.shape, shape)):
+                if not 0 <= actual <= _INT64_MAX:
+                    raise self._fail(
+                        f"dimension {dim} of argument '{spec.name}' is "
+                        f"{actual}, outside [0, 2^63) (shape "
+                        f"{_shape_text(shape)})")
                 if expected >= 0 and expected != actual:
                     raise self._fail(
                         f"dimension {dim} of argument '{spec.name}' must be "
                         f"{expected} (shape {spec.shape_text()}), got shape "
                         f"{_shape_text(shape)}")
+            strides = _row_major_strides(shape)
+            elements = 1
+            for d in shape:
+                elements *= d
+            if (any(s > _INT64_MAX for s in strides) or
+                    elements * _DTYPE_BYTES[spec.dtype] > _INT64_MAX):
+                raise self._fail(
+                    f"argument '{spec.name}' of shape {_shape_text(shape)} is "
+                    "too large: its strides and size in bytes must be below "
+                    "2^63")
             if device.type != "cuda":
                 raise self._fail(f"argument '{spec.name}' is on {device}, "
                                  "expected a CUDA device")
             if first is None:
                 first = (spec, device)
-            elif _device_key(device) != _device_key(first[1]):
+                first_key = device_key
+            elif device_key != first_key:
                 raise self._fail(
                     f"argument '{spec.name}' is on {device}, but "
                     f"'{first[0].name}' is on {first[1]}; all arguments must "
@@ -202,11 +670,15 @@ class Function:
             if not contiguous:
                 raise self._fail(f"argument '{spec.name}' must be contiguous "
                                  "(use .contiguous())")
+            if not 0 <= pointer < _POINTER_LIMIT:
+                raise self._fail(
+                    f"argument '{spec.name}' has data pointer {pointer:#x}, "
+                    f"outside [0, {_limit_text(_POINTER_LIMIT)})")
             if pointer == 0 and all(d > 0 for d in shape):
                 raise self._fail(
                     f"argument '{spec.name}' has a null data pointer")
 
-            values += [pointer, pointer, 0, *shape, *_row_major_strides(shape)]
+            values += [pointer, pointer, 0, *shape, *strides]
         return values, (first[1] if first is not None else None)
 
     def _stream_handle(self, stream: Any, device: Any) -> int:
@@ -216,27 +688,141 @@ class Function:
             except ImportError:
                 raise self._fail("stream= is required when torch is not "
                                  "installed") from None
-            return torch.cuda.current_stream(device).cuda_stream
-        stream_device = getattr(stream, "device", None)
-        if (device is not None and stream_device is not None and
-                _device_key(stream_device) != _device_key(device)):
-            raise self._fail(f"the stream is on {stream_device}, but the "
-                             f"arguments are on {device}")
-        handle = getattr(stream, "cuda_stream", stream)
-        if not isinstance(handle, int):
+            try:
+                handle = torch.cuda.current_stream(device).cuda_stream
+            except Exception as error:  # noqa: BLE001 - torch's own failure
+                raise self._fail(
+                    f"stream=None needs torch's current CUDA stream on "
+                    f"{device}, which torch could not give "
+                    f"({type(error).__name__}: {error}); pass stream=") \
+                    from None
+            return self._checked_handle(handle, stream)
+        try:
+            stream_device = getattr(stream, "device", None)
+            stream_key = (None if stream_device is None
+                          else _device_key(stream_device))
+            handle = getattr(stream, "cuda_stream", stream)
+        except Exception as error:  # noqa: BLE001 - a broken stream object
             raise self._fail(
                 "stream must be an int handle or have a 'cuda_stream' "
-                f"attribute, got {type(stream).__name__}")
+                f"attribute; reading {type(stream).__name__} failed "
+                f"({type(error).__name__}: {error})",
+                ArgumentTypeError) from None
+        if (device is not None and stream_key is not None and
+                stream_key != _device_key(device)):
+            raise self._fail(f"the stream is on {stream_device}, but the "
+                             f"arguments are on {device}")
+        return self._checked_handle(handle, stream)
+
+    def _checked_handle(self, handle: Any, stream: Any) -> int:
+        if isinstance(handle, bool) or not isinstance(handle, int):
+            raise self._fail(
+                "stream must be an int handle or have a 'cuda_stream' "
+                f"attribute, got {type(stream).__name__}", ArgumentTypeError)
+        if not 0 <= handle < _POINTER_LIMIT:
+            raise self._fail(
+                f"stream handle {handle} is outside [0, "
+                f"{_limit_text(_POINTER_LIMIT)}): a CUDA stream is a "
+                "pointer (0 is the default stream)")
         return handle
 
 
+class Functions(collections.abc.Mapping):
+    """The entry points of a :class:`Module` by name (a read-only mapping).
+    A missing name raises :class:`pattn.UnknownFunctionError`, which is
+    also a ``KeyError``."""
+
+    def __init__(self, module_path: str, functions: Dict[str, Function]):
+        self._path = module_path
+        self._functions = dict(functions)
+
+    def __getitem__(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except (KeyError, TypeError):
+            raise UnknownFunctionError(
+                f"pattn artifact {self._path} has no function {name!r:.200} "
+                f"(it has: {', '.join(self._functions) or 'none'})") \
+                from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def __repr__(self) -> str:
+        return f"<pattn.Functions {', '.join(self._functions) or 'none'}>"
+
+
+class FunctionNamespace:
+    """``module.fn``: every entry point as an attribute and nothing else, so
+    ``module.fn.path`` is the function ``path`` even though ``module.path``
+    is the artifact's path. Function names win over every attribute of
+    this object."""
+
+    __slots__ = ("_pattn_functions",)
+
+    def __init__(self, functions: Functions):
+        object.__setattr__(self, "_pattn_functions", functions)
+
+    def __getattribute__(self, name: str) -> Any:
+        functions = object.__getattribute__(self, "_pattn_functions")
+        if name in functions:
+            return functions[name]
+        if name.startswith("__") and name.endswith("__"):
+            return object.__getattribute__(self, name)
+        return functions[name]  # raises UnknownFunctionError
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("the functions of a pattn module are read-only")
+
+    def __dir__(self) -> List[str]:
+        return sorted(object.__getattribute__(self, "_pattn_functions"))
+
+    def __repr__(self) -> str:
+        functions = object.__getattribute__(self, "_pattn_functions")
+        return f"<pattn functions: {', '.join(functions) or 'none'}>"
+
+
 class Module:
-    """A loaded artifact: ``functions`` maps each entry point's name to its
-    :class:`Function`, which is also an attribute (``module.decode_step``);
-    ``chips`` lists the chips the artifact holds kernels for."""
+    """A loaded artifact.
+
+    Its entry points live in their own namespace, which no attribute of the
+    module can hide: ``module.functions[name]`` (a read-only mapping),
+    ``module[name]`` and ``module.fn.<name>`` always give the
+    :class:`Function`. As a shortcut, ``module.<name>`` gives it too, unless
+    ``name`` is one of the module's own attributes (``path``, ``chips``,
+    ``functions``, ``fn``, ``take_device_errors``, ... — anything in
+    ``dir(pattn.Module)`` or set on the instance), which always wins: for an
+    entry point named ``path`` use ``module.fn.path`` or ``module["path"]``.
+    A name that is neither raises :class:`pattn.UnknownFunctionError` (also
+    an ``AttributeError``). ``chips`` lists the chips the artifact holds
+    kernels for.
+    """
 
     def __init__(self, path: "os.PathLike[str] | str"):
-        self.path = os.path.abspath(os.fspath(path))
+        if isinstance(path, bool) or not isinstance(path, (str, bytes,
+                                                           os.PathLike)):
+            raise _LoadArgumentTypeError(
+                "pattn.load: argument 'path' must be a str, bytes or "
+                f"os.PathLike naming an artifact, got {type(path).__name__}")
+        try:
+            self.path = os.path.abspath(os.fsdecode(os.fspath(path)))
+        except (TypeError, ValueError) as error:
+            raise _LoadArgumentTypeError(
+                f"pattn.load: argument 'path' is not a usable path "
+                f"({error})") from None
+        if "\0" in self.path:
+            raise _LoadArgumentTypeError(
+                f"pattn.load: argument 'path' {self.path!r:.200} holds a NUL "
+                "character")
+        self.chips: Tuple[str, ...] = ()
+        self.functions: Functions = Functions(self.path, {})
+        self.fn = FunctionNamespace(self.functions)
+        # Nothing is mapped before the file passed every check: a truncated
+        # or corrupt library would crash the interpreter inside dlopen.
+        validate_artifact(self.path)
         try:
             self._library = ctypes.CDLL(self.path)
         except OSError as error:
@@ -248,24 +834,39 @@ class Module:
             "pattnRuntimeLastErrorMessage", [])
         self._take_device_errors = self._runtime_function(
             "pattnRuntimeTakeDeviceErrors", [], ctypes.c_int32)
-        self.chips: Tuple[str, ...] = tuple(manifest["chips"])
-        self.functions: Dict[str, Function] = {}
+        functions: Dict[str, Function] = {}
         for entry in manifest["functions"]:
             c_function = self._symbol(entry["symbol"])
             if c_function is None:
                 raise LoadError(
                     f"{self.path}: the manifest names entry point "
                     f"'{entry['symbol']}', which the library does not export")
-            self.functions[entry["name"]] = Function(
+            functions[entry["name"]] = Function(
                 self, entry["name"], c_function, entry["args"])
+        self.chips = tuple(manifest["chips"])
+        self.functions = Functions(self.path, functions)
+        self.fn = FunctionNamespace(self.functions)
 
     def __getattr__(self, name: str) -> Function:
-        functions = self.__dict__.get("functions", {})
-        if name in functions:
+        # Only reached when normal lookup fails: the module's own
+        # attributes always win over a function of the same name.
+        functions = self.__dict__.get("functions")
+        if functions is not None and name in functions:
             return functions[name]
-        raise AttributeError(
+        known = ", ".join(functions) if functions else "none"
+        raise UnknownFunctionError(
             f"pattn artifact {self.__dict__.get('path')} has no function "
-            f"'{name}' (it has: {', '.join(functions) or 'none'})")
+            f"'{name}' (it has: {known})")
+
+    def __getitem__(self, name: str) -> Function:
+        return self.functions[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.functions
+
+    def __iter__(self) -> Iterator[str]:
+        """The names of the functions (as ``module.functions``)."""
+        return iter(self.functions)
 
     def __dir__(self) -> List[str]:
         return sorted(set(super().__dir__()) | set(self.functions))
@@ -275,9 +876,11 @@ class Module:
                 f"{', '.join(self.functions) or 'no functions'}>")
 
     def _symbol(self, name: str) -> Any:
+        # Item access, not getattr: getattr refuses dunder names and caches
+        # one function object per name (shared argtypes).
         try:
-            return getattr(self._library, name)
-        except AttributeError:
+            return self._library[name]
+        except (AttributeError, TypeError, ValueError):
             return None
 
     def take_device_errors(self) -> int:
@@ -320,8 +923,14 @@ class Module:
         text = manifest_function()
         if text is None:
             raise LoadError(f"{self.path}: pattn_manifest() returned null")
+        if len(text) > _MAX_MANIFEST_BYTES:
+            raise LoadError(f"{self.path}: bad manifest: {len(text)} bytes, "
+                            f"more than {_MAX_MANIFEST_BYTES}")
         try:
             return _parse_manifest(json.loads(text.decode("utf-8")))
+        except RecursionError:
+            raise LoadError(f"{self.path}: bad manifest: nested too deeply "
+                            "(a manifest is a few levels deep)") from None
         except (UnicodeDecodeError, ValueError) as error:
             raise LoadError(f"{self.path}: bad manifest: {error}") from None
 
@@ -333,6 +942,16 @@ class Module:
         return LaunchError(function, status, name, detail)
 
 
+# Manifests are a few KiB; a bound keeps a corrupt one from exhausting
+# memory in the parser.
+_MAX_MANIFEST_BYTES = 64 << 20
+
+_short_repr = reprlib.Repr()
+_short_repr.maxlevel = 3
+_short_repr.maxstring = 60
+_short_repr.maxother = 60
+
+
 def _parse_manifest(manifest: Any) -> Dict[str, Any]:
     """Checks the manifest's structure; returns it with ``args`` turned into
     :class:`ArgSpec` lists. Raises ValueError naming what is wrong."""
@@ -341,11 +960,15 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
         if not condition:
             raise ValueError(what)
 
+    def is_size(d: Any) -> bool:
+        return (isinstance(d, int) and not isinstance(d, bool) and
+                -1 <= d <= _INT64_MAX)
+
     expect(isinstance(manifest, dict), "not a JSON object")
     version = manifest.get("version")
-    expect(version == MANIFEST_VERSION,
-           f"version {version!r} is not supported (this pattn reads "
-           f"version {MANIFEST_VERSION})")
+    expect(version == MANIFEST_VERSION and not isinstance(version, bool),
+           f"version {_short_repr.repr(version)} is not supported (this "
+           f"pattn reads version {MANIFEST_VERSION})")
     chips = manifest.get("chips", [])
     expect(isinstance(chips, list) and
            all(isinstance(chip, str) for chip in chips),
@@ -359,7 +982,8 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
         expect(isinstance(entry, dict) and isinstance(entry.get("name"), str)
                and isinstance(entry.get("symbol"), str) and
                isinstance(entry.get("args"), list),
-               f"function entry {entry!r} needs a name, a symbol and args")
+               f"function entry {_short_repr.repr(entry)} needs a name, a "
+               "symbol and args")
         expect(entry["name"] not in names,
                f"function '{entry['name']}' is listed twice")
         names.add(entry["name"])
@@ -367,12 +991,14 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
         for arg in entry["args"]:
             expect(isinstance(arg, dict) and isinstance(arg.get("name"), str)
                    and isinstance(arg.get("shape"), list) and
-                   all(isinstance(d, int) and d >= -1 for d in arg["shape"]),
-                   f"argument {arg!r} of '{entry['name']}' needs a name and "
-                   "a shape of sizes (-1 for dynamic)")
-            expect(arg.get("dtype") in _TORCH_DTYPES,
+                   all(is_size(d) for d in arg["shape"]),
+                   f"argument {_short_repr.repr(arg)} of '{entry['name']}' "
+                   "needs a name and a shape of sizes below 2^63 (-1 for "
+                   "dynamic)")
+            dtype = arg.get("dtype")
+            expect(isinstance(dtype, str) and dtype in _TORCH_DTYPES,
                    f"argument '{arg['name']}' of '{entry['name']}' has dtype "
-                   f"{arg.get('dtype')!r}; supported: "
+                   f"{_short_repr.repr(dtype)}; supported: "
                    f"{', '.join(_TORCH_DTYPES)}")
             args.append(ArgSpec(arg["name"], arg["dtype"],
                                 tuple(arg["shape"])))
@@ -381,7 +1007,10 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
     return {"version": version, "chips": chips, "functions": parsed}
 
 
+@_rejects_bad_calls(_LoadArgumentTypeError, "pattn.load")
 def load(path: "os.PathLike[str] | str") -> Module:
     """Loads the artifact at ``path`` and reads its manifest. Raises
-    :class:`pattn.LoadError` if it is not a usable pattn artifact."""
+    :class:`pattn.LoadError` if it is not a usable pattn artifact (checked
+    before anything is mapped: see :func:`validate_artifact`), or if
+    ``path`` is not a path (then the error is also a ``TypeError``)."""
     return Module(path)
