@@ -129,8 +129,8 @@ static bool usesPAttn(func::FuncOp function) {
 }
 
 /// The entry points and their argument buffers, read before lowering.
-static llvm::json::Object buildManifest(ModuleOp module,
-                                        ArrayRef<std::string> chipNames) {
+static FailureOr<llvm::json::Object>
+buildManifest(ModuleOp module, ArrayRef<std::string> chipNames) {
   llvm::json::Array functions;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (function.isExternal() || !usesPAttn(function))
@@ -138,16 +138,18 @@ static llvm::json::Object buildManifest(ModuleOp module,
     llvm::json::Array args;
     for (auto [index, type] : llvm::enumerate(function.getArgumentTypes())) {
       llvm::json::Object arg{{"name", ("arg" + llvm::Twine(index)).str()}};
-      if (auto memref = dyn_cast<MemRefType>(type)) {
-        llvm::json::Array shape;
-        for (int64_t dim : memref.getShape())
-          shape.push_back(ShapedType::isDynamic(dim) ? -1 : dim);
-        arg["dtype"] = elementName(memref.getElementType());
-        arg["shape"] = std::move(shape);
-      } else {
-        arg["dtype"] = elementName(type);
-        arg["shape"] = llvm::json::Array();
-      }
+      // The C entry takes a descriptor per buffer; a scalar has none.
+      auto memref = dyn_cast<MemRefType>(type);
+      if (!memref)
+        return function.emitError()
+               << "entry point argument #" << index << " has type " << type
+               << "; pattn entry points take buffers (memrefs) only: pass "
+                  "a scalar as a one-element memref";
+      llvm::json::Array shape;
+      for (int64_t dim : memref.getShape())
+        shape.push_back(ShapedType::isDynamic(dim) ? -1 : dim);
+      arg["dtype"] = elementName(memref.getElementType());
+      arg["shape"] = std::move(shape);
       args.push_back(std::move(arg));
     }
     functions.push_back(llvm::json::Object{{"name", function.getSymName()},
@@ -299,7 +301,10 @@ int main(int argc, char **argv) {
   if (chipNames.empty())
     for (::pattn::Chip chip : ::pattn::defaultCompileChips())
       chipNames.push_back(::pattn::stringifyChip(chip).str());
-  llvm::json::Object manifest = buildManifest(*module, chipNames);
+  FailureOr<llvm::json::Object> described = buildManifest(*module, chipNames);
+  if (failed(described))
+    return 1;
+  llvm::json::Object manifest = std::move(*described);
 
   if (emit != "so" && emit != "llvm" && emit != "mlir" && emit != "ptx" &&
       emit != "cubin")

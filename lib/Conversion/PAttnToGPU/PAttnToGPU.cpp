@@ -715,6 +715,15 @@ struct ConvertPAttnToGPUPass
       if (failed(rewriter.run()))
         return signalPassFailure();
     }
+    // A kernel module stands at the ops its kernels came from, so that a
+    // failure while serializing it (ptxas) points at them, not at file:0:0.
+    for (KernelModule *kernelModule : modules) {
+      SmallVector<Location> origins;
+      for (auto kernel : kernelModule->module.getOps<gpu::GPUFuncOp>())
+        origins.push_back(kernel.getLoc());
+      if (!origins.empty())
+        kernelModule->module->setLoc(FusedLoc::get(&getContext(), origins));
+    }
     // The same IR whichever compiler built pattn (OpOrder.h).
     for (func::FuncOp function : functions)
       orderOpsDeterministically(function);

@@ -402,6 +402,31 @@ func.func @f(%s: memref<?x64x368xi8>) {
   return
 }
 
+// -----
+
+// ... also when the second binding goes through a cast or a reshape of the
+// same pages.
+func.func @f(%s: memref<8x64x368xi8>) {
+  // expected-error @below {{binds storage that is also bound as '!pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope>>'}}
+  %w = pattn.bind_cache storage(%s : memref<8x64x368xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+  %c = memref.cast %s : memref<8x64x368xi8> to memref<?x64x368xi8>
+  %r = pattn.bind_cache storage(%c : memref<?x64x368xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, tensor>>
+  return
+}
+
+// -----
+
+!i8 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+!e4 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>
+func.func @f(%s: memref<4x16x128xi8>) {
+  %e = memref.expand_shape %s [[0], [1], [2, 3]] output_shape [4, 16, 2, 64] : memref<4x16x128xi8> into memref<4x16x2x64xi8>
+  %c = memref.cast %e : memref<4x16x2x64xi8> to memref<?x16x2x64xi8>
+  // expected-error @below {{binds storage that is also bound as '!pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>'}}
+  %a = pattn.bind_cache storage(%c : memref<?x16x2x64xi8>) : !i8
+  %b = pattn.bind_cache storage(%e : memref<4x16x2x64xi8>) : !e4
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // pattn.write_cache
 //===----------------------------------------------------------------------===//

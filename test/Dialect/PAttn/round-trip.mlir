@@ -197,3 +197,20 @@ func.func @fold_forms(%k: !i4c, %v: !i8c, %q: memref<4x32x128xf16>, %ks: memref<
 // CHECK-LABEL: func.func private @backend_attrs()
 // CHECK-SAME: a = #pattn.backend<xqa>, b = #pattn.backend<portable>
 func.func private @backend_attrs() attributes {a = #pattn.backend<xqa>, b = #pattn.backend<portable>}
+
+// -----
+
+// Distinct page pools carved from one allocation (memref.view at byte
+// offsets) may hold different cache types: only casts and reshapes of the
+// whole buffer count as the same storage.
+// CHECK-LABEL: func.func @pools_in_one_allocation
+// CHECK-COUNT-2: pattn.bind_cache
+func.func @pools_in_one_allocation(%all: memref<16384xi8>) {
+  %c0 = arith.constant 0 : index
+  %c8192 = arith.constant 8192 : index
+  %lo = memref.view %all[%c0][] : memref<16384xi8> to memref<4x16x2x64xi8>
+  %hi = memref.view %all[%c8192][] : memref<16384xi8> to memref<4x16x2x64xi8>
+  %k = pattn.bind_cache storage(%lo : memref<4x16x2x64xi8>) : !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+  %v = pattn.bind_cache storage(%hi : memref<4x16x2x64xi8>) : !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>
+  return
+}

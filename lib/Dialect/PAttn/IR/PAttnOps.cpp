@@ -12,6 +12,7 @@
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -197,6 +198,24 @@ static void addEffects(
 // BindCacheOp
 //===----------------------------------------------------------------------===//
 
+/// The buffer `value` views in full: through casts and reshapes, which keep
+/// every byte where it is. Views of a part (subview, view, reinterpret_cast)
+/// are not followed: distinct page pools carved from one allocation are
+/// legal, and two subviews of the same range are the caller's contract.
+static Value sameMemoryRoot(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (auto cast = dyn_cast<memref::CastOp>(op))
+      value = cast.getSource();
+    else if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
+      value = expand.getSrc();
+    else if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op))
+      value = collapse.getSrc();
+    else
+      break;
+  }
+  return value;
+}
+
 LogicalResult BindCacheOp::verify() {
   Operation *op = getOperation();
   auto isByte = [](Type t) { return t.isSignlessInteger(8); };
@@ -253,17 +272,25 @@ LogicalResult BindCacheOp::verify() {
                            << dimOf(buffer, 0) << ")";
 
   // One storage has one meaning: bytes written as one cache type (say an
-  // nvfp4 record with per-token scales) must never be read as another.
-  for (Operation *user : getStorage().getUsers()) {
-    auto other = dyn_cast<BindCacheOp>(user);
-    if (!other || other == *this || other.getStorage() != getStorage() ||
-        other.getType() == getType())
-      continue;
+  // nvfp4 record with per-token scales) must never be read as another, also
+  // when one binding goes through a cast or reshape of the same buffer.
+  Value root = sameMemoryRoot(getStorage());
+  Operation *scope =
+      (*this)->getParentWithTrait<OpTrait::IsIsolatedFromAbove>();
+  BindCacheOp clash;
+  scope->walk([&](BindCacheOp other) {
+    if (other != *this && other.getType() != getType() &&
+        sameMemoryRoot(other.getStorage()) == root) {
+      clash = other;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (clash)
     return emitOpError() << "binds storage that is also bound as "
-                         << other.getType()
+                         << clash.getType()
                          << "; a cache is read with the type it was written "
                             "with";
-  }
   return success();
 }
 
