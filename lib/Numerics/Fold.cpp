@@ -58,6 +58,35 @@ FoldNormalizer computeFoldNormalizer(std::span<const float> scales,
   return result;
 }
 
+std::optional<int> binadeSpan(std::span<const float> scales) {
+  std::optional<int> largest, smallest;
+  for (float scale : scales) {
+    if (!std::isfinite(scale) || scale == 0.0f)
+      continue;
+    const int binade = std::ilogb(scale); // ilogb ignores the sign
+    largest = std::max(largest.value_or(binade), binade);
+    smallest = std::min(smallest.value_or(binade), binade);
+  }
+  if (!largest)
+    return std::nullopt;
+  return *largest - *smallest;
+}
+
+FoldLegality checkFoldLegality(std::span<const float> scales,
+                               float softmaxScale) {
+  const FoldNormalizer normalizer = computeFoldNormalizer(scales, softmaxScale);
+  FoldLegality result{FoldLegality::Verdict::Legal,
+                      binadeSpan(scales).value_or(0), normalizer.exponent,
+                      normalizer.badIndex};
+  if (normalizer.status != Status::Ok)
+    result.verdict = FoldLegality::Verdict::NonFinite;
+  // A clamped N is harmless (the row exponents absorb |s / N| > 1); a
+  // table wider than the budget is not (numerics.h, docs/Passes.md).
+  else if (result.binadeSpan > kFoldBinadeBudget)
+    result.verdict = FoldLegality::Verdict::TooWide;
+  return result;
+}
+
 /// The binade of a nonzero x rounded to 24 significant bits (RN, any
 /// exponent): what the kernel reads off its fp32 mantissa product.
 static int roundedBinade(double x) {

@@ -42,8 +42,8 @@ __all__ = [
     "Lane", "RecordLayout", "RECORD_PRESETS", "RECORD_MODES",
     "encode_record", "decode_record", "RecordCache",
     # fold
-    "ilogb", "fold_normalizer", "fold_legality", "fold_query_row",
-    "FOLD_ROW_FLUSH_BINADES",
+    "ilogb", "fold_normalizer", "binade_span", "fold_legality",
+    "fold_query_row", "FOLD_BINADE_BUDGET", "FOLD_ROW_FLUSH_BINADES",
     # attention
     "default_softmax_scale", "paged_attention_ref", "mla_attention_ref",
 ]
@@ -817,12 +817,29 @@ def fold_normalizer(scales, softmax_scale: float) -> tuple[int, np.float32]:
     return exponent, np.float32(math.ldexp(1.0, exponent))
 
 
-def fold_legality(scales, softmax_scale: float) -> str:
-    """'legal' or 'nonfinite': every finite table folds (each query row is
-    renormalized by its own power of two); this is the predicate of a
-    static fold and of the device-side guard of a dynamic one."""
+FOLD_BINADE_BUDGET = 24
+
+
+def binade_span(scales) -> Optional[int]:
+    """ilogb(max |s|) - ilogb(min nonzero |s|) over finite entries."""
     scales = _f32(scales).reshape(-1)
-    return "legal" if np.all(np.isfinite(scales)) else "nonfinite"
+    live = scales[np.isfinite(scales) & (scales != 0)]
+    if live.size == 0:
+        return None
+    binades = ilogb(np.abs(live))
+    return int(binades.max() - binades.min())
+
+
+def fold_legality(scales, softmax_scale: float) -> str:
+    """'legal', 'nonfinite' or 'too_wide' (> 24 binades): the predicate of
+    a static fold and of the device-side guard of a dynamic one. A clamped
+    normalizer folds (the row exponents absorb |s / N| > 1)."""
+    scales = _f32(scales).reshape(-1)
+    if not np.all(np.isfinite(scales)):
+        return "nonfinite"
+    if (binade_span(scales) or 0) > FOLD_BINADE_BUDGET:
+        return "too_wide"
+    return "legal"
 
 
 FOLD_ROW_FLUSH_BINADES = 126

@@ -544,12 +544,15 @@ def test_fold_normalizer_clamps_and_legality():
     assert ref.fold_normalizer([1e-40, -3e-41], 1.0)[0] == -126
     assert ref.fold_normalizer([0.0, -0.0], 1.0) == (0, 1.0)
     assert ref.fold_normalizer([8.0, 4.0], 1.0)[0] == 4
-    # Every finite table folds, however wide or large.
+    # A clamped normalizer folds; more than 24 binades do not.
     assert ref.fold_legality([FLT_MAX, 1e38], 2.0) == "legal"
+    assert ref.fold_legality([1.0, 2.0 ** -24, 0.0], 1.0) == "legal"
     assert ref.fold_legality([1.0, float.fromhex("0x1.fffffep-25")], 1.0) \
-        == "legal"
-    assert ref.fold_legality([1.0, 1e-40, 1e30], 1.0) == "legal"
+        == "too_wide"
+    assert ref.fold_legality([1.0, 1e-40, 1e30], 1.0) == "too_wide"
     assert ref.fold_legality([1.0, math.nan], 1.0) == "nonfinite"
+    assert ref.binade_span([1e-40, 1.0]) == 133
+    assert ref.binade_span([0.0, math.inf]) is None
     assert ref.fold_legality([1.0, math.inf], 1.0) == "nonfinite"
 
 

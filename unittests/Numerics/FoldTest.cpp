@@ -306,3 +306,64 @@ TEST(OutputChannelScaleTest, OneFp32Rounding) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(BinadeSpanTest, CountsBinadesBetweenExtremes) {
+  EXPECT_EQ(binadeSpan(std::vector<float>{1.0f, 0x1p-24f}), 24);
+  EXPECT_EQ(binadeSpan(std::vector<float>{1.0f, 0x1p-25f}), 25);
+  EXPECT_EQ(binadeSpan(std::vector<float>{0x1.fffffep0f, 0x1p-24f}), 24);
+  EXPECT_EQ(binadeSpan(std::vector<float>{-4.0f, 0.5f}), 3);
+  EXPECT_EQ(binadeSpan(std::vector<float>{3.0f}), 0);
+  EXPECT_EQ(kFoldBinadeBudget, 24);
+}
+
+TEST(BinadeSpanTest, IgnoresZerosAndNonFinite) {
+  EXPECT_EQ(binadeSpan(std::vector<float>{0.0f, 0.0f}), std::nullopt);
+  EXPECT_EQ(binadeSpan(std::vector<float>{}), std::nullopt);
+  EXPECT_EQ(binadeSpan(std::vector<float>{kNaN, kInf}), std::nullopt);
+  EXPECT_EQ(binadeSpan(std::vector<float>{0.0f, 4.0f, -0.0f, 0.5f}), 3);
+  EXPECT_EQ(binadeSpan(std::vector<float>{kInf, 1.0f, 2.0f, kNaN}), 1);
+  EXPECT_EQ(binadeSpan(std::vector<float>{1e-40f, 1.0f}), 133);
+}
+
+TEST(FoldLegalityTest, TwentyFourBinadesFoldTwentyFiveDoNot) {
+  const std::vector<float> inside = {1.0f, 0x1p-24f, 0.0f};
+  const FoldLegality legal = checkFoldLegality(inside, 1.0f);
+  EXPECT_EQ(legal.verdict, FoldLegality::Verdict::Legal);
+  EXPECT_EQ(legal.binadeSpan, 24);
+  EXPECT_EQ(legal.exponent, 1);
+
+  const std::vector<float> outside = {1.0f, 0x1.fffffep-25f};
+  const FoldLegality wide = checkFoldLegality(outside, 1.0f);
+  EXPECT_EQ(wide.verdict, FoldLegality::Verdict::TooWide);
+  EXPECT_EQ(wide.binadeSpan, 25);
+}
+
+TEST(FoldLegalityTest, ClampedNormalizerFolds) {
+  // FLT_MAX wants N = 2^128; softmax_scale 2 clamps the exponent to 125.
+  // |s / N| then reaches 8, which the row exponents absorb: the table folds.
+  const std::vector<float> scales = {FLT_MAX, 1e38f};
+  const FoldLegality clamped = checkFoldLegality(scales, 2.0f);
+  EXPECT_EQ(clamped.verdict, FoldLegality::Verdict::Legal);
+  EXPECT_EQ(clamped.exponent, 125);
+  std::vector<uint16_t> query = {encodeF16(65504.0), encodeF16(-3.0)}, out(2);
+  foldQueryRow(query, scales, std::ldexp(1.0f, clamped.exponent), false, out);
+  EXPECT_GE(std::fabs(decodeF16(out[0])), 1.0f);
+  for (uint16_t folded : out)
+    EXPECT_LE(std::fabs(decodeF16(folded)), 2.0f);
+}
+
+TEST(FoldLegalityTest, NonFiniteAndEmptyTables) {
+  const std::vector<float> bad = {1.0f, std::nanf(""), 2.0f};
+  const FoldLegality nan = checkFoldLegality(bad, 1.0f);
+  EXPECT_EQ(nan.verdict, FoldLegality::Verdict::NonFinite);
+  EXPECT_EQ(nan.badIndex, 1u);
+  const std::vector<float> zeros = {0.0f, -0.0f};
+  const FoldLegality zero = checkFoldLegality(zeros, 1.0f);
+  EXPECT_EQ(zero.verdict, FoldLegality::Verdict::Legal);
+  EXPECT_EQ(zero.exponent, 0);
+  EXPECT_EQ(zero.binadeSpan, 0);
+}
+
+} // namespace

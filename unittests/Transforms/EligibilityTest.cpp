@@ -104,6 +104,12 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
       {"softcap", [](auto &c) { c.softcap = 30.0f; }, nullptr},
       {"guarded folded K",
        [](auto &c) { c.keyFold = KeyScaleFold::GuardedFolded; }, nullptr},
+      {"25 binades",
+       [](auto &c) {
+         c.keyFold = KeyScaleFold::StaticTooWide;
+         c.keyBinadeSpan = 25;
+       },
+       "K channel scales span 25 binades > 24"},
       {"unfolded static",
        [](auto &c) { c.keyFold = KeyScaleFold::StaticUnfolded; },
        "K channel scales not folded (run --pattn-fold-channel-scales)"},
@@ -113,8 +119,7 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
        "--pattn-fold-channel-scales)"},
       {"guarded fallback",
        [](auto &c) { c.keyFold = KeyScaleFold::GuardedFallback; },
-       "device-guarded fallback for K channel scales with a non-finite "
-       "entry"},
+       "device-guarded fallback for K channel scales that do not fold"},
       {"bf16 K cache, f16 activations",
        [](auto &c) { c.keyEncoding = Encoding::bf16; },
        "K cache bf16 with f16 activations"},

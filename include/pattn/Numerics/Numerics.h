@@ -223,6 +223,33 @@ FoldNormalizer computeFoldNormalizer(std::span<const float> scales,
 int minFoldExponent();
 int maxFoldExponent(float softmaxScale);
 
+/// ilogb(max |s|) - ilogb(min nonzero |s|) over the finite entries; nullopt
+/// when the table has no nonzero entry.
+std::optional<int> binadeSpan(std::span<const float> scales);
+
+/// The widest K channel table the fold takes. The fold cannot see the K
+/// codes: a channel whose scale lies more than this far below the largest
+/// can hold the whole logit (when the large channels' codes are small) and
+/// still flush in the folded row, so such a table runs unfolded.
+inline constexpr int kFoldBinadeBudget = 24;
+
+/// Whether a static per-channel K table is folded, and if not, why. The
+/// device-side guard of a dynamic table (pattn.scale_normalizer's flag)
+/// computes the same predicate.
+struct FoldLegality {
+  enum class Verdict {
+    Legal,     ///< fold with N = 2^exponent
+    NonFinite, ///< an entry is NaN or infinite (at badIndex)
+    TooWide,   ///< the table spans more than kFoldBinadeBudget binades
+  };
+  Verdict verdict;
+  int binadeSpan;   ///< ilogb(max) - ilogb(min nonzero); 0 if all zero
+  int exponent;     ///< the (clamped) normalizer exponent
+  size_t badIndex;  ///< first non-finite entry, or scales.size()
+};
+FoldLegality checkFoldLegality(std::span<const float> scales,
+                               float softmaxScale);
+
 /// One folded query row (SPEC §5): every (token, head) row of the query is
 /// folded with its own power of two, so that the fold keeps every channel
 /// that matters whatever the query's magnitude.

@@ -48,13 +48,14 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Kernel result = kernels.create(
       builder, loc, "pattn_scale_normalizer",
       ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
-      {buffer, buffer});
+      {buffer, buffer, buffer});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value scales = kernel.getArgument(0), out = kernel.getArgument(1);
   Value flag = kernel.getArgument(2);
   Value maxBits = kernel.getWorkgroupAttributions()[0];
-  Value badCount = kernel.getWorkgroupAttributions()[1];
+  Value minBits = kernel.getWorkgroupAttributions()[1];
+  Value badCount = kernel.getWorkgroupAttributions()[2];
 
   // Magnitudes compare as their bit patterns, so the reduction is integer.
   Value tid = kb.threadId();
@@ -63,17 +64,22 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Value total = kb.mul(rows, columns);
   Value infinityBits = kb.i32(0x7F800000);
   SmallVector<Value> partial = kb.forLoop(
-      tid, total, kb.index(kBlockThreads), {kb.i32(0), kb.i32(0)},
+      tid, total, kb.index(kBlockThreads),
+      {kb.i32(0), infinityBits, kb.i32(0)},
       [&](Value e, ValueRange c) -> SmallVector<Value> {
         Value s = kb.load(scales, {kb.divs(e, columns), kb.rems(e, columns)});
         Value bits = kb.andi(kb.bitcast(kb.b.getI32Type(), s), kb.i32(0x7FFFFFFF));
         Value finite = kb.cmpi(arith::CmpIPredicate::slt, bits, infinityBits);
+        Value nonzero = kb.cmpi(arith::CmpIPredicate::ne, bits, kb.i32(0));
         Value largest = kb.select(finite, kb.maxs(c[0], bits), c[0]);
-        Value bad = kb.select(finite, c[1], kb.add(c[1], kb.i32(1)));
-        return {largest, bad};
+        Value smallest =
+            kb.select(kb.land(finite, nonzero), kb.mins(c[1], bits), c[1]);
+        Value bad = kb.select(finite, c[2], kb.add(c[2], kb.i32(1)));
+        return {largest, smallest, bad};
       });
   kb.store(partial[0], maxBits, {tid});
-  kb.store(partial[1], badCount, {tid});
+  kb.store(partial[1], minBits, {tid});
+  kb.store(partial[2], badCount, {tid});
   kb.barrier();
 
   int maxExponent =
@@ -81,20 +87,27 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
     SmallVector<Value> all = kb.forLoop(
         kb.index(0), kb.index(kBlockThreads), kb.index(1),
-        {kb.i32(0), kb.i32(0)},
+        {kb.i32(0), infinityBits, kb.i32(0)},
         [&](Value i, ValueRange c) -> SmallVector<Value> {
           Value largestSoFar = kb.maxs(c[0], kb.load(maxBits, {i}));
-          Value badSoFar = kb.add(c[1], kb.load(badCount, {i}));
-          return {largestSoFar, badSoFar};
+          Value smallestSoFar = kb.mins(c[1], kb.load(minBits, {i}));
+          Value badSoFar = kb.add(c[2], kb.load(badCount, {i}));
+          return {largestSoFar, smallestSoFar, badSoFar};
         });
-    Value largest = all[0];
+    Value largest = all[0], smallest = all[1];
     Value allZero = kb.cmpi(arith::CmpIPredicate::eq, largest, kb.i32(0));
     Value top = ilogbOfBits(kb, largest);
     Value wanted = kb.select(allZero, kb.i32(0), kb.add(top, kb.i32(1)));
     Value exponent = kb.mins(kb.maxs(wanted, kb.i32(numerics::minFoldExponent())),
                              kb.i32(maxExponent));
-    // Every finite table folds (the fold renormalizes each query row).
-    Value foldable = kb.cmpi(arith::CmpIPredicate::eq, all[1], kb.i32(0));
+    // Finite and within the binade budget, as checkFoldLegality says; a
+    // clamped N folds (the row exponents absorb |s / N| > 1).
+    Value span = kb.select(allZero, kb.i32(0),
+                           kb.sub(top, ilogbOfBits(kb, smallest)));
+    Value allFinite = kb.cmpi(arith::CmpIPredicate::eq, all[2], kb.i32(0));
+    Value narrow = kb.cmpi(arith::CmpIPredicate::sle, span,
+                           kb.i32(numerics::kFoldBinadeBudget));
+    Value foldable = kb.land(allFinite, narrow);
     // A table that cannot fold gets the neutral N = 1, as on the host.
     exponent = kb.select(foldable, exponent, kb.i32(0));
     Value normalizer = kb.bitcast(kb.b.getF32Type(),

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
+#include "pattn/Numerics/Numerics.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -101,13 +102,16 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
   case KeyScaleFold::StaticUnfolded:
     fail("K channel scales not folded (run --pattn-fold-channel-scales)");
     break;
+  case KeyScaleFold::StaticTooWide:
+    fail(llvm::formatv("K channel scales span {0} binades > {1}",
+                       config.keyBinadeSpan, ::pattn::numerics::kFoldBinadeBudget));
+    break;
   case KeyScaleFold::DynamicUnfolded:
     fail("dynamic K channel scales not folded (run "
          "--pattn-fold-channel-scales)");
     break;
   case KeyScaleFold::GuardedFallback:
-    fail("device-guarded fallback for K channel scales with a non-finite "
-         "entry");
+    fail("device-guarded fallback for K channel scales that do not fold");
     break;
   }
 
@@ -138,9 +142,9 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "| block_size | any legal (power of two >= 16) | multiple of 128 |\n"
      << "| K/V encodings | f16, bf16, i8, f8e4m3, f8e5m2, i4, nvfp4 on every "
         "chip | INT4 per-channel only; NVFP4 nowhere |\n"
-     << "| channel K scale | folded (any finite table: each query row is "
-        "renormalized by its own power of two); a dynamic table behind a "
-        "device finiteness guard | fold always on (env opt-out) |\n"
+     << "| channel K scale | folded (rows renormalized, so for any query "
+        "magnitude): static table <= 24 binades, or dynamic with a device "
+        "guard | fold always on (env opt-out) |\n"
      << "| channel V scale | moved to the output by the fold | applied in "
         "the kernel |\n"
      << "| query tokens per sequence | 1-8 | 1-8 with metadata bound |\n"

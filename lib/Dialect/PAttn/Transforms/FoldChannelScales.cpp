@@ -178,13 +178,25 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
     return op.emitOpError() << "has both out_scale and V channel scales; the "
                                "fold cannot combine them";
 
-  // Every finite table folds: each query row is renormalized by its own
-  // power of two, so no channel that matters can flush (docs/Passes.md).
-  // Non-finite static tables were reported before any op was folded.
+  // A static K table wider than the binade budget stays as it is (the
+  // portable path applies it per element); a clamped N folds, since the row
+  // exponents absorb |s / N| > 1 (docs/Passes.md). Non-finite static tables
+  // were reported before any op was folded.
   float softmaxScale = op.getEffectiveSoftmaxScale();
   std::optional<SmallVector<float>> keyTable;
-  if (keyIsChannel)
+  if (keyIsChannel) {
     keyTable = ::pattn::getConstantScaleTable(op.getKScale());
+    if (keyTable) {
+      numerics::FoldLegality legality =
+          numerics::checkFoldLegality(*keyTable, softmaxScale);
+      if (legality.verdict != numerics::FoldLegality::Verdict::Legal) {
+        LDBG() << "leaving K channel scales unfolded: span "
+               << legality.binadeSpan;
+        ++numUnfoldable;
+        keyIsChannel = false;
+      }
+    }
+  }
   if (!keyIsChannel && !valueIsChannel)
     return success();
 

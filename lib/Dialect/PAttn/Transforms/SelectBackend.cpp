@@ -45,10 +45,19 @@ static void describeKeyScales(PagedAttentionOp op, AttentionConfig &config) {
     config.keyFold = KeyScaleFold::NotNeeded;
     return;
   }
-  // Every finite static table folds (non-finite ones are an error there).
-  config.keyFold = ::pattn::getConstantScaleTable(op.getKScale())
-                       ? KeyScaleFold::StaticUnfolded
-                       : KeyScaleFold::DynamicUnfolded;
+  std::optional<SmallVector<float>> table =
+      ::pattn::getConstantScaleTable(op.getKScale());
+  if (!table) {
+    config.keyFold = KeyScaleFold::DynamicUnfolded;
+    return;
+  }
+  // Non-finite static tables are an error in the fold; a clamped N folds.
+  numerics::FoldLegality legality =
+      numerics::checkFoldLegality(*table, op.getEffectiveSoftmaxScale());
+  config.keyBinadeSpan = legality.binadeSpan;
+  config.keyFold = legality.verdict == numerics::FoldLegality::Verdict::TooWide
+                       ? KeyScaleFold::StaticTooWide
+                       : KeyScaleFold::StaticUnfolded;
 }
 
 static AttentionConfig describe(PagedAttentionOp op, ::pattn::Chip chip) {

@@ -21,17 +21,16 @@ func.func @static_folded(%k: !kc, %v: !vc, %q: memref<4x48x128xf16>, %bt: memref
 
 // -----
 
-// 25 binades (refused by the old 24-binade budget): folded, since each query
-// row is renormalized on the device, and XQA.
-// CHECK-LABEL: func.func @static_wide
-// CHECK: pattn.fold_query
-// CHECK: pattn.paged_attention {{.*}}query_exponents{{.*}}backend = #pattn.backend<xqa>
+// 25 binades: not folded, portable, and the remark gives the span.
+// CHECK-LABEL: func.func @static_too_wide
+// CHECK-NOT: pattn.fold_query
+// CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
 memref.global "private" constant @k_scale : memref<1x64xf32> = dense<[[1.0, 0x33000000, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]]>
 !kc = !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 64, encoding = i4, scale = channel>
 !vc = !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 64, encoding = f16, scale = none>
-func.func @static_wide(%k: !kc, %v: !vc, %q: memref<4x8x64xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x8x64xf16>) {
+func.func @static_too_wide(%k: !kc, %v: !vc, %q: memref<4x8x64xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x8x64xf16>) {
   %ks = memref.get_global @k_scale : memref<1x64xf32>
-  // expected-remark @below {{xqa: eligible on sm_80}}
+  // expected-remark @below {{portable: K channel scales span 25 binades > 24}}
   pattn.paged_attention query(%q : memref<4x8x64xf16>) key(%k : !kc) value(%v : !vc)
       block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>)
       k_scale(%ks : memref<1x64xf32>) outs(%o : memref<4x8x64xf16>) {num_heads = 8 : i64}
@@ -68,7 +67,7 @@ func.func @static_clamped(%k: !kc, %v: !vc, %q: memref<4x8x64xf16>, %bt: memref<
 !ic = !pattn.cache<block_size = 32, kv_heads = 2, head_dim = 256, encoding = i4, scale = channel>
 func.func @dynamic_guarded(%k: !ic, %v: !kc, %q: memref<3x12x256xbf16>, %bt: memref<3x8xi32>, %sl: memref<3xi32>, %ks: memref<2x256xf32>, %vs: memref<1xf32>, %o: memref<3x12x256xbf16>) {
   // expected-remark @below {{xqa: eligible on sm_80}}
-  // expected-remark @below {{portable: device-guarded fallback for K channel scales with a non-finite entry}}
+  // expected-remark @below {{portable: device-guarded fallback for K channel scales that do not fold}}
   pattn.paged_attention query(%q : memref<3x12x256xbf16>) key(%k : !ic) value(%v : !kc)
       block_table(%bt : memref<3x8xi32>) seq_lens(%sl : memref<3xi32>)
       k_scale(%ks : memref<2x256xf32>) v_scale(%vs : memref<1xf32>) outs(%o : memref<3x12x256xbf16>) {num_heads = 12 : i64}

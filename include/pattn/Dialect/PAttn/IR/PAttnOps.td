@@ -291,9 +291,9 @@ def PAttn_ScaleNormalizerOp : PAttn_Op<"scale_normalizer", [
     Computes, on the device, N = 2^(ilogb(m)+1) with m = max |scales| over
     the finite entries (N = 1 when m = 0), the exponent clamped to
     [-126, 126 - ilogb(max(softmax_scale, 1))], and writes it to `outs`
-    ([1], f32). `flag` ([1], i32) receives 1 when the table can be folded
-    (every entry finite: the row-renormalized fold takes any finite table)
-    and 0 otherwise.
+    ([1], f32). `flag` ([1], i32) receives 1 when the table is folded
+    (every entry finite, at most 24 binades between the largest and the
+    smallest nonzero magnitude; a clamped N folds) and 0 otherwise.
     Lowered to a single-block reduction: no host readback, so it can be
     captured in a CUDA graph.
 

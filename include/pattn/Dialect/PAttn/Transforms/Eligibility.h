@@ -36,7 +36,8 @@ namespace pattn {
 /// been folded into the query.
 enum class KeyScaleFold : uint8_t {
   NotNeeded,       ///< K has no channel scales (or they were folded)
-  StaticUnfolded,  ///< a static table the fold pass has not folded
+  StaticUnfolded,  ///< a foldable static table the fold pass has not folded
+  StaticTooWide,   ///< a static table spanning more than 24 binades
   DynamicUnfolded, ///< a dynamic table without the fold's device guard
   GuardedFolded,   ///< the folded half of a device-guarded pair
   GuardedFallback, ///< the unfolded half of a device-guarded pair
@@ -54,6 +55,7 @@ struct AttentionConfig {
   mlir::pattn::Encoding keyEncoding = mlir::pattn::Encoding::f16;
   mlir::pattn::Encoding valueEncoding = mlir::pattn::Encoding::f16;
   KeyScaleFold keyFold = KeyScaleFold::NotNeeded;
+  int keyBinadeSpan = 0; ///< for StaticTooWide
   float softcap = 0.0f;
   /// V still has per-channel scales (the fold moves them to out_scale).
   bool valueChannelScales = false;

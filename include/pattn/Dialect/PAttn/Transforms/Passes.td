@@ -27,18 +27,20 @@ def PAttnFoldChannelScales
     [-126, 126 - ilogb(max(softmax_scale, 1))] so softmax_scale * N is
     finite. The row exponent puts every row's largest |q'| in [1, 2], so
     the fp16 overflow of the unnormalized fold (q = 100, s = 1000 gives
-    inf, and a zero code then NaN) cannot happen, and a channel flushes to
-    zero only when it lies 24 binades below the row's largest term, for any
-    |q| and any finite table (docs/Passes.md has the proof).
+    inf, and a zero code then NaN) cannot happen, and what the fold keeps no
+    longer depends on |q| (docs/Passes.md has the proof).
 
     1. Static tables (a constant `memref.global`, or `bufferization.to_buffer`
        of an `arith.constant`) get N at compile time from pattn's numerics
        library, as a one-element constant global. Non-finite entries are an
-       error. Every finite table folds.
+       error. A table spanning more than 24 binades is left alone (the fold
+       cannot see the K codes, and such a table's small channels can carry
+       the logit); `--pattn-select-backend` explains why it runs portable. A
+       clamped N folds.
     2. Dynamic tables get `pattn.scale_normalizer` (a device reduction that
-       also sets a flag telling whether every entry is finite) and the op
-       becomes a guarded pair: the folded form runs when the flag is 1, the
-       original when it is 0. No host sync.
+       also sets a flag telling whether the table folds: every entry finite,
+       at most 24 binades) and the op becomes a guarded pair: the folded form
+       runs when the flag is 1, the original when it is 0. No host sync.
     3. Both fold with `pattn.fold_query`, on the device, row by row.
     4. V `channel` scales move to the op's `out_scale` (o *= s_v in fp32
        before the output's single rounding) and V is read at unit scale.
@@ -65,6 +67,8 @@ def PAttnFoldChannelScales
               "K tables folded at compile time">,
     Statistic<"numGuardedFolds", "guarded-folds",
               "dynamic K tables folded behind a device guard">,
+    Statistic<"numUnfoldable", "unfoldable",
+              "static K tables left unfolded (wider than the binade budget)">,
     Statistic<"numValueMoves", "value-moves",
               "V channel scales moved to the output">
   ];
