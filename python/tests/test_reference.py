@@ -717,3 +717,49 @@ def test_out_scale_and_mla_reference():
     scaled = ref.paged_attention_ref(q, keys, latent[:, :, None], bt, [20],
                                      softmax_scale=0.05, out_scale=out_scale)
     assert np.allclose(scaled, want * out_scale[None], rtol=1e-14)
+
+
+def _softmax_out(logits, values):
+    w = np.exp(logits - logits.max())
+    return (w / w.sum()) @ values
+
+
+@pytest.mark.parametrize("magnitude", [1e-4, 2e-2, 1.0, 1e4])
+def test_row_fold_meets_tolerance_where_the_plain_fold_fails(magnitude):
+    """Issue 8's report, on the CPU: whether the plain fold T(q * s / N)
+    meets SPEC §8 depended on |q|. Half the channels have the table's top
+    scale and zero codes, the other half sit 12 binades lower and carry the
+    logit (a legal table, well within the budget). At |q| = 1e-4 the plain
+    fold flushes the low half (q * s / N ~ 2^-25) and the softmax goes
+    uniform; the row-renormalized fold (what the kernels compute) gives the
+    same folded row for every |q| and meets the tolerance."""
+    rng = np.random.default_rng(21)
+    d, keys = 128, 64
+    top = 3.0 * 2.0 ** 12 / (magnitude * 100.0 * 8.0)
+    scales = np.full(d, top, np.float32)
+    scales[d // 2:] = np.float32(top * 2.0 ** -12)
+    codes = rng.integers(-100, 101, (keys, d)).astype(np.float64)
+    codes[:, :d // 2] = 0.0
+    values = rng.uniform(-1, 1, (keys, d))
+    q = rng.uniform(0.5, 1.0, d) * rng.choice([-1.0, 1.0], d) * magnitude
+    q = ref.decode_f16(ref.encode_f16(q)).astype(np.float64)
+    softmax_scale = 1.0
+    assert ref.fold_legality(scales, softmax_scale) == "legal"
+    _, n = ref.fold_normalizer(scales, softmax_scale)
+    want = _softmax_out(softmax_scale * (codes * scales) @ q, values)
+
+    plain = ref.decode_f16(ref.encode_f16(
+        q * (scales / np.float32(n)).astype(np.float64)))
+    got_plain = _softmax_out(softmax_scale * float(n) * (codes @ plain),
+                             values)
+    bits, e = ref.fold_query_row(q, scales, n, "f16")
+    folded = ref.decode_f16(bits).astype(np.float64)
+    got_row = _softmax_out(
+        softmax_scale * math.ldexp(float(n), e) * (codes @ folded), values)
+
+    atol, rtol = 8e-4 * max(1.0, np.abs(values).max()), 5e-3
+    def ratio(got):
+        return np.max(np.abs(got - want) / (atol + rtol * np.abs(want)))
+    assert ratio(got_row) <= 1.0
+    if magnitude <= 1e-4:
+        assert ratio(got_plain) > 1.0  # the bug the row exponent removes

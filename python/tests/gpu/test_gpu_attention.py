@@ -742,11 +742,35 @@ def _fold_grid_case(span: int, magnitude: float, static: bool) -> Case:
                              query=query))
 
 
+def _half_zero_case(magnitude: float, static: bool) -> Case:
+    """The discriminating case (test_reference has its CPU twin): half the
+    channels at the table's top with zero codes, half 12 binades lower
+    carrying the logit. The plain fold flushed the low half at |q| = 1e-4."""
+    top = 3.0 * 2.0 ** 12 / (magnitude * 100.0 * 8.0)
+    table = np.full((2, 128), top, np.float32)
+    table[:, 64:] = np.float32(top * 2.0 ** -12)
+    k_magnitude = 100.0 * table
+    k_magnitude[:, :64] = 0.0
+    config = _fold_config(
+        f"fold-half-zero-{'static' if static else 'dynamic'}-q{magnitude:g}",
+        static, head_dim=128, kv_heads=2, g=4, query_tokens=2,
+        v_encoding="i4", v_scale="token", seq_lens=(50, 7, 129),
+        softmax_scale=1.0)
+
+    def query(rng, shape):
+        signs = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+        return rng.uniform(0.5, 1.0, shape) * signs * magnitude
+    return Case(config, dict(k_table=table, k_magnitude=k_magnitude,
+                             query=query))
+
+
 FOLD_GRID_CASES = [
     _fold_grid_case(span, magnitude, static=False)
     for span in FOLD_TABLE_SPANS for magnitude in FOLD_QUERY_MAGNITUDES] + [
     _fold_grid_case(span, magnitude, static=True)
-    for span in (0, 24, 60) for magnitude in (1e-4, 1e4)]
+    for span in (0, 24, 60) for magnitude in (1e-4, 1e4)] + [
+    _half_zero_case(magnitude, static)
+    for magnitude in (1e-4, 1.0, 1e4) for static in (False, True)]
 
 # CUDA graphs. graph-dynamic starts with a K table whose channel 0 has zero
 # codes under scale 1; the test then swaps in a table 34 binades wide.
