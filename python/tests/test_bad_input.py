@@ -36,7 +36,8 @@ from pattn import _compiler, _loader
 
 import test_loader as base
 from test_loader import FakeDevice, FakeTensor, Probe, STREAM
-from test_loader import fake_compiler  # noqa: F401 - a fixture
+# Fixtures shared with the loader tests (they use this file's artifact_path).
+from test_loader import fake_compiler, module, probe  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
@@ -51,18 +52,6 @@ def builder(c_compiler, tmp_path_factory):
 @pytest.fixture(scope="module")
 def artifact_path(builder):
     return builder.build("artifact", json.dumps(base.MANIFEST))
-
-
-@pytest.fixture
-def module(artifact_path):
-    module = pattn.load(artifact_path)
-    Probe(artifact_path).fail_next_calls_with(0)
-    return module
-
-
-@pytest.fixture
-def probe(artifact_path):
-    return Probe(artifact_path)
 
 
 LOAD_SCRIPT = """
