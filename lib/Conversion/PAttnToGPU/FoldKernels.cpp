@@ -120,19 +120,31 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   return result;
 }
 
+/// The biased exponent field of fp32 bits.
+static Value exponentField(KernelBuilder &kb, Value bits) {
+  Value shifted = kb.shru(bits, kb.i32(23));
+  Value mask = kb.i32(0xFF);
+  return kb.andi(shifted, mask);
+}
+
 /// A nonzero finite fp32 x as m * 2^e with m in ±[1, 2) (subnormals
 /// included: they are scaled into the normal range first).
 static std::pair<Value, Value> splitFloat(KernelBuilder &kb, Value x) {
   Type i32 = kb.b.getI32Type();
-  Value field = kb.andi(kb.shru(kb.bitcast(i32, x), kb.i32(23)), kb.i32(0xFF));
-  Value subnormal = kb.cmpi(arith::CmpIPredicate::eq, field, kb.i32(0));
-  Value normalized = kb.select(subnormal, kb.fmul(x, kb.f32(0x1p64f)), x);
+  Value zero = kb.i32(0);
+  Value subnormal =
+      kb.cmpi(arith::CmpIPredicate::eq, exponentField(kb, kb.bitcast(i32, x)),
+              zero);
+  Value scaled = kb.fmul(x, kb.f32(0x1p64f));
+  Value normalized = kb.select(subnormal, scaled, x);
   Value bits = kb.bitcast(i32, normalized);
-  Value biased = kb.andi(kb.shru(bits, kb.i32(23)), kb.i32(0xFF));
-  Value exponent = kb.sub(biased, kb.i32(127));
-  exponent = kb.sub(exponent, kb.select(subnormal, kb.i32(64), kb.i32(0)));
-  Value mantissaBits =
-      kb.ori(kb.andi(bits, kb.i32(int32_t(0x807FFFFF))), kb.i32(0x3F800000));
+  Value exponent = exponentField(kb, bits);
+  exponent = kb.sub(exponent, kb.i32(127));
+  Value adjustment = kb.i32(64);
+  adjustment = kb.select(subnormal, adjustment, zero);
+  exponent = kb.sub(exponent, adjustment);
+  Value signAndMantissa = kb.andi(bits, kb.i32(int32_t(0x807FFFFF)));
+  Value mantissaBits = kb.ori(signAndMantissa, kb.i32(0x3F800000));
   return {kb.bitcast(kb.b.getF32Type(), mantissaBits), exponent};
 }
 
@@ -153,11 +165,11 @@ static FoldedChannel foldChannel(KernelBuilder &kb, Value q, Value s,
   Type i32 = kb.b.getI32Type();
   FoldedChannel channel;
   Value qBits = kb.bitcast(i32, q), sBits = kb.bitcast(i32, s);
-  Value magnitude = kb.i32(0x7FFFFFFF);
+  Value magnitude = kb.i32(0x7FFFFFFF), zero = kb.i32(0);
   Value qNonzero =
-      kb.cmpi(arith::CmpIPredicate::ne, kb.andi(qBits, magnitude), kb.i32(0));
+      kb.cmpi(arith::CmpIPredicate::ne, kb.andi(qBits, magnitude), zero);
   Value sNonzero =
-      kb.cmpi(arith::CmpIPredicate::ne, kb.andi(sBits, magnitude), kb.i32(0));
+      kb.cmpi(arith::CmpIPredicate::ne, kb.andi(sBits, magnitude), zero);
   channel.nonzero = kb.land(qNonzero, sNonzero);
   Value signs = arith::XOrIOp::create(kb.b, kb.loc, qBits, sBits);
   channel.signBit = kb.andi(signs, kb.i32(int32_t(0x80000000)));
@@ -168,8 +180,7 @@ static FoldedChannel foldChannel(KernelBuilder &kb, Value q, Value s,
   channel.shift = kb.sub(kb.add(qExponent, sExponent), normalizerExponent);
   // |RN(mq * ms)| lies in [1, 4]: its exponent field adds 0, 1 or 2.
   Value product = kb.fmul(qMantissa, sMantissa);
-  Value productField =
-      kb.andi(kb.shru(kb.bitcast(i32, product), kb.i32(23)), kb.i32(0xFF));
+  Value productField = exponentField(kb, kb.bitcast(i32, product));
   channel.binade =
       kb.add(channel.shift, kb.sub(productField, kb.i32(127)));
   return channel;
@@ -206,9 +217,8 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
   Value kvHead = kb.divs(head, kb.divs(kb.index(numHeads), kvHeads));
   // N is a normal power of two: its exponent is its biased field - 127.
   Value normalizer = kb.load(normalizerBuffer, {kb.index(0)});
-  Value normalizerField = kb.shru(kb.bitcast(i32, normalizer), kb.i32(23));
-  Value normalizerExponent =
-      kb.sub(kb.andi(normalizerField, kb.i32(0xFF)), kb.i32(127));
+  Value normalizerField = exponentField(kb, kb.bitcast(i32, normalizer));
+  Value normalizerExponent = kb.sub(normalizerField, kb.i32(127));
   auto channelAt = [&](Value c) {
     Value q = kb.toF32(kb.load(query, {token, head, c}));
     Value s = kb.load(scales, {kvHead, c});
@@ -226,8 +236,9 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
       })[0];
   kb.store(partial, rowMaxima, {tid});
   kb.barrier();
+  Value first = kb.index(0), end = kb.index(kBlockThreads);
   Value rowMax = kb.forLoop(
-      kb.index(0), kb.index(kBlockThreads), kb.index(1), {none},
+      first, end, kb.index(1), {none},
       [&](Value i, ValueRange carried) -> SmallVector<Value> {
         return {kb.maxs(carried[0], kb.load(rowMaxima, {i}))};
       })[0];
@@ -247,8 +258,8 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
                Value kept = kb.land(
                    channel.nonzero,
                    kb.cmpi(arith::CmpIPredicate::sge, gap, flushBelow));
-               Value shift = kb.add(kb.sub(channel.shift, rowExponent),
-                                    kb.i32(2));
+               Value shift = kb.sub(channel.shift, rowExponent);
+               shift = kb.add(shift, kb.i32(2));
                Value scale = kb.powerOfTwo(kb.maxs(shift, kb.i32(-126)));
                Value quarter =
                    kb.fmul(channel.queryMantissa, kb.f32(0.25f));

@@ -399,7 +399,8 @@ Value KernelBuilder::roundScaledProductOnce(Value a, Value c, Value scale,
 }
 
 Value KernelBuilder::powerOfTwo(Value exponent) {
-  Value field = shl(add(exponent, i32(127)), i32(23));
+  Value biased = add(exponent, i32(127));
+  Value field = shl(biased, i32(23));
   return bitcast(b.getF32Type(), field);
 }
 
@@ -408,7 +409,8 @@ Value KernelBuilder::ldexpSaturating(Value x, Value exponent) {
   // product moves monotonically toward the result, so it overflows (then
   // saturates) or underflows only when the result does. Beyond ±378 the
   // result is saturated or zero for every finite x anyway.
-  Value e = mins(maxs(exponent, i32(-378)), i32(378));
+  Value e = maxs(exponent, i32(-378));
+  e = mins(e, i32(378));
   Value third = arith::DivSIOp::create(b, loc, e, i32(3));
   Value rest = sub(e, third);
   Value half = arith::DivSIOp::create(b, loc, rest, i32(2));

@@ -668,8 +668,8 @@ void XqaBuilder::loadRowScales() {
     for (int64_t h = 0; h < 2; ++h) {
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
       Value token = kb.divs(row, index(group));
-      Value head = kb.add(kb.mul(kvHead, index(group)),
-                          kb.rems(row, index(group)));
+      Value firstHead = kb.mul(kvHead, index(group));
+      Value head = kb.add(firstHead, kb.rems(row, index(group)));
       Value live =
           kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
       Value exponent = kb.ifElse(
