@@ -8,6 +8,8 @@
 # report, test failure or fuzzer crash; crash inputs land in
 # build-asan/fuzz-crashes/ (make each a regression test under test/Fuzz/).
 #   bash scripts/fuzz.sh [SECONDS]        # default 300
+# PATTN_FUZZ_SEED fixes libFuzzer's seed (CI does, so that its run is one
+# that was reproduced before landing); unset, every run explores afresh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds="${1:-300}"
@@ -50,6 +52,7 @@ for path in sorted(pathlib.Path(".").glob("test/**/*.mlir")) + \
 PY
 export ASAN_OPTIONS="$common:detect_leaks=1"
 "$build/bin/pattn-fuzz" "$corpus" -dict="$root/tools/pattn-fuzz/pattn.dict" \
+  -seed="${PATTN_FUZZ_SEED:-0}" \
   -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 -max_len=16384 \
   -artifact_prefix="$crashes/" -print_final_stats=1 2>&1 | tail -20
 # Crashes, leaks, timeouts (> 60 s) and out-of-memory inputs fail the job;
