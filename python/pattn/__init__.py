@@ -34,6 +34,7 @@ also an :class:`ArgumentError` or :class:`ArgumentTypeError`.
 """
 
 from ._compiler import compile, find_compiler
+from ._version import __version__
 from ._errors import (ArgumentError, ArgumentTypeError, CacheWarning,
                       CompileError, DeviceError, Error, LaunchError,
                       LoadError, UnknownFunctionError)
@@ -46,5 +47,5 @@ __all__ = [
     "CompileError", "DEVICE_ERRORS", "DEVICE_ERROR_SLOT_OUT_OF_RANGE",
     "DeviceError", "Error", "Function", "FunctionNamespace", "Functions",
     "LaunchError", "LoadError", "Module", "UnknownFunctionError", "compile",
-    "find_compiler", "load", "validate_artifact",
+    "find_compiler", "load", "validate_artifact", "__version__",
 ]

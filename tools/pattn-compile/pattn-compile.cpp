@@ -25,6 +25,7 @@
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/InitAll.h"
 #include "pattn/Pipelines/Pipelines.h"
+#include "pattn/Version.inc"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -268,6 +269,9 @@ static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::AddExtraVersionPrinter([](raw_ostream &os) {
+    os << "pattn " PATTN_VERSION_STRING " (commit " PATTN_COMMIT_STRING ")\n";
+  });
   ::pattn::registerAllPasses();
   cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv,
