@@ -740,6 +740,37 @@ EntryArguments decodeArguments(int64_t tokens, int64_t outTokens,
   return args;
 }
 
+// decode_folded: decode's arguments with query_exponents [E,4] before outs.
+EntryArguments foldedDecodeArguments(int64_t tokens, int64_t rows) {
+  EntryArguments args;
+  args.memref({8, 16, 2, 64})
+      .memref({8, 16, 2, 64})
+      .memref({tokens, 4, 64})
+      .memref({tokens, 4})
+      .memref({tokens})
+      .memref({1})
+      .memref({1})
+      .memref({rows, 4})
+      .memref({tokens, 4, 64});
+  return args;
+}
+
+TEST_F(HostSizeChecks, FoldedDecodeWithConsistentRowExponentsLaunches) {
+  EXPECT_EQ(foldedDecodeArguments(4, 4).call<70>(entry("decode_folded")),
+            PATTN_SUCCESS)
+      << pattnRuntimeLastErrorMessage();
+  EXPECT_FALSE(callsNamed("cuLaunchKernel").empty());
+}
+
+TEST_F(HostSizeChecks, RowExponentsAgainstQueryTokens) {
+  EXPECT_EQ(foldedDecodeArguments(4, 2).call<70>(entry("decode_folded")),
+            PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(std::string(pattnRuntimeLastErrorMessage()),
+              HasSubstr("query_exponents dim 0 must equal query dim 0 "
+                        "(tokens), got 2 against 4"));
+  EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
 TEST_F(HostSizeChecks, DecodeWithConsistentSizesLaunches) {
   EXPECT_EQ(decodeArguments(4, 4, 4, 4).call<63>(entry("decode")),
             PATTN_SUCCESS)

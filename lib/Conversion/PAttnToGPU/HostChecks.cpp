@@ -75,6 +75,18 @@ public:
           channelTable(attention.getOutScale(), "out_scale", value);
           if (Value sinks = attention.getSinks())
             fixed(sinks, "sinks", 0, heads, "num_heads");
+          if (Value exponents = attention.getQueryExponents()) {
+            same(exponents, "query_exponents", 0, query, "query", 0, 0,
+                 "tokens");
+            fixed(exponents, "query_exponents", 1, heads, "num_heads");
+          }
+        })
+        .Case([&](FoldQueryOp fold) {
+          Value query = fold.getQuery();
+          for (int64_t d = 0; d < 3; ++d)
+            same(fold.getOut(), "outs", d, query, "query", d, 0, "");
+          same(fold.getExponents(), "exponents", 0, query, "query", 0, 0,
+               "tokens");
         })
         .Case([&](MlaDecodeOp mla) {
           Value query = mla.getQuery(), out = mla.getOut();

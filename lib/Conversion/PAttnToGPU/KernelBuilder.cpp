@@ -111,8 +111,8 @@ Value KernelBuilder::finiteLogit(Value x) {
 }
 Value KernelBuilder::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
 // llvm.intr.fma rather than math.fma: the latter becomes a libdevice call,
-// and this must be the exactly rounded fused instruction (roundProductOnce
-// depends on it).
+// and this must be the exactly rounded fused instruction
+// (roundScaledProductOnce depends on it).
 Value KernelBuilder::fma(Value a, Value c, Value d) {
   return LLVM::FMAOp::create(b, loc, a, c, d);
 }
@@ -369,10 +369,6 @@ Value KernelBuilder::quantize(mlir::pattn::Encoding encoding, Value x,
   // A zero scale stores the zero code: 0 for i8/fp8, the biased 8 for i4.
   Value zeroCode = i32(encoding == Encoding::i4 ? 8 : 0);
   return select(zeroScale, zeroCode, code);
-}
-
-Value KernelBuilder::roundProductOnce(Value a, Value c, Type type) {
-  return roundScaledProductOnce(a, c, Value(), type);
 }
 
 Value KernelBuilder::roundScaledProductOnce(Value a, Value c, Value scale,

@@ -151,12 +151,11 @@ public:
   mlir::Value quantize(mlir::pattn::Encoding encoding, mlir::Value x,
                        mlir::Value scale);
 
-  /// x rounded once to `type` (f16 or bf16) from the exact product a * c of
-  /// two fp32 values, via round-to-odd in fp32 (fp32 keeps 13 / 16 bits more
-  /// than f16 / bf16, so the final RNE sees the right side of every tie).
-  mlir::Value roundProductOnce(mlir::Value a, mlir::Value c, mlir::Type type);
-  /// T(a * c * scale) rounded once, for a power of two `scale` that keeps
-  /// RN(a * c) * scale a normal fp32 (a * c itself must not underflow).
+  /// T(a * c * scale) rounded once to `type` (f16 or bf16), for a power of
+  /// two `scale` that keeps RN(a * c) * scale a normal fp32 (a * c itself
+  /// must not underflow): round-to-odd in fp32 from the exact product and
+  /// its fma error (fp32 keeps 13 / 16 bits more than f16 / bf16, so the
+  /// final RNE sees the right side of every tie). A null scale is 1.
   mlir::Value roundScaledProductOnce(mlir::Value a, mlir::Value c,
                                      mlir::Value scale, mlir::Type type);
   /// 2^exponent as fp32 for an i32 exponent in [-126, 127].
