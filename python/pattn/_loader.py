@@ -487,11 +487,21 @@ def _index(value: Any) -> int:
 @dataclasses.dataclass(frozen=True)
 class ArgSpec:
     """One entry-point argument: its name, manifest dtype and shape, with
-    -1 for a dynamic dimension."""
+    -1 for a dynamic dimension, and whether the function may write it.
+
+    ``name`` is the name the MLIR function gives the argument (its
+    ``pattn.name`` attribute, else its ``loc("name")``, else its SSA name:
+    ``%k_pages`` is ``k_pages``; ``argN`` when it has none), unique within
+    the function. ``written`` is True for what the function may write
+    (outputs, cache storage a write_cache or write_record fills) and False
+    for what it only reads; a manifest that does not say (one written by an
+    older pattn-compile) has every argument written, the safe assumption.
+    """
 
     name: str
     dtype: str
     shape: Tuple[int, ...]
+    written: bool = True
 
     def shape_text(self) -> str:
         return "[" + ", ".join("?" if d < 0 else str(d)
@@ -501,7 +511,7 @@ class ArgSpec:
         return f"{self.name}: {self.dtype}{self.shape_text()}"
 
 
-def _shape_text(shape: Sequence[int]) -> str:
+def _shape_text(shape: Sequence[Any]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
@@ -527,21 +537,209 @@ def _limit_text(limit: int) -> str:
     return f"2^{limit.bit_length() - 1}"
 
 
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+# The one keyword a call takes besides the arguments' names.
+_STREAM_KEYWORD = "stream"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _bind_arguments(function: str, specs: Sequence[ArgSpec],
+                    args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
+    """The tensors of a call in the manifest's order: ``args`` by position,
+    then ``kwargs`` by the arguments' names, as Python binds a signature.
+    Raises :class:`ArgumentTypeError` naming the function and the argument
+    for too many, missing, unknown or doubly given arguments."""
+    names = ", ".join(spec.name for spec in specs) or "none"
+    count = len(specs)
+
+    def stream_note(missing: Sequence[str]) -> str:
+        # A short call of a function with an argument named "stream" may
+        # have meant that tensor by stream=.
+        if not missing or all(spec.name != _STREAM_KEYWORD for spec in specs):
+            return ""
+        return (f"; the argument named '{_STREAM_KEYWORD}' is passed by "
+                f"position, since the keyword {_STREAM_KEYWORD}= is the CUDA "
+                "stream of the launch")
+
+    if len(args) > count:
+        raise ArgumentTypeError(
+            f"{function}() takes {_plural(count, 'argument')} ({names}), got "
+            f"{len(args)}" + (" by position" if kwargs else ""))
+    if not kwargs and len(args) < count:
+        missing = [spec.name for spec in specs[len(args):]]
+        raise ArgumentTypeError(
+            f"{function}() takes {_plural(count, 'argument')} ({names}), got "
+            f"{len(args)}" + stream_note(missing))
+    if not kwargs:
+        return list(args)
+
+    positions = {spec.name: index for index, spec in enumerate(specs)}
+    unknown = [key for key in kwargs if key not in positions]
+    if unknown:
+        listed = ", ".join(repr(key) for key in unknown)
+        raise ArgumentTypeError(
+            f"{function}() got {'an ' if len(unknown) == 1 else ''}unexpected "
+            f"keyword argument{'' if len(unknown) == 1 else 's'} {listed}: "
+            f"its arguments are {names} (by position or by name), and "
+            f"{_STREAM_KEYWORD}= is the CUDA stream")
+    bound: List[Any] = list(args) + [_MISSING] * (count - len(args))
+    for key, value in kwargs.items():
+        position = positions[key]
+        if position < len(args):
+            raise ArgumentTypeError(
+                f"{function}() got multiple values for argument '{key}': "
+                f"argument {position} by position and '{key}=' by name")
+        bound[position] = value
+    missing = [spec.name for spec, value in zip(specs, bound)
+               if value is _MISSING]
+    if missing:
+        listed = ", ".join(repr(name) for name in missing)
+        raise ArgumentTypeError(
+            f"{function}() missing {len(missing)} required "
+            f"argument{'' if len(missing) == 1 else 's'}: {listed} (it takes "
+            f"{names})" + stream_note(missing))
+    return bound
+
+
+def _check_tensors(function: str, specs: Sequence[ArgSpec],
+                   args: Sequence[Any], fake: bool = False
+                   ) -> Tuple[List[Any], Any]:
+    """Checks the tensors ``args`` (in the manifest's order) against
+    ``specs``; returns the C arguments (without the stream) and the device
+    they are on. Raises :class:`ArgumentError` naming the argument.
+
+    ``fake=True`` checks what a tensor without storage can show (torch's
+    meta and fake tensors, as a torch op's fake implementation sees them):
+    dtype, rank, static sizes, one device (CUDA, or meta standing for one)
+    and contiguity; dynamic sizes, which may be symbolic there, are not
+    read, and no C arguments are returned."""
+
+    def fail(message: str, error_class: type = ArgumentError) -> Any:
+        return error_class(f"{function}: {message}")
+
+    values: List[Any] = []
+    first: Optional[Tuple[ArgSpec, Any]] = None
+    first_key: Any = None
+    devices = ("cuda", "meta") if fake else ("cuda",)
+    for spec, arg in zip(specs, args):
+        try:
+            dtype = str(arg.dtype)
+            raw_shape = tuple(arg.shape)
+            device = arg.device
+            device_key = _device_key(device)
+            contiguous = bool(arg.is_contiguous())
+            raw_pointer = None if fake else arg.data_ptr()
+        except Exception as error:  # noqa: BLE001 - any protocol failure
+            raise fail(
+                f"argument '{spec.name}' must be a tensor with "
+                f"{_TENSOR_PROTOCOL}; got {type(arg).__name__} "
+                f"({type(error).__name__}: {error})",
+                ArgumentTypeError) from None
+        pointer = 0
+        if fake:
+            shape: Tuple[Any, ...] = raw_shape
+        else:
+            try:
+                shape = tuple(_index(d) for d in raw_shape)
+                pointer = _index(raw_pointer)
+            except TypeError:
+                raise fail(
+                    f"argument '{spec.name}' must have integer sizes and an "
+                    f"integer data_ptr(); got shape {raw_shape!r:.200} and "
+                    f"data_ptr() {raw_pointer!r:.100}",
+                    ArgumentTypeError) from None
+
+        accepted = _TORCH_DTYPES[spec.dtype]
+        if dtype not in accepted:
+            raise fail(
+                f"argument '{spec.name}' must have dtype {spec.dtype} "
+                f"({' or '.join(accepted)}), got {dtype}")
+        if len(shape) != len(spec.shape):
+            raise fail(
+                f"argument '{spec.name}' must have rank {len(spec.shape)} "
+                f"(shape {spec.shape_text()}), got shape "
+                f"{_shape_text(shape)}")
+        for dim, (expected, actual) in enumerate(zip(spec.shape, shape)):
+            if not fake and not 0 <= actual <= _INT64_MAX:
+                raise fail(
+                    f"dimension {dim} of argument '{spec.name}' is "
+                    f"{actual}, outside [0, 2^63) (shape "
+                    f"{_shape_text(shape)})")
+            if expected >= 0 and expected != actual:
+                raise fail(
+                    f"dimension {dim} of argument '{spec.name}' must be "
+                    f"{expected} (shape {spec.shape_text()}), got shape "
+                    f"{_shape_text(shape)}")
+        strides: List[int] = []
+        if not fake:
+            strides = _row_major_strides(shape)
+            elements = 1
+            for d in shape:
+                elements *= d
+            if (any(s > _INT64_MAX for s in strides) or
+                    elements * _DTYPE_BYTES[spec.dtype] > _INT64_MAX):
+                raise fail(
+                    f"argument '{spec.name}' of shape {_shape_text(shape)} is "
+                    "too large: its strides and size in bytes must be below "
+                    "2^63")
+        if device.type not in devices:
+            raise fail(f"argument '{spec.name}' is on {device}, expected a "
+                       "CUDA device")
+        if first is None:
+            first = (spec, device)
+            first_key = device_key
+        elif device_key != first_key:
+            raise fail(
+                f"argument '{spec.name}' is on {device}, but "
+                f"'{first[0].name}' is on {first[1]}; all arguments must "
+                "be on one device")
+        if not contiguous:
+            raise fail(f"argument '{spec.name}' must be contiguous "
+                       "(use .contiguous())")
+        if fake:
+            continue
+        if not 0 <= pointer < _POINTER_LIMIT:
+            raise fail(
+                f"argument '{spec.name}' has data pointer {pointer:#x}, "
+                f"outside [0, {_limit_text(_POINTER_LIMIT)})")
+        if pointer == 0 and all(d > 0 for d in shape):
+            raise fail(f"argument '{spec.name}' has a null data pointer")
+
+        values += [pointer, pointer, 0, *shape, *strides]
+    return values, (first[1] if first is not None else None)
+
+
 class Function:
     """A callable entry point of a loaded artifact.
 
-    ``function(*tensors, stream=None)`` checks every tensor against the
-    manifest (count, dtype, rank, static dimensions, one CUDA device,
-    contiguity, sizes that fit the C signature's int64 and pointers that
-    fit a pointer) and raises :class:`pattn.ArgumentError` without
-    launching anything if one does not match (:class:`pattn.ArgumentTypeError`,
-    also a ``TypeError``, for a wrong count, an unknown keyword argument or
-    an object that is not a tensor); then it runs the entry point on
-    ``stream`` (an int handle in [0, 2^64) or an object with
-    ``cuda_stream``, such as ``torch.cuda.Stream``; default: torch's current
-    stream on the tensors' device) and raises :class:`pattn.LaunchError` if
-    it fails. Tensors are passed by position; ``stream`` is the only
-    keyword. Work is enqueued on the stream; the call does not wait for it.
+    ``function(*tensors, stream=None, **named_tensors)`` takes the
+    arguments as a Python function would: by position in the manifest's
+    order, then by name (the names the MLIR function gives its arguments:
+    ``decode_step(k_pages, v_pages, query=q, out=o)``). Too many, missing,
+    unknown or doubly given arguments raise :class:`pattn.ArgumentTypeError`
+    (also a ``TypeError``) naming them. Then every tensor is checked against
+    the manifest (dtype, rank, static dimensions, one CUDA device,
+    contiguity, sizes that fit the C signature's int64 and pointers that fit
+    a pointer), raising :class:`pattn.ArgumentError` naming the argument
+    without launching anything if one does not match (an object that is not
+    a tensor is an :class:`pattn.ArgumentTypeError`); then the entry point
+    runs on ``stream`` and a failure raises :class:`pattn.LaunchError`. Work
+    is enqueued on the stream; the call does not wait for it.
+
+    ``stream`` is keyword-only and always the launch stream: an int handle
+    in [0, 2^64) or an object with ``cuda_stream``, such as
+    ``torch.cuda.Stream``; default: torch's current stream on the tensors'
+    device. An MLIR argument that is itself named ``stream`` is passed by
+    position (``stream=`` still names the CUDA stream, never that tensor).
     """
 
     def __init__(self, module: "Module", name: str,
@@ -558,20 +756,19 @@ class Function:
         c_function.argtypes = argtypes
         c_function.restype = ctypes.c_int32
 
+    @property
+    def arg_names(self) -> Tuple[str, ...]:
+        """The arguments' names, in order (the keywords a call takes)."""
+        return tuple(spec.name for spec in self.args)
+
     def __repr__(self) -> str:
         return (f"<pattn.Function {self.name}("
                 f"{', '.join(str(spec) for spec in self.args)})>")
 
-    def __call__(self, *args: Any, stream: Any = None, **unknown: Any) -> None:
-        if unknown:
-            names = ", ".join(repr(key) for key in unknown)
-            plural = "" if len(unknown) == 1 else "s"
-            raise ArgumentTypeError(
-                f"{self.name}() got unexpected keyword argument{plural} "
-                f"{names}: tensors are passed by position "
-                f"({', '.join(spec.name for spec in self.args) or 'none'}), "
-                "and the only keyword argument is stream=")
-        values, device = self._expand(args)
+    def __call__(self, /, *args: Any, stream: Any = None,
+                 **kwargs: Any) -> None:
+        ordered = _bind_arguments(self.name, self.args, args, kwargs)
+        values, device = _check_tensors(self.name, self.args, ordered)
         handle = self._stream_handle(stream, device)
         torch = sys.modules.get("torch")
         # The runtime launches in the calling thread's current CUDA context;
@@ -586,100 +783,16 @@ class Function:
         if status != 0:
             raise self._module._launch_error(self.name, status)
 
+    def check_fake(self, /, *args: Any, **kwargs: Any) -> None:
+        """Checks a call as far as tensors without storage allow (torch's
+        meta and fake tensors): binds the arguments like a call, then checks
+        dtype, rank, static sizes, one device and contiguity, raising what
+        the call would. Launches nothing."""
+        ordered = _bind_arguments(self.name, self.args, args, kwargs)
+        _check_tensors(self.name, self.args, ordered, fake=True)
+
     def _fail(self, message: str, error_class: type = ArgumentError) -> Any:
         return error_class(f"{self.name}: {message}")
-
-    def _expand(self, args: Sequence[Any]) -> Tuple[List[Any], Any]:
-        """Checks ``args`` and returns the C arguments (without the stream)
-        and the device they are on."""
-        if len(args) != len(self.args):
-            names = ", ".join(spec.name for spec in self.args)
-            plural = "" if len(self.args) == 1 else "s"
-            raise ArgumentTypeError(
-                f"{self.name}() takes {len(self.args)} argument{plural} "
-                f"({names}), got {len(args)}")
-
-        values: List[Any] = []
-        first: Optional[Tuple[ArgSpec, Any]] = None
-        for spec, arg in zip(self.args, args):
-            try:
-                dtype = str(arg.dtype)
-                raw_shape = tuple(arg.shape)
-                device = arg.device
-                device_key = _device_key(device)
-                contiguous = bool(arg.is_contiguous())
-                raw_pointer = arg.data_ptr()
-            except Exception as error:  # noqa: BLE001 - any protocol failure
-                raise self._fail(
-                    f"argument '{spec.name}' must be a tensor with "
-                    f"{_TENSOR_PROTOCOL}; got {type(arg).__name__} "
-                    f"({type(error).__name__}: {error})",
-                    ArgumentTypeError) from None
-            try:
-                shape = tuple(_index(d) for d in raw_shape)
-                pointer = _index(raw_pointer)
-            except TypeError:
-                raise self._fail(
-                    f"argument '{spec.name}' must have integer sizes and an "
-                    f"integer data_ptr(); got shape {raw_shape!r:.200} and "
-                    f"data_ptr() {raw_pointer!r:.100}",
-                    ArgumentTypeError) from None
-
-            accepted = _TORCH_DTYPES[spec.dtype]
-            if dtype not in accepted:
-                raise self._fail(
-                    f"argument '{spec.name}' must have dtype {spec.dtype} "
-                    f"({' or '.join(accepted)}), got {dtype}")
-            if len(shape) != len(spec.shape):
-                raise self._fail(
-                    f"argument '{spec.name}' must have rank {len(spec.shape)} "
-                    f"(shape {spec.shape_text()}), got shape "
-                    f"{_shape_text(shape)}")
-            for dim, (expected, actual) in enumerate(zip(spec.shape, shape)):
-                if not 0 <= actual <= _INT64_MAX:
-                    raise self._fail(
-                        f"dimension {dim} of argument '{spec.name}' is "
-                        f"{actual}, outside [0, 2^63) (shape "
-                        f"{_shape_text(shape)})")
-                if expected >= 0 and expected != actual:
-                    raise self._fail(
-                        f"dimension {dim} of argument '{spec.name}' must be "
-                        f"{expected} (shape {spec.shape_text()}), got shape "
-                        f"{_shape_text(shape)}")
-            strides = _row_major_strides(shape)
-            elements = 1
-            for d in shape:
-                elements *= d
-            if (any(s > _INT64_MAX for s in strides) or
-                    elements * _DTYPE_BYTES[spec.dtype] > _INT64_MAX):
-                raise self._fail(
-                    f"argument '{spec.name}' of shape {_shape_text(shape)} is "
-                    "too large: its strides and size in bytes must be below "
-                    "2^63")
-            if device.type != "cuda":
-                raise self._fail(f"argument '{spec.name}' is on {device}, "
-                                 "expected a CUDA device")
-            if first is None:
-                first = (spec, device)
-                first_key = device_key
-            elif device_key != first_key:
-                raise self._fail(
-                    f"argument '{spec.name}' is on {device}, but "
-                    f"'{first[0].name}' is on {first[1]}; all arguments must "
-                    "be on one device")
-            if not contiguous:
-                raise self._fail(f"argument '{spec.name}' must be contiguous "
-                                 "(use .contiguous())")
-            if not 0 <= pointer < _POINTER_LIMIT:
-                raise self._fail(
-                    f"argument '{spec.name}' has data pointer {pointer:#x}, "
-                    f"outside [0, {_limit_text(_POINTER_LIMIT)})")
-            if pointer == 0 and all(d > 0 for d in shape):
-                raise self._fail(
-                    f"argument '{spec.name}' has a null data pointer")
-
-            values += [pointer, pointer, 0, *shape, *strides]
-        return values, (first[1] if first is not None else None)
 
     def _stream_handle(self, stream: Any, device: Any) -> int:
         if stream is None:
@@ -818,6 +931,7 @@ class Module:
                 f"pattn.load: argument 'path' {self.path!r:.200} holds a NUL "
                 "character")
         self.chips: Tuple[str, ...] = ()
+        self._manifest_text = b""
         self.functions: Functions = Functions(self.path, {})
         self.fn = FunctionNamespace(self.functions)
         # Nothing is mapped before the file passed every check: a truncated
@@ -926,6 +1040,7 @@ class Module:
         if len(text) > _MAX_MANIFEST_BYTES:
             raise LoadError(f"{self.path}: bad manifest: {len(text)} bytes, "
                             f"more than {_MAX_MANIFEST_BYTES}")
+        self._manifest_text = bytes(text)
         try:
             return _parse_manifest(json.loads(text.decode("utf-8")))
         except RecursionError:
@@ -988,6 +1103,7 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
                f"function '{entry['name']}' is listed twice")
         names.add(entry["name"])
         args = []
+        arg_names = set()
         for arg in entry["args"]:
             expect(isinstance(arg, dict) and isinstance(arg.get("name"), str)
                    and isinstance(arg.get("shape"), list) and
@@ -995,13 +1111,24 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
                    f"argument {_short_repr.repr(arg)} of '{entry['name']}' "
                    "needs a name and a shape of sizes below 2^63 (-1 for "
                    "dynamic)")
+            expect(arg["name"] not in arg_names,
+                   f"argument '{arg['name']}' of '{entry['name']}' is listed "
+                   "twice: argument names are unique within a function")
+            arg_names.add(arg["name"])
             dtype = arg.get("dtype")
             expect(isinstance(dtype, str) and dtype in _TORCH_DTYPES,
                    f"argument '{arg['name']}' of '{entry['name']}' has dtype "
                    f"{_short_repr.repr(dtype)}; supported: "
                    f"{', '.join(_TORCH_DTYPES)}")
+            # Absent in manifests of older compilers: every argument may be
+            # written, the assumption that cannot be wrong.
+            written = arg.get("written", True)
+            expect(isinstance(written, bool),
+                   f"argument '{arg['name']}' of '{entry['name']}' has "
+                   f"'written' {_short_repr.repr(written)}; it must be true or "
+                   "false")
             args.append(ArgSpec(arg["name"], arg["dtype"],
-                                tuple(arg["shape"])))
+                                tuple(arg["shape"]), written))
         parsed.append({"name": entry["name"], "symbol": entry["symbol"],
                        "args": args})
     return {"version": version, "chips": chips, "functions": parsed}

@@ -505,12 +505,26 @@ class Handle:
 
 @pytest.mark.parametrize("args, kwargs, message, type_error", [
     ((cache_tensor(), lens_tensor()), {"stream": STREAM, "streams": 1},
-     r"decode_step\(\) got unexpected keyword argument 'streams': tensors "
-     r"are passed by position \(cache, seq_lens\), and the only keyword "
-     r"argument is stream=", True),
-    ((), {"cache": cache_tensor(), "seq_lens": lens_tensor(),
+     r"decode_step\(\) got an unexpected keyword argument 'streams': its "
+     r"arguments are cache, seq_lens \(by position or by name\), and "
+     r"stream= is the CUDA stream", True),
+    ((), {"cache": cache_tensor(), "lens": lens_tensor(), "Cache": 1,
           "stream": STREAM},
-     r"unexpected keyword arguments 'cache', 'seq_lens'", True),
+     r"unexpected keyword arguments 'lens', 'Cache'", True),
+    ((cache_tensor(),), {"cache": cache_tensor(), "seq_lens": lens_tensor(),
+                         "stream": STREAM},
+     r"decode_step\(\) got multiple values for argument 'cache': argument "
+     r"0 by position and 'cache=' by name", True),
+    ((), {"seq_lens": lens_tensor(), "stream": STREAM},
+     r"decode_step\(\) missing 1 required argument: 'cache' \(it takes "
+     r"cache, seq_lens\)", True),
+    ((), {"stream": STREAM},
+     r"decode_step\(\) takes 2 arguments \(cache, seq_lens\), got 0", True),
+    ((cache_tensor(), lens_tensor(), lens_tensor()), {"seq_lens": 1},
+     r"takes 2 arguments \(cache, seq_lens\), got 3 by position", True),
+    ((), {"seq_lens": FakeTensor((5,), "torch.int64", 0x2000),
+          "cache": cache_tensor(), "stream": STREAM},
+     r"decode_step: argument 'seq_lens' must have dtype i32", False),
     ((cache_tensor(),), {"stream": STREAM},
      r"decode_step\(\) takes 2 arguments \(cache, seq_lens\), got 1", True),
     ((cache_tensor(), lens_tensor(), lens_tensor()), {"stream": STREAM},
