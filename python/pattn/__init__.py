@@ -37,15 +37,17 @@ from ._compiler import compile, find_compiler
 from ._version import __version__
 from ._errors import (ArgumentError, ArgumentTypeError, CacheWarning,
                       CompileError, DeviceError, Error, LaunchError,
-                      LoadError, UnknownFunctionError)
+                      LoadError, TorchOpError, UnknownFunctionError)
 from ._loader import (DEVICE_ERROR_SLOT_OUT_OF_RANGE, DEVICE_ERRORS, ArgSpec,
                       Function, FunctionNamespace, Functions, Module, load,
                       validate_artifact)
+from ._torch_ops import TorchOps
 
 __all__ = [
     "ArgSpec", "ArgumentError", "ArgumentTypeError", "CacheWarning",
     "CompileError", "DEVICE_ERRORS", "DEVICE_ERROR_SLOT_OUT_OF_RANGE",
     "DeviceError", "Error", "Function", "FunctionNamespace", "Functions",
-    "LaunchError", "LoadError", "Module", "UnknownFunctionError", "compile",
+    "LaunchError", "LoadError", "Module", "TorchOpError", "TorchOps",
+    "UnknownFunctionError", "compile",
     "find_compiler", "load", "validate_artifact", "__version__",
 ]

@@ -67,6 +67,14 @@ class UnknownFunctionError(Error, AttributeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class TorchOpError(Error, RuntimeError):
+    """An artifact's functions cannot become torch custom ops
+    (:meth:`pattn.Module.torch_ops`): torch is missing or too old, a
+    function or argument name is not one a torch schema can hold, or the
+    namespace already has an op of that name with another schema (or one
+    that pattn did not register). Raised before anything is registered."""
+
+
 class CacheWarning(UserWarning):
     """An artifact cache entry was found corrupt (truncated, or not matching
     its checksum) and is being rebuilt. Issued once per entry and process."""

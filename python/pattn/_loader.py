@@ -787,7 +787,8 @@ class Function:
         """Checks a call as far as tensors without storage allow (torch's
         meta and fake tensors): binds the arguments like a call, then checks
         dtype, rank, static sizes, one device and contiguity, raising what
-        the call would. Launches nothing."""
+        the call would. Launches nothing; the torch op's fake implementation
+        (:meth:`pattn.Module.torch_ops`) is this check."""
         ordered = _bind_arguments(self.name, self.args, args, kwargs)
         _check_tensors(self.name, self.args, ordered, fake=True)
 
@@ -996,6 +997,33 @@ class Module:
             return self._library[name]
         except (AttributeError, TypeError, ValueError):
             return None
+
+    @_rejects_bad_calls(ArgumentTypeError, "pattn.Module.torch_ops")
+    def torch_ops(self, namespace: Optional[str] = None) -> "TorchOps":
+        """Registers every function of the artifact as a torch custom op,
+        ``torch.ops.<namespace>.<function>``, and returns them as a
+        :class:`pattn.TorchOps` (needs torch >= 2.4; pattn imports torch
+        only here).
+
+        Each op's schema comes from the manifest: one ``Tensor`` per
+        argument under the argument's name, ``Tensor(a!)`` for those the
+        function writes, returning ``()``; so torch.compile and
+        functionalization see the mutations. Its CUDA kernel calls the
+        :class:`Function` on torch's current stream; its fake (meta)
+        implementation runs :meth:`Function.check_fake` and returns None, so
+        FakeTensorMode, meta tensors and ``torch.compile(fullgraph=True)``
+        trace it without a graph break.
+
+        ``namespace`` defaults to ``pattn_<12 hex digits>``, a hash of the
+        manifest and the artifact's real path: the same artifact gets the
+        same namespace in every process. A namespace of one's own must be
+        an ASCII identifier. Registering again (the same artifact loaded
+        twice, or :meth:`torch_ops` called twice) reuses the ops of the same
+        schema and points them at this module; an op of the same name but
+        another schema in the namespace, or one pattn did not register, is
+        a :class:`pattn.TorchOpError`, and nothing is registered then."""
+        from ._torch_ops import register
+        return register(self, namespace)
 
     def take_device_errors(self) -> int:
         """The device error bits kernels raised since the last call, and
