@@ -8,6 +8,10 @@ build="${BUILD_DIR:-$root/build}"
 bash "$root/scripts/build.sh"
 (cd "$build" && ctest --output-on-failure -j "$(nproc)")
 
+# The installed package: a consumer under test/embedding, configured against
+# `cmake --install` of this build with clang-22 and with GCC 12.
+BUILD_DIR="$build" bash "$root/scripts/test-embedding.sh"
+
 # Python: the loader, the float64 reference, and the GPU suite (which skips,
 # saying why, on a machine without a GPU). pytest's summary is the last line.
 export PATTN_COMPILE="$build/bin/pattn-compile"

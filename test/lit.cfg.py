@@ -30,10 +30,14 @@ tools = [
               extra_args=pattn_opt.split()[1:]),
     ToolSubst("pattn-compile",
               command=os.path.join(config.pattn_tools_dir, "pattn-compile")),
+    ToolSubst("pattn-capi-test",
+              command=os.path.join(config.pattn_tools_dir, "pattn-capi-test")),
 ]
 llvm_config.add_tool_substitutions(tools, [config.pattn_tools_dir])
-llvm_config.add_tool_substitutions(["FileCheck", "not", "count"],
+llvm_config.add_tool_substitutions(["FileCheck", "not", "count", "llvm-nm"],
                                    [config.llvm_tools_dir])
+config.substitutions.append(("%pattn_lib_dir",
+                             os.path.join(config.pattn_obj_root, "lib")))
 
 # The CUDA toolkit's ptxas assembles the emitted PTX (tests that need it say
 # REQUIRES: ptxas).

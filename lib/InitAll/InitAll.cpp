@@ -35,7 +35,7 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
 void pattn::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<mlir::pattn::PAttnDialect, mlir::arith::ArithDialect,
+  registry.insert<pattn::PAttnDialect, mlir::arith::ArithDialect,
                   mlir::bufferization::BufferizationDialect,
                   mlir::func::FuncDialect, mlir::gpu::GPUDialect,
                   mlir::LLVM::LLVMDialect, mlir::math::MathDialect,

@@ -14,12 +14,22 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Pipelines/Pipelines.h"
+#include "pattn/Conversion/PAttnToGPU.h"
+#include "pattn/Dialect/PAttn/Transforms/Passes.h"
 #include "pattn/Target/TargetDescription.h"
 
+#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
@@ -41,15 +51,17 @@ static std::string findCudaToolkit() {
   return "/usr/local/cuda";
 }
 
-/// Appends `pipeline` to `pm`; a parse error is ours, not the user's.
-static LogicalResult appendPipeline(OpPassManager &pm, StringRef pipeline,
-                                    std::string &error) {
-  std::string parseErrors;
-  llvm::raw_string_ostream os(parseErrors);
-  if (succeeded(parsePassPipeline(pipeline, pm, os)))
-    return success();
-  error = ("internal error: cannot parse the pipeline " + pipeline + ": " +
-           parseErrors)
+/// The value of pattn-select-backend's `force` that `backend` names, checked
+/// here so that the message names the option the user wrote.
+static FailureOr<ForceBackend> parseBackend(StringRef backend,
+                                            std::string &error) {
+  if (backend == "auto")
+    return ForceBackend::Auto;
+  if (backend == "xqa")
+    return ForceBackend::Xqa;
+  if (backend == "portable")
+    return ForceBackend::Portable;
+  error = ("unknown backend '" + backend + "'; expected auto, xqa or portable")
               .str();
   return failure();
 }
@@ -61,38 +73,41 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   error = parseChipList(options.chips, chips);
   if (!error.empty())
     return failure();
-  // The values of pattn-select-backend's `force`, checked here so that the
-  // message names the option the user wrote.
-  if (options.backend != "auto" && options.backend != "xqa" &&
-      options.backend != "portable") {
-    error = "unknown backend '" + options.backend +
-            "'; expected auto, xqa or portable";
+  FailureOr<ForceBackend> force = parseBackend(options.backend, error);
+  if (failed(force))
+    return failure();
+  if (options.keysPerSplit <= 0 || options.keysPerSplit % 128 != 0) {
+    error = "keys-per-split must be a positive multiple of 128, got " +
+            std::to_string(int64_t(options.keysPerSplit));
     return failure();
   }
 
+  // The passes are built here, not parsed from a pipeline string, so that a
+  // compiler embedding pattn needs no global pass registration.
   // The fold runs first so that the selector sees folded K scales; without
   // it a channel-scaled K is ineligible for XQA. The selector decides for
   // the first chip; the conversion attaches each chip's #nvvm.target itself,
   // one kernel module per group of chips that decode fp8 alike.
-  SmallVector<StringRef> chipNames;
+  SmallVector<std::string> chipNames;
   for (Chip chip : chips)
-    chipNames.push_back(stringifyChip(chip));
-  std::string pipeline;
+    chipNames.push_back(stringifyChip(chip).str());
   if (options.fold)
-    pipeline += "pattn-fold-channel-scales,";
-  pipeline += llvm::formatv("pattn-select-backend{{chip={0} force={1}},",
-                            stringifyChip(chips.front()),
-                            std::string(options.backend));
+    pm.addPass(createPAttnFoldChannelScales());
+  PAttnSelectBackendOptions select;
+  select.chip = chipNames.front();
+  select.force = *force;
+  pm.addPass(createPAttnSelectBackend(select));
   // The plan (tiles, stages, splits) must fit every chip built for.
-  pipeline += llvm::formatv("pattn-plan-decode{{chips={0} keys-per-split={1}},",
-                            llvm::join(chipNames, ","),
-                            int64_t(options.keysPerSplit));
-  pipeline += llvm::formatv("convert-pattn-to-gpu{{keys-per-split={0} "
-                            "chips={1} hardware-conversions={2}}",
-                            int64_t(options.keysPerSplit),
-                            llvm::join(chipNames, ","),
-                            options.hardwareConversions ? "true" : "false");
-  return appendPipeline(pm, pipeline, error);
+  PAttnPlanDecodeOptions plan;
+  plan.chips = chipNames;
+  plan.keysPerSplit = options.keysPerSplit;
+  pm.addPass(createPAttnPlanDecode(plan));
+  ConvertPAttnToGPUOptions convert;
+  convert.keysPerSplit = options.keysPerSplit;
+  convert.chips = chipNames;
+  convert.hardwareConversions = options.hardwareConversions;
+  pm.addPass(createConvertPAttnToGPU(convert));
+  return success();
 }
 
 auto ::pattn::buildCompilePipeline(OpPassManager &pm,
@@ -112,13 +127,37 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
   // convert-gpu-to-nvvm finishes the memref and index types it leaves.
   // pattn-extern-dynamic-shared-memory then makes the dynamic shared memory
   // window an .extern array, so that it cannot alias static shared arrays.
-  std::string pipeline = llvm::formatv(
-      "gpu.module(convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,"
-      "pattn-extern-dynamic-shared-memory,cse,reconcile-unrealized-casts),"
-      "gpu-module-to-binary{{format={0} toolkit={1}},"
-      "convert-scf-to-cf,arith-expand,gpu-to-llvm,reconcile-unrealized-casts",
-      std::string(options.format), findCudaToolkit());
-  return appendPipeline(pm, pipeline, error);
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(createConvertNVGPUToNVVMPass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createExternDynamicSharedMemory());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions serialize;
+  serialize.compilationTarget = options.format;
+  serialize.toolkitPath = findCudaToolkit();
+  pm.addPass(createGpuModuleToBinaryPass(serialize));
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(arith::createArithExpandOpsPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  return success();
+}
+
+void ::pattn::bindRuntimeSymbols(llvm::Module &module) {
+  for (llvm::Function &function : llvm::make_early_inc_range(module)) {
+    StringRef name = function.getName();
+    if (!function.isDeclaration() || !name.starts_with("mgpu"))
+      continue;
+    std::string renamed = ("pattnMgpu" + name.drop_front(4)).str();
+    if (llvm::Function *existing = module.getFunction(renamed)) {
+      function.replaceAllUsesWith(existing);
+      function.eraseFromParent();
+      continue;
+    }
+    function.setName(renamed);
+  }
 }
 
 void ::pattn::registerCompilePipeline() {

@@ -85,7 +85,7 @@ CUdeviceptr devicePointer(const void *pointer) {
 
 void *newModule(const void *image, std::optional<int> jitOptLevel) {
   // Without memory for the handle there is nothing to remember the failure
-  // in; the null handle makes mgpuModuleGetFunction report an invalid
+  // in; the null handle makes pattnMgpuModuleGetFunction report an invalid
   // argument instead.
   auto *module = new (std::nothrow) Module(image, jitOptLevel);
   if (!module)
@@ -179,24 +179,24 @@ extern "C" {
 // Modules and launches
 //===----------------------------------------------------------------------===//
 
-void *mgpuModuleLoad(void *data, size_t /*gpuBlobSize*/) {
+void *pattnMgpuModuleLoad(void *data, size_t /*gpuBlobSize*/) {
   // cuModuleLoadData reads the size from the cubin or fatbin header.
   return newModule(data, std::nullopt);
 }
 
-void *mgpuModuleLoadJIT(void *data, int optLevel) {
+void *pattnMgpuModuleLoadJIT(void *data, int optLevel) {
   return newModule(data, optLevel);
 }
 
-void mgpuModuleUnload(void *module) { delete static_cast<Module *>(module); }
+void pattnMgpuModuleUnload(void *module) { delete static_cast<Module *>(module); }
 
-void *mgpuModuleGetFunction(void *module, const char *name) {
+void *pattnMgpuModuleGetFunction(void *module, const char *name) {
   Call call;
   if (!call)
     return nullptr;
   if (!module || !name) {
     recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 std::string("mgpuModuleGetFunction(") +
+                 std::string("pattnMgpuModuleGetFunction(") +
                      (name ? name : "<null name>") +
                      "): " + (module ? "null kernel name" : "null module")});
     return nullptr;
@@ -208,7 +208,7 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
   return kernel;
 }
 
-void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+void pattnMgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t smem, void *stream,
                       void **params, void **extra, size_t /*paramsCount*/) {
@@ -219,7 +219,7 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   auto *kernel = static_cast<Kernel *>(function);
   if (!kernel) {
     recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 "mgpuLaunchKernel: null kernel function"});
+                 "pattnMgpuLaunchKernel: null kernel function"});
     return;
   }
   if (!isLaunchExtent(gridX) || !isLaunchExtent(gridY) ||
@@ -227,7 +227,7 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
       !isLaunchExtent(blockY) || !isLaunchExtent(blockZ) || smem < 0) {
     recordError(
         {PATTN_ERROR_INVALID_ARGUMENT,
-         "mgpuLaunchKernel(" + kernel->name +
+         "pattnMgpuLaunchKernel(" + kernel->name +
              "): launch bounds out of range: " +
              launchShape(gridX, gridY, gridZ, blockX, blockY, blockZ, smem)});
     return;
@@ -260,7 +260,7 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
 // Streams
 //===----------------------------------------------------------------------===//
 
-void *mgpuStreamCreate(void) {
+void *pattnMgpuStreamCreate(void) {
   Call call;
   if (!call)
     return nullptr;
@@ -277,7 +277,7 @@ void *mgpuStreamCreate(void) {
   return stream;
 }
 
-void mgpuStreamSynchronize(void *stream) {
+void pattnMgpuStreamSynchronize(void *stream) {
   Call call;
   if (!call)
     return;
@@ -288,7 +288,7 @@ void mgpuStreamSynchronize(void *stream) {
                             "cuStreamSynchronize", result));
 }
 
-void mgpuStreamDestroy(void *stream) {
+void pattnMgpuStreamDestroy(void *stream) {
   if (!stream)
     return;
   Call call(Call::Release);
@@ -388,13 +388,13 @@ int32_t pattnRuntimeDeviceMultiprocessors(void) {
   return count;
 }
 
-void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared) {
+void *pattnMgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared) {
   Call call;
   if (!call)
     return nullptr;
   if (isHostShared) {
     recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 "mgpuMemAlloc: host-shared allocations are not supported"});
+                 "pattnMgpuMemAlloc: host-shared allocations are not supported"});
     return nullptr;
   }
   if (sizeBytes == 0)
@@ -425,7 +425,7 @@ void *mgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared) {
   return reinterpret_cast<void *>(pointer);
 }
 
-void mgpuMemFree(void *ptr, void *stream) {
+void pattnMgpuMemFree(void *ptr, void *stream) {
   if (!ptr)
     return;
   Call call(Call::Release);
@@ -442,13 +442,13 @@ void mgpuMemFree(void *ptr, void *stream) {
                             isSync ? "cuMemFree" : "cuMemFreeAsync", result));
 }
 
-void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
+void pattnMgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
   Call call;
   if (!call || sizeBytes == 0)
     return;
   if (!dst || !src) {
     recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 std::string("mgpuMemcpy: null ") +
+                 std::string("pattnMgpuMemcpy: null ") +
                      (dst ? "source" : "destination") + " for " +
                      std::to_string(sizeBytes) + " bytes"});
     return;
@@ -463,13 +463,13 @@ void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
         "cuMemcpyAsync(" + std::to_string(sizeBytes) + " bytes)", result));
 }
 
-void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
+void pattnMgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
   Call call;
   if (!call || count == 0)
     return;
   if (!dst) {
     recordError(
-        {PATTN_ERROR_INVALID_ARGUMENT, "mgpuMemset32: null destination for " +
+        {PATTN_ERROR_INVALID_ARGUMENT, "pattnMgpuMemset32: null destination for " +
                                            std::to_string(count) + " words"});
     return;
   }

@@ -32,7 +32,7 @@ int32_t statusForLoadResult(CUresult result) {
 
 Error Module::loadImage(const Driver &cu, CUmodule &module) const {
   if (!image)
-    return {PATTN_ERROR_INVALID_ARGUMENT, "mgpuModuleLoad: null image"};
+    return {PATTN_ERROR_INVALID_ARGUMENT, "pattnMgpuModuleLoad: null image"};
 
   const char *call = jitOptLevel ? "cuModuleLoadDataEx" : "cuModuleLoadData";
   // The JIT's own diagnostics ("ptxas fatal: ...") are the useful part of

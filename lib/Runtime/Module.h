@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // This header declares the objects behind the launcher ABI's opaque module
-// and function handles. A Module is what mgpuModuleLoad returns: the image
+// and function handles. A Module is what pattnMgpuModuleLoad returns: the image
 // embedded in the artifact, loaded into each CUDA context that launches
-// from it. A Kernel is what mgpuModuleGetFunction returns: the driver's
+// from it. A Kernel is what pattnMgpuModuleGetFunction returns: the driver's
 // function handle with its name (for messages) and its shared memory opt-in.
 //
 //===----------------------------------------------------------------------===//
@@ -26,7 +26,7 @@
 
 namespace pattn::runtime {
 
-/// What mgpuModuleGetFunction returns and mgpuLaunchKernel takes.
+/// What pattnMgpuModuleGetFunction returns and pattnMgpuLaunchKernel takes.
 struct Kernel {
   Kernel(CUfunction handle, std::string name)
       : handle(handle), name(std::move(name)) {}

@@ -553,10 +553,15 @@ def test_real_torch_tensors(module, probe):
 
 FAKE_COMPILER = """#!{python}
 # Records its command line; then fails, succeeds, or succeeds silently.
+# "broken" plays a copy that cannot run (a GPU machine without libMLIR).
 import json, os, sys
+mode = os.environ.get("FAKE_COMPILER_MODE", "ok")
+if mode == "broken":
+    sys.stderr.write("pattn-compile: error while loading shared libraries: "
+                     "libMLIR.so.22.1: cannot open shared object file\\n")
+    sys.exit(127)
 with open(os.environ["FAKE_COMPILER_LOG"], "w") as log:
     json.dump(sys.argv[1:], log)
-mode = os.environ.get("FAKE_COMPILER_MODE", "ok")
 if mode == "fail":
     sys.stderr.write("input.mlir:3:5: error: 'pattn.paged_attention' op "
                      "head_dim must be a multiple of 8\\n")
@@ -665,7 +670,8 @@ def test_artifact_cache_keeps_backends_and_folds_apart(fake_compiler,
     # The key names the backend even at its default: an artifact cached
     # under the chips alone (when pattn-compile forced the portable
     # backend) is not taken for an "auto" one.
-    old_key = _compiler._cached_artifact(MLIR, "sm_90a")
+    old_key = _compiler._cached_artifact(
+        MLIR, "sm_90a", _compiler._compiler_identity(str(compiler)))
     assert old_key not in paths
 
 
@@ -719,8 +725,15 @@ def test_compile_reports_missing_inputs(fake_compiler, tmp_path, monkeypatch):
     compiler, _ = fake_compiler
     with pytest.raises(pattn.CompileError, match="no such MLIR file"):
         pattn.compile(str(tmp_path / "missing.mlir"), compiler=compiler)
-    with pytest.raises(pattn.CompileError, match="cannot run"):
+    with pytest.raises(pattn.CompileError,
+                       match="compiler= names .*missing-compiler, which does "
+                             "not exist"):
         pattn.compile(MLIR, compiler=tmp_path / "missing-compiler")
+    garbage = tmp_path / "garbage-compiler"
+    garbage.write_bytes(b"\x00not a program")
+    garbage.chmod(0o755)
+    with pytest.raises(pattn.CompileError, match="cannot run .*garbage"):
+        pattn.compile(MLIR, compiler=garbage)
     monkeypatch.setattr(_compiler, "_REPO_COMPILER",
                         tmp_path / "no-build" / "pattn-compile")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -821,10 +834,10 @@ GPU_ARTIFACT_SOURCE = r"""
 #include <stddef.h>
 #include <stdint.h>
 
-void *mgpuModuleLoadJIT(void *data, int optLevel);
-void mgpuModuleUnload(void *module);
-void *mgpuModuleGetFunction(void *module, const char *name);
-void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+void *pattnMgpuModuleLoadJIT(void *data, int optLevel);
+void pattnMgpuModuleUnload(void *module);
+void *pattnMgpuModuleGetFunction(void *module, const char *name);
+void pattnMgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       intptr_t gridZ, intptr_t blockX, intptr_t blockY,
                       intptr_t blockZ, int32_t smem, void *stream,
                       void **params, void **extra, size_t paramsCount);
@@ -835,10 +848,10 @@ static const char ptx[] = PTX;
 static void *module;
 
 __attribute__((constructor)) static void load(void) {
-  module = mgpuModuleLoadJIT((void *)ptx, 3);
+  module = pattnMgpuModuleLoadJIT((void *)ptx, 3);
 }
 __attribute__((destructor)) static void unload(void) {
-  mgpuModuleUnload(module);
+  pattnMgpuModuleUnload(module);
 }
 
 const char *pattn_manifest(void) { return MANIFEST; }
@@ -854,8 +867,8 @@ int32_t affine(float *outAllocated, float *out, int64_t outOffset,
   unsigned n = (unsigned)xSize;
   unsigned smemWords = 64 * 1024 / 4;
   void *params[] = {&out, &x, &n, &smemWords};
-  void *function = mgpuModuleGetFunction(module, "pattn_test_affine");
-  mgpuLaunchKernel(function, (n + 255) / 256, 1, 1, 256, 1, 1, 64 * 1024,
+  void *function = pattnMgpuModuleGetFunction(module, "pattn_test_affine");
+  pattnMgpuLaunchKernel(function, (n + 255) / 256, 1, 1, 256, 1, 1, 64 * 1024,
                    stream, params, NULL, 4);
   return pattnRuntimeTakeStatus();
 }
@@ -977,10 +990,16 @@ def test_artifact_cache_compiles_once_then_needs_no_compiler(fake_compiler,
     assert os.path.dirname(first) == str(cache)
     assert open(first, "rb").read() == b"artifact"
     log.unlink()
-    # A GPU machine without the compiler finds the same artifact.
-    again = pattn.compile(MLIR, chips="sm_90a",
-                          compiler=tmp_path / "no-such-compiler")
+    # A GPU machine finds the same artifact through a copy of the compiler
+    # that cannot run there: the key comes from its bytes.
+    copy = tmp_path / "gpu" / "bin" / "pattn-compile"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(compiler.read_bytes())
+    copy.chmod(0o755)
+    monkeypatch.setenv("FAKE_COMPILER_MODE", "broken")
+    again = pattn.compile(MLIR, chips="sm_90a", compiler=copy)
     assert again == first and not log.exists()
+    monkeypatch.delenv("FAKE_COMPILER_MODE")
     # Other chips or another source are other entries.
     other = pattn.compile(MLIR, chips="sm_80", compiler=compiler)
     assert other != first

@@ -23,10 +23,14 @@
 
 #include "pattn/Target/TargetDescription.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/InitAll.h"
 #include "pattn/Pipelines/Pipelines.h"
 #include "pattn/Version.inc"
 
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/AsmParser/AsmParserState.h"
+#include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -34,6 +38,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -122,23 +128,130 @@ static std::string elementName(Type type) {
 static bool usesPAttn(func::FuncOp function) {
   return function
       .walk([](Operation *op) {
-        return isa<mlir::pattn::PAttnDialect>(op->getDialect())
+        return isa<pattn::PAttnDialect>(op->getDialect())
                    ? WalkResult::interrupt()
                    : WalkResult::advance();
       })
       .wasInterrupted();
 }
 
-/// The entry points and their argument buffers, read before lowering.
+/// Whether `name` can be a keyword argument in Python and a C identifier.
+static bool isIdentifier(StringRef name) {
+  if (name.empty() || !(llvm::isAlpha(name.front()) || name.front() == '_'))
+    return false;
+  return llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+}
+
+/// The name loaders give argument `index` of `function`: its `pattn.name`
+/// attribute, else a name location on the argument, else the SSA name the
+/// source wrote (`%k_pages` is `k_pages`), else `arg<index>`. SSA names that
+/// are not identifiers (`%0`) are skipped; a `pattn.name` that is not one is
+/// an error.
+static FailureOr<std::string> argumentName(func::FuncOp function,
+                                           unsigned index,
+                                           const AsmParserState *asmState) {
+  if (Attribute attr = function.getArgAttr(index, "pattn.name")) {
+    auto name = dyn_cast<StringAttr>(attr);
+    if (!name || !isIdentifier(name.getValue()))
+      return function.emitError()
+             << "argument #" << index << " has pattn.name " << attr
+             << "; expected a string that is an identifier ([A-Za-z_]"
+                "[A-Za-z0-9_]*)";
+    return name.getValue().str();
+  }
+  BlockArgument arg = function.getArgument(index);
+  if (auto named = dyn_cast<NameLoc>(arg.getLoc()))
+    if (isIdentifier(named.getName().getValue()))
+      return named.getName().getValue().str();
+  if (asmState)
+    if (const AsmParserState::BlockDefinition *block =
+            asmState->getBlockDef(&function.getBody().front()))
+      if (index < block->arguments.size()) {
+        llvm::SMRange range = block->arguments[index].loc;
+        StringRef text(range.Start.getPointer(),
+                       range.End.getPointer() - range.Start.getPointer());
+        text.consume_front("%");
+        if (isIdentifier(text))
+          return text.str();
+      }
+  return ("arg" + llvm::Twine(index)).str();
+}
+
+/// The buffers `value` may reach: itself, and through views and cache
+/// bindings the buffers they were made from.
+static void collectBufferRoots(Value value, SmallVectorImpl<Value> &roots) {
+  Operation *op = value.getDefiningOp();
+  if (auto bind = dyn_cast_or_null<::pattn::BindCacheOp>(op)) {
+    for (Value operand : bind->getOperands())
+      collectBufferRoots(operand, roots);
+    return;
+  }
+  if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(op)) {
+    collectBufferRoots(view.getViewSource(), roots);
+    return;
+  }
+  roots.push_back(value);
+}
+
+/// The arguments of `function` that it may write: the buffers that an op's
+/// write effect reaches, and every buffer operand of an op whose effects are
+/// unknown (a call, an op without the interface).
+static llvm::SmallDenseSet<unsigned> writtenArguments(func::FuncOp function) {
+  SmallVector<Value> written;
+  function.walk([&](Operation *op) {
+    if (isa<::pattn::BindCacheOp, ViewLikeOpInterface>(op) ||
+        op->hasTrait<OpTrait::IsTerminator>() ||
+        op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+      return;
+    auto effecting = dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effecting) {
+      for (Value operand : op->getOperands())
+        collectBufferRoots(operand, written);
+      return;
+    }
+    SmallVector<MemoryEffects::EffectInstance> effects;
+    effecting.getEffects(effects);
+    for (const MemoryEffects::EffectInstance &effect : effects)
+      if (isa<MemoryEffects::Write, MemoryEffects::Free>(effect.getEffect())) {
+        if (Value value = effect.getValue())
+          collectBufferRoots(value, written);
+        else // a write to no value in particular: any buffer operand
+          for (Value operand : op->getOperands())
+            collectBufferRoots(operand, written);
+      }
+  });
+  llvm::SmallDenseSet<unsigned> indices;
+  for (Value value : written)
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      if (arg.getOwner() == &function.getBody().front())
+        indices.insert(arg.getArgNumber());
+  return indices;
+}
+
+/// The entry points and their argument buffers, read before lowering: each
+/// argument's name (argumentName), element type, shape, and whether the
+/// function may write it (loaders declare those buffers mutated).
 static FailureOr<llvm::json::Object>
-buildManifest(ModuleOp module, ArrayRef<std::string> chipNames) {
+buildManifest(ModuleOp module, ArrayRef<std::string> chipNames,
+              const AsmParserState *asmState) {
   llvm::json::Array functions;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (function.isExternal() || !usesPAttn(function))
       continue;
+    llvm::SmallDenseSet<unsigned> written = writtenArguments(function);
+    llvm::StringMap<unsigned> seen;
     llvm::json::Array args;
     for (auto [index, type] : llvm::enumerate(function.getArgumentTypes())) {
-      llvm::json::Object arg{{"name", ("arg" + llvm::Twine(index)).str()}};
+      FailureOr<std::string> name = argumentName(function, index, asmState);
+      if (failed(name))
+        return failure();
+      auto [previous, inserted] = seen.try_emplace(*name, index);
+      if (!inserted)
+        return function.emitError()
+               << "arguments #" << previous->second << " and #" << index
+               << " are both named '" << *name
+               << "'; loaders call arguments by name, so give one another "
+                  "name (pattn.name = \"...\")";
       // The C entry takes a descriptor per buffer; a scalar has none.
       auto memref = dyn_cast<MemRefType>(type);
       if (!memref)
@@ -149,8 +262,10 @@ buildManifest(ModuleOp module, ArrayRef<std::string> chipNames) {
       llvm::json::Array shape;
       for (int64_t dim : memref.getShape())
         shape.push_back(ShapedType::isDynamic(dim) ? -1 : dim);
+      llvm::json::Object arg{{"name", *name}};
       arg["dtype"] = elementName(memref.getElementType());
       arg["shape"] = std::move(shape);
+      arg["written"] = written.contains(index);
       args.push_back(std::move(arg));
     }
     functions.push_back(llvm::json::Object{{"name", function.getSymName()},
@@ -267,6 +382,25 @@ static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
 // Driver
 //===----------------------------------------------------------------------===//
 
+/// Parses the input into a module, recording the parser's state in
+/// `asmState` (bytecode carries no SSA names and is parsed without it).
+static OwningOpRef<ModuleOp> parseInput(llvm::SourceMgr &sourceMgr,
+                                        MLIRContext *context,
+                                        AsmParserState &asmState) {
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  if (isBytecode(*buffer))
+    return parseSourceFile<ModuleOp>(sourceMgr, context);
+  Block block;
+  ParserConfig config(context);
+  if (failed(parseAsmSourceFile(sourceMgr, &block, config, &asmState)))
+    return nullptr;
+  Location fileLoc =
+      FileLineColLoc::get(context, buffer->getBufferIdentifier(), 0, 0);
+  return detail::constructContainerOpForParserIfNecessary<ModuleOp>(
+      &block, context, fileLoc);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::AddExtraVersionPrinter([](raw_ostream &os) {
@@ -297,7 +431,10 @@ int main(int argc, char **argv) {
       return success();
     return failure();
   });
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  // The parser's state keeps the SSA names of the entry points' arguments,
+  // which the manifest reports.
+  AsmParserState asmState;
+  OwningOpRef<ModuleOp> module = parseInput(sourceMgr, &context, asmState);
   if (!module)
     return 1;
 
@@ -305,7 +442,7 @@ int main(int argc, char **argv) {
   if (chipNames.empty())
     for (::pattn::Chip chip : ::pattn::defaultCompileChips())
       chipNames.push_back(::pattn::stringifyChip(chip).str());
-  FailureOr<llvm::json::Object> described = buildManifest(*module, chipNames);
+  FailureOr<llvm::json::Object> described = buildManifest(*module, chipNames, &asmState);
   if (failed(described))
     return 1;
   llvm::json::Object manifest = std::move(*described);
@@ -384,6 +521,7 @@ int main(int argc, char **argv) {
       translateModuleToLLVMIR(*module, llvmContext, "pattn");
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
+  ::pattn::bindRuntimeSymbols(*llvmModule);
   // The host code runs where this tool runs.
   llvmModule->setTargetTriple(llvm::Triple(llvm::sys::getDefaultTargetTriple()));
   if (emit == "llvm") {

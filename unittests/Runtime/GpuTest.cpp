@@ -47,13 +47,13 @@ protected:
     }
     ptx = readAffinePtx();
     ASSERT_FALSE(ptx.empty()) << "cannot read " PATTN_AFFINE_PTX_PATH;
-    module = mgpuModuleLoadJIT(ptx.data(), 3);
-    function = mgpuModuleGetFunction(module, "pattn_test_affine");
+    module = pattnMgpuModuleLoadJIT(ptx.data(), 3);
+    function = pattnMgpuModuleGetFunction(module, "pattn_test_affine");
     ASSERT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS)
         << pattnRuntimeLastErrorMessage();
   }
 
-  void TearDown() override { mgpuModuleUnload(module); }
+  void TearDown() override { pattnMgpuModuleUnload(module); }
 
   /// Runs the kernel over `n` elements with `smem` bytes of dynamic shared
   /// memory and `block` threads, the way compiled host code does, and
@@ -66,21 +66,21 @@ protected:
       x[i] = static_cast<float>(i) - 100.0f;
     std::vector<float> out(n, 0.0f);
 
-    void *stream = mgpuStreamCreate();
-    void *deviceX = mgpuMemAlloc(n * sizeof(float), stream, false);
-    void *deviceOut = mgpuMemAlloc(n * sizeof(float), stream, false);
-    mgpuMemcpy(deviceX, x.data(), n * sizeof(float), stream);
+    void *stream = pattnMgpuStreamCreate();
+    void *deviceX = pattnMgpuMemAlloc(n * sizeof(float), stream, false);
+    void *deviceOut = pattnMgpuMemAlloc(n * sizeof(float), stream, false);
+    pattnMgpuMemcpy(deviceX, x.data(), n * sizeof(float), stream);
     // NaN poison: a launch that does not write leaves it in place.
-    mgpuMemset32(deviceOut, 0x7FC00000u, n, stream);
+    pattnMgpuMemset32(deviceOut, 0x7FC00000u, n, stream);
     unsigned smemWords = static_cast<unsigned>(smem) / sizeof(float);
     void *params[] = {&deviceOut, &deviceX, &n, &smemWords};
-    mgpuLaunchKernel(function, (n + block - 1) / block, 1, 1, block, 1, 1, smem,
+    pattnMgpuLaunchKernel(function, (n + block - 1) / block, 1, 1, block, 1, 1, smem,
                      stream, params, nullptr, 4);
-    mgpuMemcpy(out.data(), deviceOut, n * sizeof(float), stream);
-    mgpuStreamSynchronize(stream);
-    mgpuMemFree(deviceX, stream);
-    mgpuMemFree(deviceOut, stream);
-    mgpuStreamDestroy(stream);
+    pattnMgpuMemcpy(out.data(), deviceOut, n * sizeof(float), stream);
+    pattnMgpuStreamSynchronize(stream);
+    pattnMgpuMemFree(deviceX, stream);
+    pattnMgpuMemFree(deviceOut, stream);
+    pattnMgpuStreamDestroy(stream);
     return out;
   }
 
@@ -117,7 +117,7 @@ TEST_F(RuntimeGpu, SharedMemoryBeyondTheChipSaysTheLimit) {
 }
 
 TEST_F(RuntimeGpu, MissingKernelIsNamed) {
-  EXPECT_EQ(mgpuModuleGetFunction(module, "pattn_missing"), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(module, "pattn_missing"), nullptr);
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_ERROR_CUDA);
   EXPECT_THAT(pattnRuntimeLastErrorMessage(),
               HasSubstr("cuModuleGetFunction(pattn_missing) failed: "
@@ -125,16 +125,16 @@ TEST_F(RuntimeGpu, MissingKernelIsNamed) {
 }
 
 TEST_F(RuntimeGpu, InvalidPtxCarriesTheJitLog) {
-  void *broken = mgpuModuleLoadJIT(
+  void *broken = pattnMgpuModuleLoadJIT(
       const_cast<char *>(".version 7.0\n.target sm_80\n.address_size 64\n"
                          ".visible .entry k() { bogus; }\n"),
       3);
-  EXPECT_EQ(mgpuModuleGetFunction(broken, "k"), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(broken, "k"), nullptr);
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_ERROR_CUDA);
   EXPECT_THAT(pattnRuntimeLastErrorMessage(),
               HasSubstr("cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX"));
   EXPECT_THAT(pattnRuntimeLastErrorMessage(), HasSubstr("bogus"));
-  mgpuModuleUnload(broken);
+  pattnMgpuModuleUnload(broken);
 }
 
 } // namespace

@@ -64,22 +64,22 @@ TEST_F(RuntimeNoDriver, EveryCallIsANoOpReturningNull) {
   void *buffer = &word;
   void *stream = reinterpret_cast<void *>(0x5EA);
 
-  EXPECT_EQ(mgpuStreamCreate(), nullptr);
+  EXPECT_EQ(pattnMgpuStreamCreate(), nullptr);
   expectNoDriverOnce();
-  mgpuStreamSynchronize(stream);
+  pattnMgpuStreamSynchronize(stream);
   expectNoDriverOnce();
-  mgpuStreamDestroy(stream);
+  pattnMgpuStreamDestroy(stream);
   expectNoDriverOnce();
-  EXPECT_EQ(mgpuMemAlloc(64, stream, false), nullptr);
+  EXPECT_EQ(pattnMgpuMemAlloc(64, stream, false), nullptr);
   expectNoDriverOnce();
-  mgpuMemFree(buffer, stream);
+  pattnMgpuMemFree(buffer, stream);
   expectNoDriverOnce();
-  mgpuMemcpy(buffer, buffer, sizeof(word), stream);
+  pattnMgpuMemcpy(buffer, buffer, sizeof(word), stream);
   expectNoDriverOnce();
-  mgpuMemset32(buffer, 7, 1, stream);
+  pattnMgpuMemset32(buffer, 7, 1, stream);
   expectNoDriverOnce();
   EXPECT_EQ(word, 0);
-  mgpuLaunchKernel(buffer, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr, 0);
+  pattnMgpuLaunchKernel(buffer, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr, 0);
   expectNoDriverOnce();
 }
 
@@ -106,16 +106,16 @@ TEST_F(RuntimeNoDriver, DeviceErrorWordIsNullWithTheError) {
 TEST_F(RuntimeNoDriver, AnEntryPointReportsTheFirstErrorOnce) {
   // The calls a compiled entry point makes, in order, each after the first
   // failure.
-  void *module = mgpuModuleLoad(nullptr, 0);
-  void *stream = mgpuStreamCreate();
-  void *workspace = mgpuMemAlloc(1024, stream, false);
-  void *function = mgpuModuleGetFunction(module, "pattn_decode_portable");
-  mgpuLaunchKernel(function, 1, 1, 1, 128, 1, 1, 64 * 1024, stream, nullptr,
+  void *module = pattnMgpuModuleLoad(nullptr, 0);
+  void *stream = pattnMgpuStreamCreate();
+  void *workspace = pattnMgpuMemAlloc(1024, stream, false);
+  void *function = pattnMgpuModuleGetFunction(module, "pattn_decode_portable");
+  pattnMgpuLaunchKernel(function, 1, 1, 1, 128, 1, 1, 64 * 1024, stream, nullptr,
                    nullptr, 0);
-  mgpuStreamSynchronize(stream);
-  mgpuMemFree(workspace, stream);
-  mgpuStreamDestroy(stream);
-  mgpuModuleUnload(module);
+  pattnMgpuStreamSynchronize(stream);
+  pattnMgpuMemFree(workspace, stream);
+  pattnMgpuStreamDestroy(stream);
+  pattnMgpuModuleUnload(module);
   EXPECT_EQ(stream, nullptr);
   EXPECT_EQ(workspace, nullptr);
   EXPECT_EQ(function, nullptr);
@@ -124,7 +124,7 @@ TEST_F(RuntimeNoDriver, AnEntryPointReportsTheFirstErrorOnce) {
 
 TEST_F(RuntimeNoDriver, ModuleHandleCarriesTheFailureToOtherThreads) {
   static const char image[] = "fake cubin";
-  void *module = mgpuModuleLoad(const_cast<char *>(image), sizeof(image));
+  void *module = pattnMgpuModuleLoad(const_cast<char *>(image), sizeof(image));
   // A sentinel, so that the failure has somewhere to live; the loading
   // thread (a global constructor in real artifacts) gets no status.
   ASSERT_NE(module, nullptr);
@@ -134,7 +134,7 @@ TEST_F(RuntimeNoDriver, ModuleHandleCarriesTheFailureToOtherThreads) {
   int32_t status = PATTN_SUCCESS;
   std::string message;
   std::thread([&] {
-    function = mgpuModuleGetFunction(module, "pattn_decode_portable");
+    function = pattnMgpuModuleGetFunction(module, "pattn_decode_portable");
     status = pattnRuntimeTakeStatus();
     message = pattnRuntimeLastErrorMessage();
   }).join();
@@ -143,28 +143,28 @@ TEST_F(RuntimeNoDriver, ModuleHandleCarriesTheFailureToOtherThreads) {
   EXPECT_THAT(message, HasSubstr("libcuda"));
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 
-  void *jitModule = mgpuModuleLoadJIT(const_cast<char *>(".version 8.0"), 3);
+  void *jitModule = pattnMgpuModuleLoadJIT(const_cast<char *>(".version 8.0"), 3);
   ASSERT_NE(jitModule, nullptr);
-  EXPECT_EQ(mgpuModuleGetFunction(jitModule, "k"), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(jitModule, "k"), nullptr);
   expectNoDriverOnce();
 
-  mgpuModuleUnload(module);
-  mgpuModuleUnload(jitModule);
+  pattnMgpuModuleUnload(module);
+  pattnMgpuModuleUnload(jitModule);
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 }
 
 TEST_F(RuntimeNoDriver, NullPointersNeverCrash) {
-  mgpuModuleUnload(nullptr);
-  mgpuMemFree(nullptr, nullptr);
-  mgpuStreamDestroy(nullptr);
+  pattnMgpuModuleUnload(nullptr);
+  pattnMgpuMemFree(nullptr, nullptr);
+  pattnMgpuStreamDestroy(nullptr);
   // Releasing nothing needs no driver.
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 
-  EXPECT_EQ(mgpuModuleGetFunction(nullptr, nullptr), nullptr);
-  mgpuLaunchKernel(nullptr, 0, 0, 0, 0, 0, 0, 0, nullptr, nullptr, nullptr, 0);
-  mgpuMemcpy(nullptr, nullptr, 16, nullptr);
-  mgpuMemset32(nullptr, 0, 16, nullptr);
-  mgpuStreamSynchronize(nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(nullptr, nullptr), nullptr);
+  pattnMgpuLaunchKernel(nullptr, 0, 0, 0, 0, 0, 0, 0, nullptr, nullptr, nullptr, 0);
+  pattnMgpuMemcpy(nullptr, nullptr, 16, nullptr);
+  pattnMgpuMemset32(nullptr, 0, 16, nullptr);
+  pattnMgpuStreamSynchronize(nullptr);
   expectNoDriverOnce();
 }
 
@@ -191,7 +191,7 @@ TEST_F(RuntimeNoDriver, RecordedErrorsWorkWithoutADriver) {
       pattnRuntimeRecordError(PATTN_ERROR_INVALID_ARGUMENT, "seq_lens is null"),
       PATTN_ERROR_INVALID_ARGUMENT);
   // The pending error turns later calls into no-ops that keep it.
-  EXPECT_EQ(mgpuMemAlloc(64, nullptr, false), nullptr);
+  EXPECT_EQ(pattnMgpuMemAlloc(64, nullptr, false), nullptr);
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(pattnRuntimeLastErrorMessage(), "seq_lens is null");
 }

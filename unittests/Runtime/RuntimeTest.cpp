@@ -91,22 +91,22 @@ protected:
 
   void TearDown() override {
     for (void *module : modules)
-      mgpuModuleUnload(module);
+      pattnMgpuModuleUnload(module);
   }
 
   void *loadModule() {
-    void *module = mgpuModuleLoad(const_cast<char *>(kImage), sizeof(kImage));
+    void *module = pattnMgpuModuleLoad(const_cast<char *>(kImage), sizeof(kImage));
     modules.push_back(module);
     return module;
   }
 
   void *kernel(const char *name = "pattn_decode_portable") {
-    return mgpuModuleGetFunction(loadModule(), name);
+    return pattnMgpuModuleGetFunction(loadModule(), name);
   }
 
   /// Launches `function` with an unremarkable configuration and `smem`.
   static void launch(void *function, int32_t smem = 0) {
-    mgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, smem, nullptr, nullptr,
+    pattnMgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, smem, nullptr, nullptr,
                      nullptr, 0);
   }
 
@@ -212,8 +212,8 @@ TEST_F(RuntimeFakeDriver, ModuleLoadsEagerlyIntoTheCurrentContext) {
   EXPECT_EQ(loads[0].args, (std::vector{bits(kImage), bits(kContext)}));
 
   // Later lookups reuse the load and the function.
-  void *first = mgpuModuleGetFunction(module, "pattn_decode_portable");
-  void *second = mgpuModuleGetFunction(module, "pattn_decode_portable");
+  void *first = pattnMgpuModuleGetFunction(module, "pattn_decode_portable");
+  void *second = pattnMgpuModuleGetFunction(module, "pattn_decode_portable");
   EXPECT_NE(first, nullptr);
   EXPECT_EQ(first, second);
   EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u);
@@ -230,7 +230,7 @@ TEST_F(RuntimeFakeDriver, NoBinaryForGpuNamesTheChipOnEveryThread) {
 
   Outcome other;
   std::thread([&] {
-    EXPECT_EQ(mgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
+    EXPECT_EQ(pattnMgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
     other = takeOutcome();
   }).join();
   EXPECT_EQ(other.status, PATTN_ERROR_NO_BINARY_FOR_DEVICE);
@@ -239,14 +239,14 @@ TEST_F(RuntimeFakeDriver, NoBinaryForGpuNamesTheChipOnEveryThread) {
   EXPECT_THAT(other.message, HasSubstr("CUDA_ERROR_NO_BINARY_FOR_GPU"));
 
   // Remembered, not retried.
-  EXPECT_EQ(mgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
   EXPECT_EQ(takeOutcome().status, PATTN_ERROR_NO_BINARY_FOR_DEVICE);
   EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u);
 }
 
 TEST_F(RuntimeFakeDriver, PtxIsJitCompiledAtTheRequestedLevel) {
   static const char ptx[] = ".version 8.0\n.target sm_90a\n";
-  void *module = mgpuModuleLoadJIT(const_cast<char *>(ptx), 3);
+  void *module = pattnMgpuModuleLoadJIT(const_cast<char *>(ptx), 3);
   modules.push_back(module);
   const std::vector<Call> loads = callsNamed("cuModuleLoadDataEx");
   ASSERT_EQ(loads.size(), 1u);
@@ -256,16 +256,16 @@ TEST_F(RuntimeFakeDriver, PtxIsJitCompiledAtTheRequestedLevel) {
   ASSERT_GE(args.size(), 4u);
   EXPECT_EQ(args[2], 7u);
   EXPECT_EQ(args[3], 3u);
-  EXPECT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  EXPECT_NE(pattnMgpuModuleGetFunction(module, "k"), nullptr);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
 }
 
 TEST_F(RuntimeFakeDriver, JitFailureCarriesTheJitLog) {
   fake().moduleLoadResult = kInvalidPtx;
   fake().jitErrorLog = "ptxas fatal   : Unresolved extern function 'f'";
-  void *module = mgpuModuleLoadJIT(const_cast<char *>("bad ptx"), 2);
+  void *module = pattnMgpuModuleLoadJIT(const_cast<char *>("bad ptx"), 2);
   modules.push_back(module);
-  EXPECT_EQ(mgpuModuleGetFunction(module, "k"), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(module, "k"), nullptr);
   const Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_CUDA);
   EXPECT_THAT(outcome.message,
@@ -284,34 +284,34 @@ TEST_F(RuntimeFakeDriver, MissingKernelIsNamed) {
 }
 
 TEST_F(RuntimeFakeDriver, NullModuleOrNameIsAnInvalidArgument) {
-  EXPECT_EQ(mgpuModuleGetFunction(nullptr, "k"), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(nullptr, "k"), nullptr);
   Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("null module"));
 
-  EXPECT_EQ(mgpuModuleGetFunction(loadModule(), nullptr), nullptr);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(loadModule(), nullptr), nullptr);
   outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("null kernel name"));
 
-  mgpuModuleUnload(nullptr);
+  pattnMgpuModuleUnload(nullptr);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
 }
 
 TEST_F(RuntimeFakeDriver, ModuleIsLoadedPerContextAndUnloadedFromEach) {
   void *module = loadModule();
   modules.pop_back(); // unloaded by hand below
-  ASSERT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  ASSERT_NE(pattnMgpuModuleGetFunction(module, "k"), nullptr);
 
   void *const otherContext = reinterpret_cast<void *>(0xC2);
   fake().currentContext = otherContext;
-  ASSERT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  ASSERT_NE(pattnMgpuModuleGetFunction(module, "k"), nullptr);
   const std::vector<Call> loads = callsNamed("cuModuleLoadData");
   ASSERT_EQ(loads.size(), 2u);
   EXPECT_EQ(loads[1].args[1], bits(otherContext));
 
   fake().calls.clear();
-  mgpuModuleUnload(module);
+  pattnMgpuModuleUnload(module);
   const std::vector<Call> unloads = callsNamed("cuModuleUnload");
   ASSERT_EQ(unloads.size(), 2u);
   // Each unloaded in its own context.
@@ -332,7 +332,7 @@ TEST_F(RuntimeFakeDriver, ThreadWithoutContextUsesPrimaryContextOfPattnDevice) {
   void *module = loadModule();
   EXPECT_TRUE(callsNamed("cuModuleLoadData").empty());
 
-  EXPECT_NE(mgpuModuleGetFunction(module, "k"), nullptr);
+  EXPECT_NE(pattnMgpuModuleGetFunction(module, "k"), nullptr);
   const std::vector<Call> loads = callsNamed("cuModuleLoadData");
   ASSERT_EQ(loads.size(), 1u);
   EXPECT_EQ(loads[0].args[1], bits(kPrimaryContext));
@@ -366,7 +366,7 @@ TEST_F(RuntimeFakeDriver, LaunchPassesItsParametersThrough) {
   float b = 2;
   void *params[] = {&a, &b};
   void *stream = reinterpret_cast<void *>(0x5EA);
-  mgpuLaunchKernel(function, 3, 2, 4, 128, 2, 1, 1024, stream, params, nullptr,
+  pattnMgpuLaunchKernel(function, 3, 2, 4, 128, 2, 1, 1024, stream, params, nullptr,
                    2);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
   const Launch &launched = fake().lastLaunch;
@@ -430,7 +430,7 @@ TEST_F(RuntimeFakeDriver, SharedMemoryOptInFailureSaysTheLimit) {
 }
 
 TEST_F(RuntimeFakeDriver, EmptyGridLaunchesNothing) {
-  mgpuLaunchKernel(kernel(), 0, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
+  pattnMgpuLaunchKernel(kernel(), 0, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
                    0);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
   EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
@@ -438,17 +438,17 @@ TEST_F(RuntimeFakeDriver, EmptyGridLaunchesNothing) {
 
 TEST_F(RuntimeFakeDriver, OutOfRangeLaunchBoundsAreRejected) {
   void *function = kernel();
-  mgpuLaunchKernel(function, -1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
+  pattnMgpuLaunchKernel(function, -1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
                    0);
   Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("launch bounds out of range: "
                                          "grid (-1, 1, 1)"));
 
-  mgpuLaunchKernel(function, intptr_t{1} << 33, 1, 1, 32, 1, 1, 0, nullptr,
+  pattnMgpuLaunchKernel(function, intptr_t{1} << 33, 1, 1, 32, 1, 1, 0, nullptr,
                    nullptr, nullptr, 0);
   EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
-  mgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, -4, nullptr, nullptr, nullptr,
+  pattnMgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, -4, nullptr, nullptr, nullptr,
                    0);
   EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
@@ -463,21 +463,21 @@ TEST_F(RuntimeFakeDriver, NullFunctionIsAnInvalidArgument) {
 
 TEST_F(RuntimeFakeDriver, NothingRunsAfterAnErrorButReleasesStill) {
   void *function = kernel();
-  void *workspace = mgpuMemAlloc(64, nullptr, false);
+  void *workspace = pattnMgpuMemAlloc(64, nullptr, false);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
 
   fake().memAllocAsyncResult = kOutOfMemory;
-  EXPECT_EQ(mgpuMemAlloc(1 << 20, nullptr, false), nullptr);
+  EXPECT_EQ(pattnMgpuMemAlloc(1 << 20, nullptr, false), nullptr);
   fake().calls.clear();
   // What an entry point does next: the rest of its body.
   launch(function);
-  EXPECT_EQ(mgpuModuleGetFunction(loadModule(), "k"), nullptr);
-  mgpuMemset32(workspace, 0, 16, nullptr);
-  mgpuMemcpy(workspace, workspace, 64, nullptr);
-  EXPECT_EQ(mgpuStreamCreate(), nullptr);
-  mgpuStreamSynchronize(nullptr);
-  mgpuMemFree(workspace, nullptr);
-  mgpuStreamDestroy(kStream);
+  EXPECT_EQ(pattnMgpuModuleGetFunction(loadModule(), "k"), nullptr);
+  pattnMgpuMemset32(workspace, 0, 16, nullptr);
+  pattnMgpuMemcpy(workspace, workspace, 64, nullptr);
+  EXPECT_EQ(pattnMgpuStreamCreate(), nullptr);
+  pattnMgpuStreamSynchronize(nullptr);
+  pattnMgpuMemFree(workspace, nullptr);
+  pattnMgpuStreamDestroy(kStream);
 
   std::vector<std::string> called;
   for (const Call &call : fake().calls)
@@ -505,9 +505,9 @@ TEST_F(RuntimeFakeDriver, NothingRunsAfterAnErrorButReleasesStill) {
 
 TEST_F(RuntimeFakeDriver, MemAllocUsesTheStreamOrderedAllocator) {
   void *stream = reinterpret_cast<void *>(0x5EA);
-  void *pointer = mgpuMemAlloc(4096, stream, false);
+  void *pointer = pattnMgpuMemAlloc(4096, stream, false);
   EXPECT_EQ(pointer, reinterpret_cast<void *>(kDevicePointer));
-  mgpuMemFree(pointer, stream);
+  pattnMgpuMemFree(pointer, stream);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
   const std::vector<Call> allocs = callsNamed("cuMemAllocAsync");
   ASSERT_EQ(allocs.size(), 1u);
@@ -520,9 +520,9 @@ TEST_F(RuntimeFakeDriver, MemAllocUsesTheStreamOrderedAllocator) {
 
 TEST_F(RuntimeFakeDriver, MemAllocFallsBackWithoutMemoryPools) {
   fake().memAllocAsyncResult = kNotSupported;
-  void *pointer = mgpuMemAlloc(4096, nullptr, false);
+  void *pointer = pattnMgpuMemAlloc(4096, nullptr, false);
   ASSERT_NE(pointer, nullptr);
-  mgpuMemFree(pointer, nullptr);
+  pattnMgpuMemFree(pointer, nullptr);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
   ASSERT_EQ(callsNamed("cuMemAlloc").size(), 1u);
   const std::vector<Call> frees = callsNamed("cuMemFree");
@@ -532,12 +532,12 @@ TEST_F(RuntimeFakeDriver, MemAllocFallsBackWithoutMemoryPools) {
 }
 
 TEST_F(RuntimeFakeDriver, MemAllocEdgeCases) {
-  EXPECT_EQ(mgpuMemAlloc(0, nullptr, false), nullptr);
+  EXPECT_EQ(pattnMgpuMemAlloc(0, nullptr, false), nullptr);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
-  mgpuMemFree(nullptr, nullptr);
+  pattnMgpuMemFree(nullptr, nullptr);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
 
-  EXPECT_EQ(mgpuMemAlloc(64, nullptr, true), nullptr);
+  EXPECT_EQ(pattnMgpuMemAlloc(64, nullptr, true), nullptr);
   const Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("host-shared"));
@@ -548,8 +548,8 @@ TEST_F(RuntimeFakeDriver, MemcpyAndMemsetPassThrough) {
   void *stream = reinterpret_cast<void *>(0x5EA);
   void *dst = reinterpret_cast<void *>(0xD100);
   void *src = reinterpret_cast<void *>(0xD200);
-  mgpuMemcpy(dst, src, 48, stream);
-  mgpuMemset32(dst, 0xDEADBEEF, 12, stream);
+  pattnMgpuMemcpy(dst, src, 48, stream);
+  pattnMgpuMemset32(dst, 0xDEADBEEF, 12, stream);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
   EXPECT_EQ(callsNamed("cuMemcpyAsync").at(0).args,
             (std::vector{bits(dst), bits(src), 48ull, bits(stream)}));
@@ -557,23 +557,23 @@ TEST_F(RuntimeFakeDriver, MemcpyAndMemsetPassThrough) {
             (std::vector{bits(dst), 0xDEADBEEFull, 12ull, bits(stream)}));
 
   // Nothing to do is no error, even with null pointers.
-  mgpuMemcpy(nullptr, nullptr, 0, stream);
-  mgpuMemset32(nullptr, 0, 0, stream);
+  pattnMgpuMemcpy(nullptr, nullptr, 0, stream);
+  pattnMgpuMemset32(nullptr, 0, 0, stream);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
 }
 
 TEST_F(RuntimeFakeDriver, NullBuffersAreInvalidArguments) {
-  mgpuMemcpy(nullptr, reinterpret_cast<void *>(0xD200), 8, nullptr);
+  pattnMgpuMemcpy(nullptr, reinterpret_cast<void *>(0xD200), 8, nullptr);
   Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("null destination for 8 bytes"));
 
-  mgpuMemcpy(reinterpret_cast<void *>(0xD200), nullptr, 8, nullptr);
+  pattnMgpuMemcpy(reinterpret_cast<void *>(0xD200), nullptr, 8, nullptr);
   outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("null source"));
 
-  mgpuMemset32(nullptr, 0, 4, nullptr);
+  pattnMgpuMemset32(nullptr, 0, 4, nullptr);
   EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(callsNamed("cuMemcpyAsync").empty());
   EXPECT_TRUE(callsNamed("cuMemsetD32Async").empty());
@@ -581,7 +581,7 @@ TEST_F(RuntimeFakeDriver, NullBuffersAreInvalidArguments) {
 
 TEST_F(RuntimeFakeDriver, DriverFailureOfACopyIsACudaError) {
   fake().memcpyResult = kInvalidValue;
-  mgpuMemcpy(reinterpret_cast<void *>(0xD100), reinterpret_cast<void *>(0xD200),
+  pattnMgpuMemcpy(reinterpret_cast<void *>(0xD100), reinterpret_cast<void *>(0xD200),
              8, nullptr);
   const Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_CUDA);
@@ -591,11 +591,11 @@ TEST_F(RuntimeFakeDriver, DriverFailureOfACopyIsACudaError) {
 }
 
 TEST_F(RuntimeFakeDriver, StreamsPassThrough) {
-  void *stream = mgpuStreamCreate();
+  void *stream = pattnMgpuStreamCreate();
   EXPECT_EQ(stream, kStream);
-  mgpuStreamSynchronize(stream);
-  mgpuStreamDestroy(stream);
-  mgpuStreamDestroy(nullptr);
+  pattnMgpuStreamSynchronize(stream);
+  pattnMgpuStreamDestroy(stream);
+  pattnMgpuStreamDestroy(nullptr);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
   // Non-blocking, like upstream's wrappers.
   EXPECT_EQ(callsNamed("cuStreamCreate").at(0).args,

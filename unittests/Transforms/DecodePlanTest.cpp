@@ -25,15 +25,15 @@
 #include <vector>
 
 using namespace pattn;
-using mlir::pattn::CacheType;
-using mlir::pattn::Encoding;
-using mlir::pattn::Layout;
-using mlir::pattn::ScaleGranularity;
+using pattn::CacheType;
+using pattn::Encoding;
+using pattn::Layout;
+using pattn::ScaleGranularity;
 
 namespace {
 class DecodePlanTest : public ::testing::Test {
 protected:
-  DecodePlanTest() { context.loadDialect<mlir::pattn::PAttnDialect>(); }
+  DecodePlanTest() { context.loadDialect<pattn::PAttnDialect>(); }
   mlir::MLIRContext context;
 
   CacheType cache(Encoding encoding, ScaleGranularity scale, int64_t dim) {

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 
 using namespace pattn;
-using mlir::pattn::Encoding;
+using pattn::Encoding;
 
 namespace {
 class EligibilityTest : public ::testing::Test {

@@ -22,12 +22,15 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
       numerics library (slot -1 skips the token). Per-token and nvfp4 scales
       are derived in the kernel.
     - `pattn.write_record`: one block per token, the three record presets.
-    - `pattn.paged_attention` (both backends, today through the portable
-      kernel) and `pattn.mla_decode`: a split-KV fp32 decode kernel (grid:
-      splits x (tokens * heads)) writing partial results to a stream-ordered
-      workspace, then a merge kernel that applies sinks, `out_scale`, and the
-      single output rounding. The split count is a function of the block
-      table's width only, so the launch is CUDA-graph capturable.
+    - `pattn.paged_attention` with `backend = xqa`: the tensor-core kernel
+      its `#pattn.xqa_plan` describes (mma.sync for Q K^T and P V, K and V
+      tiles streamed with cp.async into a ring, decoded once per tile);
+      with `backend = portable`, and `pattn.mla_decode`: a split-KV fp32
+      decode kernel (grid: splits x (tokens * heads)). Both write partial
+      results to a stream-ordered workspace, then a merge kernel applies
+      sinks, `out_scale`, and the single output rounding. The split count is
+      a function of the block table's width only, so the launch is
+      CUDA-graph capturable. docs/Lowering.md describes both kernels.
     - `pattn.scale_normalizer` (a single-block reduction) and
       `pattn.fold_query` (one rounding via round-to-odd in fp32).
     - guarded ops read the guard on the device and exit when it does not
@@ -50,6 +53,9 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     its own), and the function returns the runtime's i32 status
     (`pattnRuntimeTakeStatus`). Caches must come from `pattn.bind_cache` in
     the same function.
+
+    Anchored on `builtin.module`: it adds the kernel `gpu.module`s and the
+    `gpu.container_module` attribute to the module that holds the functions.
 
     Example: `pattn-opt --convert-pattn-to-gpu="chips=sm_80,sm_90a" model.mlir`.
   }];

@@ -19,6 +19,10 @@
 
 #include <string>
 
+namespace llvm {
+class Module;
+} // namespace llvm
+
 namespace mlir {
 class OpPassManager;
 } // namespace mlir
@@ -74,6 +78,15 @@ llvm::LogicalResult buildPAttnToGPUPipeline(mlir::OpPassManager &pm,
 llvm::LogicalResult buildCompilePipeline(mlir::OpPassManager &pm,
                                          const CompileOptions &options,
                                          std::string &error);
+
+/// Points the launcher calls of the pipeline's output, once translated to
+/// LLVM IR, at libpattn_runtime.so: upstream's gpu-to-llvm lowering and the
+/// gpu.binary translation call mgpu* functions (mgpuLaunchKernel, ...), the
+/// names MLIR's own CUDA runtime exports, and pattn's runtime exports them
+/// as pattnMgpu* so that both can be loaded in one process. Compilers that
+/// translate and link the output themselves call this before linking
+/// against libpattn_runtime.so; pattn-compile does it for every artifact.
+void bindRuntimeSymbols(llvm::Module &module);
 
 /// Registers `--pattn-compile`; bad options make the pipeline fail to parse.
 void registerCompilePipeline();

@@ -7,8 +7,12 @@
 // This header declares libpattn_runtime.so, the library that a compiled
 // artifact calls to load its kernels and launch them on a CUDA stream. It has
 // two halves: the pattn C API (status codes and the per-thread sticky error
-// that compiled entry points return) and the mgpu* launcher ABI that
-// upstream MLIR's gpu-to-llvm lowering emits calls to.
+// that compiled entry points return) and the launcher ABI that upstream
+// MLIR's gpu-to-llvm lowering and gpu.binary translation emit calls to.
+// Upstream names those functions mgpu*, as MLIR's own CUDA runtime does;
+// pattn's are pattnMgpu*, so that both libraries can live in one process.
+// pattn::bindRuntimeSymbols (pattn/Pipelines/Pipelines.h) renames the calls
+// in a translated module, and pattn-compile applies it to every artifact.
 //
 // The library loads the CUDA driver at run time, so it builds, links and
 // fails cleanly on machines without one. No call aborts, throws or prints:
@@ -146,58 +150,58 @@ PATTN_RUNTIME_EXPORT int32_t pattnRuntimeRecordError(int32_t status,
                                                      const char *message);
 
 //===----------------------------------------------------------------------===//
-// Launcher ABI (emitted by gpu-to-llvm)
+// Launcher ABI (upstream's mgpu* calls, renamed by bindRuntimeSymbols)
 //===----------------------------------------------------------------------===//
 //
 // Every call below runs in the calling thread's current CUDA context, or, if
 // it has none, in the primary context of device 0 (PATTN_DEVICE overrides),
 // pushed for the duration of the call. Once an error is pending on the
 // thread, calls are no-ops returning null, except the releasing ones
-// (mgpuMemFree, mgpuStreamDestroy, mgpuModuleUnload), which still release.
+// (pattnMgpuMemFree, pattnMgpuStreamDestroy, pattnMgpuModuleUnload), which still release.
 
 /// Registers a cubin or fatbin image. Called from the artifact's global
 /// constructor, so it never records an error on the calling thread: the
 /// returned handle is never null and remembers why its kernels cannot be
-/// used, and mgpuModuleGetFunction reports that on whichever thread asks.
+/// used, and pattnMgpuModuleGetFunction reports that on whichever thread asks.
 /// The image must outlive the handle (it lives in the artifact).
-PATTN_RUNTIME_EXPORT void *mgpuModuleLoad(void *data, size_t gpuBlobSize);
+PATTN_RUNTIME_EXPORT void *pattnMgpuModuleLoad(void *data, size_t gpuBlobSize);
 
-/// As mgpuModuleLoad for NUL-terminated PTX, JIT-compiled at `optLevel`.
-PATTN_RUNTIME_EXPORT void *mgpuModuleLoadJIT(void *data, int optLevel);
+/// As pattnMgpuModuleLoad for NUL-terminated PTX, JIT-compiled at `optLevel`.
+PATTN_RUNTIME_EXPORT void *pattnMgpuModuleLoadJIT(void *data, int optLevel);
 
 /// Unloads the module from every context it was loaded into.
-PATTN_RUNTIME_EXPORT void mgpuModuleUnload(void *module);
+PATTN_RUNTIME_EXPORT void pattnMgpuModuleUnload(void *module);
 
 /// The kernel `name` of `module` in the current context, loading the module
-/// there on first use. The handle is only meaningful to mgpuLaunchKernel.
-PATTN_RUNTIME_EXPORT void *mgpuModuleGetFunction(void *module,
+/// there on first use. The handle is only meaningful to pattnMgpuLaunchKernel.
+PATTN_RUNTIME_EXPORT void *pattnMgpuModuleGetFunction(void *module,
                                                  const char *name);
 
 /// Launches `function`; raises the kernel's dynamic shared memory limit
 /// first when `smem` exceeds the default 48 KiB. A grid with a zero extent
 /// launches nothing and succeeds (an empty batch).
-PATTN_RUNTIME_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
+PATTN_RUNTIME_EXPORT void pattnMgpuLaunchKernel(void *function, intptr_t gridX,
                                            intptr_t gridY, intptr_t gridZ,
                                            intptr_t blockX, intptr_t blockY,
                                            intptr_t blockZ, int32_t smem,
                                            void *stream, void **params,
                                            void **extra, size_t paramsCount);
 
-PATTN_RUNTIME_EXPORT void *mgpuStreamCreate(void);
-PATTN_RUNTIME_EXPORT void mgpuStreamSynchronize(void *stream);
-PATTN_RUNTIME_EXPORT void mgpuStreamDestroy(void *stream);
+PATTN_RUNTIME_EXPORT void *pattnMgpuStreamCreate(void);
+PATTN_RUNTIME_EXPORT void pattnMgpuStreamSynchronize(void *stream);
+PATTN_RUNTIME_EXPORT void pattnMgpuStreamDestroy(void *stream);
 
 /// Stream-ordered device allocation (capturable in a CUDA graph). Zero bytes
 /// gives null without an error; host-shared memory is not supported.
-PATTN_RUNTIME_EXPORT void *mgpuMemAlloc(uint64_t sizeBytes, void *stream,
+PATTN_RUNTIME_EXPORT void *pattnMgpuMemAlloc(uint64_t sizeBytes, void *stream,
                                         bool isHostShared);
 /// Stream-ordered free; null is ignored.
-PATTN_RUNTIME_EXPORT void mgpuMemFree(void *ptr, void *stream);
+PATTN_RUNTIME_EXPORT void pattnMgpuMemFree(void *ptr, void *stream);
 
-PATTN_RUNTIME_EXPORT void mgpuMemcpy(void *dst, void *src, size_t sizeBytes,
+PATTN_RUNTIME_EXPORT void pattnMgpuMemcpy(void *dst, void *src, size_t sizeBytes,
                                      void *stream);
 /// Fills `count` 32-bit words at `dst` (4-byte aligned) with `value`.
-PATTN_RUNTIME_EXPORT void mgpuMemset32(void *dst, unsigned int value,
+PATTN_RUNTIME_EXPORT void pattnMgpuMemset32(void *dst, unsigned int value,
                                        size_t count, void *stream);
 
 #ifdef __cplusplus

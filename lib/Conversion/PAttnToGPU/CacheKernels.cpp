@@ -16,8 +16,7 @@
 #include "Kernels.h"
 
 using namespace mlir;
-using namespace mlir::pattn;
-using namespace ::pattn;
+using namespace pattn;
 
 gpu::GPUFuncOp KernelModule::create(OpBuilder &builder, Location loc,
                                     StringRef name, TypeRange arguments,

@@ -21,7 +21,7 @@
 #include <string>
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 
 namespace pattn {
 

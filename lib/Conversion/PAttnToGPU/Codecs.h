@@ -29,12 +29,12 @@ struct ChannelPair {
 };
 
 /// Elements of `encoding` in a 32-bit word: 2, 4 or 8.
-int64_t elementsPerWord(mlir::pattn::Encoding encoding);
+int64_t elementsPerWord(pattn::Encoding encoding);
 
 /// The unscaled values of a little-endian word of codes, as pairs (which
 /// elements share a pair depends on the encoding and the chip).
 llvm::SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb,
-                                               mlir::pattn::Encoding encoding,
+                                               pattn::Encoding encoding,
                                                mlir::Value word);
 
 /// The pairs of a word across its two 16-bit halves, in order: pair j holds
@@ -44,12 +44,12 @@ llvm::SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb,
 /// key k, high half from key k + 1) they are one channel of both keys,
 /// which is the shape of an mma operand register. One pair for f16/bf16.
 llvm::SmallVector<mlir::Value> decodeWordHalves(KernelBuilder &kb,
-                                                mlir::pattn::Encoding encoding,
+                                                pattn::Encoding encoding,
                                                 mlir::Value word);
 
 /// The same as fp32 values in element order.
 llvm::SmallVector<mlir::Value> decodeWord(KernelBuilder &kb,
-                                          mlir::pattn::Encoding encoding,
+                                          pattn::Encoding encoding,
                                           mlir::Value word);
 
 /// A 32-bit word seen as a vector<2xf16> (bits [15:0] are element 0).

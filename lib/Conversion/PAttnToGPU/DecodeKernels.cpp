@@ -29,8 +29,7 @@
 #include <optional>
 
 using namespace mlir;
-using namespace mlir::pattn;
-using namespace ::pattn;
+using namespace pattn;
 
 namespace {
 

@@ -19,8 +19,7 @@
 #include <limits>
 
 using namespace mlir;
-using namespace mlir::pattn;
-using namespace ::pattn;
+using namespace pattn;
 namespace numerics = ::pattn::numerics;
 
 /// ilogb of a positive finite fp32 given by its bits (subnormals included).

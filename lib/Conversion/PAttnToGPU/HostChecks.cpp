@@ -17,7 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 
 namespace {
 

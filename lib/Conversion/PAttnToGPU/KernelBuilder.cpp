@@ -339,9 +339,9 @@ Value KernelBuilder::decodeE2M1(Value code) {
   return fmul(decodeF16Bits(bits), f32(16384.0f)); // 2^(15 - 1)
 }
 
-Value KernelBuilder::quantize(mlir::pattn::Encoding encoding, Value x,
+Value KernelBuilder::quantize(pattn::Encoding encoding, Value x,
                               Value scale) {
-  using mlir::pattn::Encoding;
+  using pattn::Encoding;
   Value t = fdiv(x, scale);
   Value code;
   auto clampRound = [&](float low, float high) {

@@ -148,7 +148,7 @@ public:
   /// Quantized code of x / scale for an integer or fp8 encoding (zero scale
   /// gives 0), returned as the byte / nibble to store, in an i32: i8 codes
   /// two's complement, i4 codes biased by 8, fp8 codes as is.
-  mlir::Value quantize(mlir::pattn::Encoding encoding, mlir::Value x,
+  mlir::Value quantize(pattn::Encoding encoding, mlir::Value x,
                        mlir::Value scale);
 
   /// T(a * c * scale) rounded once to `type` (f16 or bf16), for a power of

@@ -27,14 +27,14 @@ inline constexpr int64_t kBlockThreads = 128;
 /// The buffers behind a cache value, and the type it is read with (which
 /// differs from the bound type after pattn.rescale_view).
 struct CacheBuffers {
-  mlir::pattn::CacheType type;
+  pattn::CacheType type;
   mlir::Value storage;
   mlir::Value groupScales; ///< nvfp4 only
   mlir::Value tokenScales; ///< `token` granularity only
 };
 
 struct RecordBuffers {
-  mlir::pattn::RecordCacheType type;
+  pattn::RecordCacheType type;
   mlir::Value storage;
 };
 
@@ -102,21 +102,21 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
 /// operand is the slot check's flag: the kernel writes only when it is 0,
 /// so a call with a bad slot leaves the whole cache untouched.
 Kernel buildWriteCacheKernel(KernelModule &kernels,
-                             mlir::pattn::WriteCacheOp op,
+                             pattn::WriteCacheOp op,
                              const CacheBuffers &cache);
 
 /// One block per token; the last operand is the slot check's flag.
 Kernel buildWriteRecordKernel(KernelModule &kernels,
-                              mlir::pattn::WriteRecordOp op,
+                              pattn::WriteRecordOp op,
                               const RecordBuffers &cache);
 
 /// A single block: N and the fold flag of a channel table.
 Kernel buildScaleNormalizerKernel(KernelModule &kernels,
-                                  mlir::pattn::ScaleNormalizerOp op);
+                                  pattn::ScaleNormalizerOp op);
 
 /// One block per (token, head), one thread per channel.
 Kernel buildFoldQueryKernel(KernelModule &kernels,
-                            mlir::pattn::FoldQueryOp op);
+                            pattn::FoldQueryOp op);
 
 /// The split-KV decode kernels of an attention op: `decode` writes partial
 /// results for grid (splits, tokens * decodeBlocksPerToken), each block
@@ -136,31 +136,31 @@ struct DecodeKernels {
 };
 
 DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
-                                      mlir::pattn::PagedAttentionOp op,
+                                      pattn::PagedAttentionOp op,
                                       const CacheBuffers &key,
                                       const CacheBuffers &value,
-                                      mlir::pattn::PortablePlanAttr plan);
+                                      pattn::PortablePlanAttr plan);
 
 /// The tensor-core decode of an op planned for XQA (`plan`): grid (splits,
 /// batch * kv_heads), 128 threads, plan.shared_bytes of dynamic shared
 /// memory; the splits are taken from gridDim.x. Its merge is the portable
 /// one.
 DecodeKernels buildXqaDecodeKernels(KernelModule &kernels,
-                                    mlir::pattn::PagedAttentionOp op,
-                                    mlir::pattn::XqaPlanAttr plan,
+                                    pattn::PagedAttentionOp op,
+                                    pattn::XqaPlanAttr plan,
                                     const CacheBuffers &key,
                                     const CacheBuffers &value);
 
 /// The split merge of a paged attention op (sinks, out_scale, the output's
 /// single rounding); its operands precede the workspace.
 mlir::gpu::GPUFuncOp
-buildPagedMergeKernel(KernelModule &kernels, mlir::pattn::PagedAttentionOp op,
+buildPagedMergeKernel(KernelModule &kernels, pattn::PagedAttentionOp op,
                       llvm::SmallVectorImpl<mlir::Value> &hostOperands);
 
 DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
-                                    mlir::pattn::MlaDecodeOp op,
+                                    pattn::MlaDecodeOp op,
                                     const RecordBuffers &cache,
-                                    mlir::pattn::PortablePlanAttr plan);
+                                    pattn::PortablePlanAttr plan);
 
 } // namespace pattn
 

@@ -36,8 +36,7 @@ namespace pattn {
 } // namespace pattn
 
 using namespace mlir;
-using namespace mlir::pattn;
-using namespace ::pattn;
+using namespace pattn;
 
 /// The runtime entries that hand a compiled function its status, the
 /// device's compute capability and the device error word.

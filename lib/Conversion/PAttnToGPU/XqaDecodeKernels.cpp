@@ -47,8 +47,7 @@
 #include <limits>
 
 using namespace mlir;
-using namespace mlir::pattn;
-using namespace ::pattn;
+using namespace pattn;
 
 namespace {
 

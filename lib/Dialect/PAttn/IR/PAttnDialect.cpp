@@ -23,7 +23,7 @@
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 namespace numerics = ::pattn::numerics;
 
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.cpp.inc"

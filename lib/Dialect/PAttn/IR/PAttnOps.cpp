@@ -20,7 +20,7 @@
 #include <cmath>
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 
 #define GET_OP_CLASSES
 #include "pattn/Dialect/PAttn/IR/PAttnOps.cpp.inc"

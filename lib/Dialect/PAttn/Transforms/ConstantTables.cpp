@@ -51,7 +51,7 @@ auto ::pattn::getConstantScaleTable(Value table)
 }
 
 auto ::pattn::verifyStaticScalesAreFinite(Operation *op) -> LogicalResult {
-  using namespace mlir::pattn;
+  using namespace pattn;
   // (operand, what the diagnostic calls it, whether it is a [kv_heads,
   // head_dim] channel table).
   SmallVector<std::tuple<Value, StringRef, bool>> scales;

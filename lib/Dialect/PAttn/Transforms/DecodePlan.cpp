@@ -27,14 +27,14 @@
 #include <algorithm>
 
 using namespace mlir;
-using ::mlir::pattn::Backend;
-using ::mlir::pattn::CacheType;
-using ::mlir::pattn::Encoding;
-using ::mlir::pattn::MlaDecodeOp;
-using ::mlir::pattn::PagedAttentionOp;
-using ::mlir::pattn::PortablePlanAttr;
-using ::mlir::pattn::ScaleGranularity;
-using ::mlir::pattn::XqaPlanAttr;
+using ::pattn::Backend;
+using ::pattn::CacheType;
+using ::pattn::Encoding;
+using ::pattn::MlaDecodeOp;
+using ::pattn::PagedAttentionOp;
+using ::pattn::PortablePlanAttr;
+using ::pattn::ScaleGranularity;
+using ::pattn::XqaPlanAttr;
 
 namespace pattn {
 

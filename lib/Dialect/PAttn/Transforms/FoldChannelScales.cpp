@@ -32,7 +32,7 @@ namespace pattn {
 } // namespace pattn
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 namespace numerics = ::pattn::numerics;
 
 namespace {

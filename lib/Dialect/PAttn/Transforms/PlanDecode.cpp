@@ -26,7 +26,7 @@ namespace pattn {
 } // namespace pattn
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 
 namespace {
 struct PlanDecodePass
@@ -37,19 +37,19 @@ struct PlanDecodePass
 } // namespace
 
 void PlanDecodePass::runOnOperation() {
-  ModuleOp module = getOperation();
+  Operation *root = getOperation();
   SmallVector<::pattn::Chip> targets;
   std::string error = ::pattn::parseChipList(chips, targets);
   if (!error.empty()) {
-    module.emitError() << error;
+    root->emitError() << error;
     return signalPassFailure();
   }
   if (keysPerSplit <= 0 || keysPerSplit % 128 != 0) {
-    module.emitError() << "keys-per-split must be a positive multiple of 128";
+    root->emitError() << "keys-per-split must be a positive multiple of 128";
     return signalPassFailure();
   }
   if (xqaKeysPerSplit < 64) {
-    module.emitError() << "xqa-keys-per-split must be at least 64";
+    root->emitError() << "xqa-keys-per-split must be at least 64";
     return signalPassFailure();
   }
 
@@ -68,7 +68,7 @@ void PlanDecodePass::runOnOperation() {
     LDBG() << op->getName() << " at " << op->getLoc() << ": " << chosen;
     op->setAttr("plan", chosen);
   };
-  module.walk([&](Operation *op) {
+  root->walk([&](Operation *op) {
     if (auto attention = dyn_cast<PagedAttentionOp>(op))
       plan(op, attention.getBackend(), [&]() -> Attribute {
         return ::pattn::planXqaDecode(attention, targets, xqaKeysPerSplit);

@@ -29,7 +29,7 @@ namespace pattn {
 } // namespace pattn
 
 using namespace mlir;
-using namespace mlir::pattn;
+using namespace pattn;
 using ::pattn::AttentionConfig;
 using ::pattn::KeyScaleFold;
 namespace numerics = ::pattn::numerics;
@@ -154,13 +154,13 @@ bool SelectBackendPass::decide(OpTy op, ::pattn::Chip chip) {
 }
 
 void SelectBackendPass::runOnOperation() {
-  ModuleOp module = getOperation();
+  Operation *root = getOperation();
   if (printTable)
     ::pattn::printEligibilityTable(llvm::errs());
 
   std::optional<::pattn::Chip> chipValue = ::pattn::parseChip(chip);
   if (!chipValue) {
-    module.emitError() << (chip.empty() ? "pattn-select-backend needs chip="
+    root->emitError() << (chip.empty() ? "pattn-select-backend needs chip="
                                         : "unsupported chip '" + chip + "'")
                        << "; supported chips: "
                        << ::pattn::supportedChipList();
@@ -168,7 +168,7 @@ void SelectBackendPass::runOnOperation() {
   }
 
   bool ok = true;
-  module.walk([&](Operation *op) {
+  root->walk([&](Operation *op) {
     if (auto attention = dyn_cast<PagedAttentionOp>(op))
       ok &= decide(attention, *chipValue);
     else if (auto mla = dyn_cast<MlaDecodeOp>(op))

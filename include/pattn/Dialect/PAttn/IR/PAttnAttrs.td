@@ -25,7 +25,7 @@ def PAttn_Encoding : I32EnumAttr<"Encoding", "KV cache element encoding", [
     I32EnumAttrCase<"i8", 2>, I32EnumAttrCase<"f8e4m3", 3>,
     I32EnumAttrCase<"f8e5m2", 4>, I32EnumAttrCase<"i4", 5>,
     I32EnumAttrCase<"nvfp4", 6>]> {
-  let cppNamespace = "::mlir::pattn";
+  let cppNamespace = "::pattn";
   let genSpecializedAttr = 0;
 }
 
@@ -33,19 +33,19 @@ def PAttn_ScaleGranularity : I32EnumAttr<"ScaleGranularity",
     "granularity of a (outer) dequantization scale", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"tensor", 1>,
     I32EnumAttrCase<"channel", 2>, I32EnumAttrCase<"token", 3>]> {
-  let cppNamespace = "::mlir::pattn";
+  let cppNamespace = "::pattn";
   let genSpecializedAttr = 0;
 }
 
 def PAttn_Layout : I32EnumAttr<"Layout", "order of a page's dimensions", [
     I32EnumAttrCase<"nhd", 0>, I32EnumAttrCase<"hnd", 1>]> {
-  let cppNamespace = "::mlir::pattn";
+  let cppNamespace = "::pattn";
   let genSpecializedAttr = 0;
 }
 
 def PAttn_Backend : I32EnumAttr<"Backend", "attention lowering", [
     I32EnumAttrCase<"xqa", 0>, I32EnumAttrCase<"portable", 1>]> {
-  let cppNamespace = "::mlir::pattn";
+  let cppNamespace = "::pattn";
   let genSpecializedAttr = 0;
 }
 

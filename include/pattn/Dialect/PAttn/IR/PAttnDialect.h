@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-namespace mlir::pattn {
+namespace pattn {
 /// SPEC §3's size limits, enforced by the verifiers. Within them every byte
 /// size the compiler derives (rows, records, tiles, shared memory) fits
 /// comfortably in 32 bits, and every accepted shape compiles for every chip.
@@ -28,7 +28,7 @@ inline constexpr int64_t kMaxHeadDim = 1024;
 inline constexpr int64_t kMaxBlockSize = 4096;
 inline constexpr int64_t kMaxHeads = 4096; ///< kv_heads and num_heads
 inline constexpr int64_t kMaxRecordBytes = 4096;
-} // namespace mlir::pattn
+} // namespace pattn
 
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h.inc"
 #include "pattn/Dialect/PAttn/IR/PAttnEnums.h.inc"

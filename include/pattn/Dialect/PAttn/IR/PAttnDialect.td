@@ -11,7 +11,7 @@ include "mlir/IR/OpBase.td"
 
 def PAttn_Dialect : Dialect {
   let name = "pattn";
-  let cppNamespace = "::mlir::pattn";
+  let cppNamespace = "::pattn";
   let summary = "Paged attention over quantized KV caches";
   let description = [{
     The `pattn` dialect describes LLM decode attention over paged KV caches

@@ -52,8 +52,8 @@ def PAttn_CacheType : PAttn_Type<"Cache", "cache"> {
                         "int64_t":$head_dim,
                         EnumParameter<PAttn_Encoding>:$encoding,
                         EnumParameter<PAttn_ScaleGranularity>:$scale,
-                        DefaultValuedParameter<"::mlir::pattn::Layout",
-                          "::mlir::pattn::Layout::nhd">:$layout);
+                        DefaultValuedParameter<"::pattn::Layout",
+                          "::pattn::Layout::nhd">:$layout);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -96,7 +96,7 @@ def PAttn_RecordType : PAttn_Type<"Record", "record"> {
     ```
   }];
   let parameters = (ins "uint32_t":$bytes,
-                        ArrayRefParameter<"::mlir::pattn::LaneAttr">:$lanes,
+                        ArrayRefParameter<"::pattn::LaneAttr">:$lanes,
                         EnumParameter<PAttn_ScaleGranularity>:$mode);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -110,13 +110,13 @@ def PAttn_RecordType : PAttn_Type<"Record", "record"> {
     static RecordType getPresetChecked(
         ::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError,
         ::mlir::MLIRContext *context, ::llvm::StringRef preset,
-        ::std::optional<::mlir::pattn::ScaleGranularity> mode);
+        ::std::optional<::pattn::ScaleGranularity> mode);
   }];
 }
 
 // Prints the nested record with its dialect prefix, as users write it.
 def PAttn_RecordParameter
-    : AttrOrTypeParameter<"::mlir::pattn::RecordType", "a !pattn.record"> {
+    : AttrOrTypeParameter<"::pattn::RecordType", "a !pattn.record"> {
   let printer = "$_printer << ::mlir::Type($_self)";
 }
 

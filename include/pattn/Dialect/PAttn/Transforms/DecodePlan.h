@@ -29,8 +29,8 @@ int64_t portableHeadsPerBlock(int64_t group);
 /// The element type of the XQA kernel's mma operands: bf16 when the query
 /// or either cache is bf16, else f16 (every quantized code and every
 /// nvfp4 code x group scale is exact in both).
-bool xqaUsesBf16(mlir::Type activation, mlir::pattn::CacheType key,
-                 mlir::pattn::CacheType value);
+bool xqaUsesBf16(mlir::Type activation, pattn::CacheType key,
+                 pattn::CacheType value);
 
 /// Byte offsets into the XQA kernel's dynamic shared memory. The ring holds
 /// `stages` tiles of raw cache bytes (rows padded by 16 bytes, so that
@@ -53,8 +53,8 @@ struct XqaSharedLayout {
   int64_t total = 0;
 };
 
-XqaSharedLayout layoutXqaShared(mlir::pattn::CacheType key,
-                                mlir::pattn::CacheType value, int64_t rows, int64_t keysPerTile,
+XqaSharedLayout layoutXqaShared(pattn::CacheType key,
+                                pattn::CacheType value, int64_t rows, int64_t keysPerTile,
                                 int64_t stages, int64_t keyWarps);
 
 /// XQA blocks of `sharedBytes` that one SM of every chip of `chips` holds at
@@ -63,12 +63,12 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
-mlir::pattn::XqaPlanAttr planXqaDecode(mlir::pattn::PagedAttentionOp op,
+pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
                                        llvm::ArrayRef<Chip> chips,
                                        int64_t maxKeysPerSplit);
 
 /// The portable plan of a paged_attention or mla_decode op.
-mlir::pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
+pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
                                                  int64_t keysPerSplit);
 
 } // namespace pattn

@@ -52,8 +52,8 @@ struct AttentionConfig {
   int64_t kvHeads = 1;
   int64_t queryTokens = 1; ///< max query tokens per sequence
   int64_t blockSize = 16;
-  mlir::pattn::Encoding keyEncoding = mlir::pattn::Encoding::f16;
-  mlir::pattn::Encoding valueEncoding = mlir::pattn::Encoding::f16;
+  pattn::Encoding keyEncoding = pattn::Encoding::f16;
+  pattn::Encoding valueEncoding = pattn::Encoding::f16;
   KeyScaleFold keyFold = KeyScaleFold::NotNeeded;
   int keyBinadeSpan = 0; ///< for StaticTooWide
   float softcap = 0.0f;

@@ -48,6 +48,10 @@ def PAttnFoldChannelScales
     `tensor`, `token` and nvfp4 group scales are untouched, mixed
     granularities work, and running the pass twice changes nothing.
 
+    Anchored on `builtin.module`: a static fold adds the normalizer as a
+    constant `memref.global` to the symbol table that holds the function, and
+    a pass nested in `func.func` may not add symbols to its parent.
+
     Example:
     ```mlir
     // before
@@ -74,7 +78,7 @@ def PAttnFoldChannelScales
   ];
 }
 
-def PAttnSelectBackend : Pass<"pattn-select-backend", "::mlir::ModuleOp"> {
+def PAttnSelectBackend : Pass<"pattn-select-backend"> {
   let summary = "Choose the XQA or the portable lowering of each attention op";
   let description = [{
     Evaluates the eligibility table of SPEC §6 (`pattn::checkXqaEligibility`,
@@ -97,7 +101,12 @@ def PAttnSelectBackend : Pass<"pattn-select-backend", "::mlir::ModuleOp"> {
 
     `print-table` prints the rule table, pattn's next to ONNX Runtime's.
 
-    Example: `pattn-opt --pattn-select-backend="chip=sm_90a force=auto"`.
+    Runs on any op: the choice is per attention op and only sets that op's
+    attributes, so the pass can be nested in a `func.func` pipeline (and then
+    runs on the functions in parallel) as well as on `builtin.module`.
+
+    Example: `pattn-opt --pattn-select-backend="chip=sm_90a force=auto"`, or
+    `pattn-opt --pass-pipeline="builtin.module(func.func(pattn-select-backend{chip=sm_90a}))"`.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"\"",
@@ -124,7 +133,7 @@ def PAttnSelectBackend : Pass<"pattn-select-backend", "::mlir::ModuleOp"> {
   ];
 }
 
-def PAttnPlanDecode : Pass<"pattn-plan-decode", "::mlir::ModuleOp"> {
+def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
   let summary = "Write each attention op's tiling for its chosen backend";
   let description = [{
     For every `pattn.paged_attention` and `pattn.mla_decode` whose backend
@@ -140,7 +149,8 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode", "::mlir::ModuleOp"> {
     sm_90a/sm_100a, from the chip capability table) bounds the ring. See
     pattn/Dialect/PAttn/Transforms/DecodePlan.h for the rules.
 
-    An op without a recorded backend is an error.
+    An op without a recorded backend is an error. Like the selector, the
+    pass runs on any op and can be nested in `func.func`.
 
     Example:
     `pattn-opt --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a`
