@@ -2,7 +2,8 @@
 # Where the compiler is: fills .gpu-artifacts/ with everything
 # scripts/gpu-run.sh needs on the GPU machine, which has no compiler and no
 # network: the GPU suite's modules for both backends, the decode
-# benchmark's, the peers' script and FlashInfer's wheels (into .whl/).
+# benchmark's, a copy of the compiler's files (which key the cache), the
+# peers' script and FlashInfer's wheels (into .whl/).
 #   bash scripts/gpu-prepare.sh [CHIP]      # default sm_90a (the H200)
 # Both folders are ignored by git; carry them to the GPU machine.
 set -euo pipefail
@@ -11,8 +12,18 @@ chip="${1:-sm_90a}"
 export PATTN_COMPILE="${PATTN_COMPILE:-$root/build/bin/pattn-compile}"
 export PATTN_ARTIFACT_DIR="$root/.gpu-artifacts"
 cd "$root"
-# The artifact cache is not keyed on the compiler's build: start afresh.
+# Entries are keyed on the compiler's build, so those of older builds would
+# only take room: start afresh.
 rm -rf "$PATTN_ARTIFACT_DIR" && mkdir -p "$PATTN_ARTIFACT_DIR"
+# The keys hold the SHA-256 of pattn-compile and of the libpattn_runtime.so
+# in its ../lib (pattn._compiler): carry both files, so that the GPU machine,
+# where pattn-compile cannot run (no LLVM/MLIR), computes the same keys;
+# scripts/gpu-run.sh points PATTN_COMPILE at the copy.
+compiler_real="$(readlink -f "$PATTN_COMPILE")"
+mkdir -p "$PATTN_ARTIFACT_DIR/compiler/bin" "$PATTN_ARTIFACT_DIR/compiler/lib"
+cp -p "$compiler_real" "$PATTN_ARTIFACT_DIR/compiler/bin/pattn-compile"
+cp -p "$(dirname "$(dirname "$compiler_real")")/lib/libpattn_runtime.so" \
+  "$PATTN_ARTIFACT_DIR/compiler/lib/libpattn_runtime.so"
 for backend in auto portable; do
   PATTN_TEST_BACKEND=$backend python3 python/tests/gpu/precompile.py --chip "$chip"
 done

@@ -15,6 +15,9 @@ cd "$root"
 out="${OUT:-$root/gpu-results}"
 mkdir -p "$out"
 export PATTN_ARTIFACT_DIR="$root/.gpu-artifacts" PYTHONUNBUFFERED=1
+# The copy of the compiler that filled the cache (gpu-prepare.sh): it cannot
+# run here, but its files key the cache's entries.
+export PATTN_COMPILE="$PATTN_ARTIFACT_DIR/compiler/bin/pattn-compile"
 parts=" ${PATTN_GPU_PARTS:-suite sanitize bench} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 

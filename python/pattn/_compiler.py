@@ -3,13 +3,22 @@
 ``compile()`` turns MLIR (text or a file) into a loadable artifact by
 running the ``pattn-compile`` executable; it never links against the
 compiler, so this package stays pure Python and works with any build.
+:func:`find_compiler` says which executable that is.
 
 With ``$PATTN_ARTIFACT_DIR`` set, artifacts are cached there under a hash of
-the source, the chips and the options: a machine with the compiler fills the
-directory, and a GPU machine without it (the compiler needs LLVM/MLIR 22)
-loads from it.
-The runtime library is copied next to the artifacts, which find it through
-their ``$ORIGIN`` rpath.
+the source, the chips, every option and the compiler's identity: the SHA-256
+of the ``pattn-compile`` file and of the ``libpattn_runtime.so`` beside it
+(``../lib/``, where the compiler finds it), so another build of the compiler
+never gets an old artifact back. The identity is read from the files alone
+(never by running them) and memoized per file, path, size and mtime: a GPU
+machine where the compiler cannot run (it needs LLVM/MLIR 22) still computes
+the keys from a copy of the two files (``$PATTN_COMPILE``; that is what
+scripts/gpu-prepare.sh carries in ``.gpu-artifacts/compiler/``) and loads
+what the machine with the compiler filled in. The compiler embeds pattn's
+version and commit, so its hash covers them; ``<key>.json`` beside each
+entry records them, the source's hash, the chips and the options for
+people (nothing reads it back). The runtime library is also copied next to
+the artifacts, which find it through their ``$ORIGIN`` rpath.
 
 Every cache entry ``<key>.so`` has its SHA-256 beside it in
 ``<key>.so.sha256`` (``sha256sum`` format). Both are written under a
@@ -26,29 +35,51 @@ checksum (written by an older pattn) is served, and given one, if it passes
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import hashlib
+import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
 import warnings
-from typing import Iterable, Iterator, List, Optional, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from ._errors import (CacheWarning, CompileError, _CompileArgumentError,
                       _CompileArgumentTypeError, _rejects_bad_calls)
 from ._loader import (_BadElf, _inspect_elf, checksum_problem, file_sha256,
                       write_checksum)
+from ._version import __version__
 
 try:
     import fcntl
 except ImportError:  # not POSIX: entries are still written atomically
     fcntl = None  # type: ignore[assignment]
 
-# Where a build of this checkout puts the driver (python/pattn/ -> repo).
-_REPO_COMPILER = (pathlib.Path(__file__).resolve().parents[2] / "build" /
-                  "bin" / "pattn-compile")
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+
+
+def _checkout_root() -> Optional[pathlib.Path]:
+    """The pattn repository this package is part of (``python/pattn/``
+    beside ``VERSION`` and ``CMakeLists.txt``), or None when it is installed
+    (a wheel, ``pip install``) and no checkout is around it."""
+    root = _PACKAGE_DIR.parents[1]
+    if (_PACKAGE_DIR.parent.name == "python" and
+            (root / "VERSION").is_file() and
+            (root / "CMakeLists.txt").is_file()):
+        return root
+    return None
+
+
+_CHECKOUT = _checkout_root()
+# Where a build of this checkout puts the driver; None when installed.
+_REPO_COMPILER: Optional[pathlib.Path] = (
+    _CHECKOUT / "build" / "bin" / "pattn-compile"
+    if _CHECKOUT is not None else None)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -117,24 +148,158 @@ def _flag_argument(value: object, name: str) -> bool:
         f"{type(value).__name__} {value!r:.60}")
 
 
+def _checked_compiler(path: str, origin: str) -> str:
+    """``path`` (given as ``origin``) if it names an executable file; a
+    bare name is looked up on ``PATH``. Otherwise a CompileError saying
+    what is wrong with it."""
+    if os.sep not in path and (os.altsep is None or os.altsep not in path):
+        found = shutil.which(path)
+        if found:
+            return found
+    if not os.path.exists(path):
+        raise CompileError(f"{origin} names {path}, which does not exist: "
+                           "point it at a pattn-compile executable (a pattn "
+                           "build's build/bin/pattn-compile)")
+    if not os.path.isfile(path):
+        raise CompileError(f"{origin} names {path}, which is not a file: "
+                           "point it at the pattn-compile executable")
+    if not os.access(path, os.X_OK):
+        raise CompileError(f"{origin} names {path}, which is not executable "
+                           "(no execute permission): point it at the "
+                           "pattn-compile executable or chmod +x it")
+    return path
+
+
 @_rejects_bad_calls(_CompileArgumentTypeError, "pattn.find_compiler")
 def find_compiler(compiler: Optional[PathLike] = None) -> str:
-    """The ``pattn-compile`` to run: ``compiler`` if given, else
-    ``$PATTN_COMPILE``, else this checkout's ``build/bin/pattn-compile``,
-    else the first one on ``PATH``."""
+    """The ``pattn-compile`` to use: ``compiler`` if given, else
+    ``$PATTN_COMPILE``, else this checkout's ``build/bin/pattn-compile``
+    (when the package runs from a pattn repository), else the first one on
+    ``PATH``. A ``compiler`` or ``$PATTN_COMPILE`` that names a missing,
+    non-file or non-executable path is a :class:`pattn.CompileError` saying
+    so, as is finding none (which says where to get one)."""
     if compiler is not None:
-        return _path_argument(compiler, "compiler", "pattn.find_compiler")
+        return _checked_compiler(
+            _path_argument(compiler, "compiler", "pattn.find_compiler"),
+            "compiler=")
     from_env = os.environ.get("PATTN_COMPILE")
     if from_env:
-        return from_env
-    if _REPO_COMPILER.is_file():
+        return _checked_compiler(from_env, "PATTN_COMPILE")
+    if _REPO_COMPILER is not None and _REPO_COMPILER.is_file():
         return str(_REPO_COMPILER)
     on_path = shutil.which("pattn-compile")
     if on_path:
         return on_path
+    if _REPO_COMPILER is None:
+        raise CompileError(
+            f"pattn-compile not found: this pattn is installed as a package "
+            f"({_PACKAGE_DIR}), not run from a pattn checkout, so there is no "
+            "build tree to look in; build pattn-compile from the pattn "
+            "repository (bash scripts/setup.sh there makes "
+            "build/bin/pattn-compile), then set PATTN_COMPILE to it, pass "
+            "compiler=, or put it on PATH")
     raise CompileError(
         "pattn-compile not found: pass compiler=, set PATTN_COMPILE, build "
-        f"this checkout ({_REPO_COMPILER}) or put it on PATH")
+        f"this checkout ({_REPO_COMPILER}: bash scripts/build.sh) or put it "
+        "on PATH")
+
+
+# ---------------------------------------------------------------------------
+# The compiler's identity: what the artifact cache keys on besides the input
+# ---------------------------------------------------------------------------
+
+# "pattn 0.1.0 (commit e7aa69d53e33)", as pattn-compile --version prints it
+# and its binary holds it.
+_VERSION_PATTERN = re.compile(
+    rb"pattn (\d+\.\d+\.\d+[0-9A-Za-z.+-]*) \(commit ([0-9A-Za-z]+)\)")
+
+
+@dataclasses.dataclass(frozen=True)
+class _FileFacts:
+    sha256: str
+    version: Optional[str]  # what the file says of itself, if anything
+    commit: Optional[str]
+
+
+# (real path, size, mtime_ns, inode, device) -> what the file holds.
+_FILE_FACTS: Dict[Tuple[str, int, int, int, int], _FileFacts] = {}
+_FILE_FACTS_LOCK = threading.Lock()
+
+
+def _read_file_facts(path: str) -> _FileFacts:
+    """Hashes ``path`` and finds the version string in it, in one read."""
+    digest = hashlib.sha256()
+    found = None
+    tail = b""
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+            if found is None:
+                found = _VERSION_PATTERN.search(tail + block)
+                tail = block[-128:]
+    version = commit = None
+    if found is not None:
+        version, commit = (group.decode("ascii") for group in found.groups())
+    return _FileFacts(digest.hexdigest(), version, commit)
+
+
+def _file_facts(path: str) -> _FileFacts:
+    """``_read_file_facts(path)``, memoized per real path, size, mtime and
+    inode (a rebuilt or replaced file is read again)."""
+    real = os.path.realpath(path)
+    info = os.stat(real)
+    key = (real, info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
+    with _FILE_FACTS_LOCK:
+        facts = _FILE_FACTS.get(key)
+    if facts is None:
+        facts = _read_file_facts(real)
+        with _FILE_FACTS_LOCK:
+            _FILE_FACTS[key] = facts
+    return facts
+
+
+def _runtime_of(compiler: str) -> str:
+    """The libpattn_runtime.so that ``compiler`` links artifacts against:
+    ``../lib/`` of the executable's real location (pattn-compile's
+    --runtime-dir default)."""
+    real = os.path.realpath(compiler)
+    return os.path.join(os.path.dirname(os.path.dirname(real)), "lib",
+                        "libpattn_runtime.so")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Identity:
+    """Which compiler builds an artifact, as the artifact cache keys it."""
+
+    compiler: str
+    compiler_facts: _FileFacts
+    runtime: str
+    runtime_facts: Optional[_FileFacts]  # None: there is no runtime there
+
+    def key_text(self) -> str:
+        runtime = (self.runtime_facts.sha256 if self.runtime_facts
+                   else "none")
+        return (f"pattn-compile sha256={self.compiler_facts.sha256}\n"
+                f"libpattn_runtime.so sha256={runtime}")
+
+
+def _compiler_identity(compiler: str) -> _Identity:
+    """The identity of ``compiler`` from its files (it is not run)."""
+    try:
+        facts = _file_facts(compiler)
+    except OSError as error:
+        raise CompileError(f"cannot read the compiler {compiler} to key the "
+                           f"artifact cache: {error}") from None
+    runtime = _runtime_of(compiler)
+    try:
+        runtime_facts: Optional[_FileFacts] = _file_facts(runtime)
+    except FileNotFoundError:
+        runtime_facts = None
+    except OSError as error:
+        raise CompileError(f"cannot read {runtime}, the runtime of "
+                           f"{compiler}, to key the artifact cache: "
+                           f"{error}") from None
+    return _Identity(compiler, facts, runtime, runtime_facts)
 
 
 def _is_path(source: Union[str, "os.PathLike[str]"]) -> bool:
@@ -165,15 +330,55 @@ def _source_text(source: PathLike) -> str:
             from None
 
 
-def _cached_artifact(source: PathLike, variant: str) -> Optional[str]:
+def _cached_artifact(source: PathLike, variant: str,
+                     identity: _Identity) -> Optional[str]:
     """The cache entry for ``source`` compiled as ``variant`` (the chips and
-    options), or None without an artifact cache."""
+    options) by the compiler ``identity``, or None without an artifact
+    cache."""
     directory = os.environ.get("PATTN_ARTIFACT_DIR")
     if not directory:
         return None
     text = _source_text(source)
-    key = hashlib.sha256(f"{variant}\n{text}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(
+        f"{identity.key_text()}\n{variant}\n{text}".encode()).hexdigest()[:24]
     return os.path.join(directory, f"{key}.so")
+
+
+def _write_sidecar(entry: str, identity: _Identity, source: PathLike,
+                   chip_list: str, variant: str) -> None:
+    """``<key>.json`` beside ``entry``: what built it, for people. Written
+    atomically; a failure to write it is ignored (nothing reads it)."""
+    runtime = identity.runtime_facts
+    record = {
+        "artifact": os.path.basename(entry),
+        "source_sha256": hashlib.sha256(
+            _source_text(source).encode()).hexdigest(),
+        "source_path": (os.path.abspath(os.fspath(source))
+                        if _is_path(source) else None),
+        "chips": chip_list.split(","),
+        "options": variant.split(" ")[1:],
+        "pattn_version": identity.compiler_facts.version,
+        "pattn_commit": identity.compiler_facts.commit,
+        "compiler": identity.compiler,
+        "compiler_sha256": identity.compiler_facts.sha256,
+        "runtime": identity.runtime if runtime else None,
+        "runtime_sha256": runtime.sha256 if runtime else None,
+        "python_package_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+    }
+    target = entry[:-len(".so")] + ".json"
+    with contextlib.suppress(OSError):
+        handle, temporary = tempfile.mkstemp(
+            prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+            dir=os.path.dirname(target))
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                json.dump(record, file, indent=1, sort_keys=True)
+                file.write("\n")
+            os.replace(temporary, target)
+        finally:
+            _remove(temporary)
 
 
 # Entries already reported corrupt in this process (each is reported once).
@@ -254,8 +459,7 @@ def _copy_runtime(directory: str, compiler: str) -> None:
     """Puts the compiler's libpattn_runtime.so beside cached artifacts
     (atomically, with its checksum); a copy there that is truncated or
     corrupt is replaced."""
-    runtime = os.path.join(os.path.dirname(os.path.dirname(compiler)), "lib",
-                           "libpattn_runtime.so")
+    runtime = _runtime_of(compiler)
     target = os.path.join(directory, "libpattn_runtime.so")
     if not os.path.isfile(runtime):
         return
@@ -319,11 +523,12 @@ def _run_compiler(executable: str, source: PathLike, chip_list: str,
             stderr=result.stderr)
 
 
-def _compile_into_cache(entry: str, compiler: Optional[PathLike],
-                        source: PathLike, chip_list: str,
-                        flags: List[str]) -> str:
+def _compile_into_cache(entry: str, executable: str, identity: _Identity,
+                        source: PathLike, chip_list: str, flags: List[str],
+                        variant: str) -> str:
     """Returns the cache entry ``entry``: served if it matches its checksum,
-    else (re)built under the entry's lock and published atomically."""
+    else (re)built under the entry's lock and published atomically. A
+    served entry never runs the compiler."""
     if _entry_problem(entry) is None:  # the common case takes no lock
         return entry
     directory = os.path.dirname(entry)
@@ -336,15 +541,6 @@ def _compile_into_cache(entry: str, compiler: Optional[PathLike],
         problem = _entry_problem(entry)  # another writer may have been first
         if problem is None:
             return entry
-        try:
-            executable = find_compiler(compiler)
-        except CompileError as error:
-            if problem == "missing":
-                raise
-            _report_corrupt(entry, problem, "it cannot be rebuilt here")
-            raise CompileError(
-                f"artifact cache entry {entry} {problem}, and it cannot be "
-                f"rebuilt: {error}") from None
         if problem != "missing":
             _report_corrupt(entry, problem, "rebuilding it")
         try:
@@ -357,8 +553,27 @@ def _compile_into_cache(entry: str, compiler: Optional[PathLike],
             raise CompileError(f"cannot write to the artifact cache "
                                f"{directory}: {error}") from None
         try:
-            _run_compiler(executable, source, chip_list, flags, temporary,
-                          remove_on_failure=True)
+            try:
+                _run_compiler(executable, source, chip_list, flags, temporary,
+                              remove_on_failure=True)
+            except CompileError as error:
+                # Say which entry was wanted: on a machine where the
+                # compiler cannot run, a miss means the cache was filled by
+                # another compiler (or for other input or options).
+                if problem == "missing":
+                    what = (f"the artifact cache {directory} "
+                            f"($PATTN_ARTIFACT_DIR) has no entry "
+                            f"{os.path.basename(entry)} for this source, "
+                            f"these options and this compiler ({executable}, "
+                            f"sha256 {identity.compiler_facts.sha256[:16]}..."
+                            "), and building it failed")
+                else:
+                    what = (f"artifact cache entry {entry} {problem}, and "
+                            f"rebuilding it with {executable} failed")
+                raise CompileError(
+                    f"{what}: {error}", command=error.command,
+                    returncode=error.returncode, stderr=error.stderr) \
+                    from None
             try:
                 _publish(temporary, entry)
             except OSError as error:
@@ -366,6 +581,7 @@ def _compile_into_cache(entry: str, compiler: Optional[PathLike],
                                    f"{entry}: {error}") from None
         finally:
             _remove(temporary)
+        _write_sidecar(entry, identity, source, chip_list, variant)
         with _REPORTED_LOCK:
             _REPORTED.discard(entry)  # a later corruption is news again
     return entry
@@ -440,9 +656,23 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     if not hardware_conversions:
         key_options.append("--hardware-conversions=false")
     variant = " ".join([chip_list] + key_options)
-    cached = _cached_artifact(source, variant) if output is None else None
-    if cached:
-        return _compile_into_cache(cached, compiler, source, chip_list, flags)
+    if output is None and os.environ.get("PATTN_ARTIFACT_DIR"):
+        try:
+            executable = find_compiler(compiler)
+        except CompileError as error:
+            raise CompileError(
+                f"{error}. The artifact cache ($PATTN_ARTIFACT_DIR) keys its "
+                "entries on the compiler's files (pattn-compile and the "
+                "libpattn_runtime.so in its ../lib), so it needs them even "
+                "where the compiler cannot run: set PATTN_COMPILE to the "
+                "copy of the compiler that filled the cache "
+                "(scripts/gpu-prepare.sh puts one in "
+                ".gpu-artifacts/compiler/bin/pattn-compile)") from None
+        identity = _compiler_identity(executable)
+        cached = _cached_artifact(source, variant, identity)
+        assert cached is not None
+        return _compile_into_cache(cached, executable, identity, source,
+                                   chip_list, flags, variant)
 
     executable = find_compiler(compiler)
     if output is None:

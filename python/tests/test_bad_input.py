@@ -283,8 +283,12 @@ def test_truncated_dependency_is_a_load_error(builder, tmp_path):
     assert "truncated or corrupt" in message
 
 
-def _cache_entry(cache, variant="sm_90a --backend=auto --fold=true"):
-    key = hashlib.sha256(f"{variant}\n{base.MLIR}".encode()).hexdigest()[:24]
+def _cache_entry(cache, compiler, variant="sm_90a --backend=auto --fold=true"):
+    """Where the entry of base.MLIR lies: keyed on the compiler's identity
+    (its files' hashes), the chips and options, and the source."""
+    identity = _compiler._compiler_identity(str(compiler)).key_text()
+    key = hashlib.sha256(
+        f"{identity}\n{variant}\n{base.MLIR}".encode()).hexdigest()[:24]
     return cache / f"{key}.so"
 
 
@@ -294,17 +298,18 @@ def test_artifact_cache_entries_carry_checksums(fake_compiler, tmp_path,
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(cache))
     entry = pattn.compile(base.MLIR, chips="sm_90a", compiler=compiler)
-    assert entry == str(_cache_entry(cache))
+    assert entry == str(_cache_entry(cache, compiler))
     # The compiler wrote a temporary file in the cache, renamed into place.
     written = json.loads(log.read_text())[3]
     assert os.path.dirname(written) == str(cache) and written != entry
     digest = hashlib.sha256(b"artifact").hexdigest()
     assert pathlib.Path(entry + ".sha256").read_text() == \
         f"{digest}  {os.path.basename(entry)}\n"
-    # Nothing else is left behind but the entry's lock.
+    # Nothing else is left behind but the entry's lock and its record.
     assert sorted(os.listdir(cache)) == sorted([
         os.path.basename(entry), os.path.basename(entry) + ".sha256",
-        os.path.basename(entry)[:-3] + ".lock"])
+        os.path.basename(entry)[:-3] + ".lock",
+        os.path.basename(entry)[:-3] + ".json"])
 
 
 @pytest.mark.parametrize("corruption", ["truncated", "flipped", "emptied",
@@ -342,25 +347,42 @@ def test_corrupt_cache_entry_is_rebuilt_and_reported_once(
 
 def test_corrupt_cache_entry_without_a_compiler_is_never_served(
         fake_compiler, tmp_path, monkeypatch):
+    """Where the compiler's files are missing, no entry can be looked up;
+    where they are there but cannot run (a GPU machine), a corrupt entry is
+    reported once and the failed rebuild is an error: never served."""
     compiler, log = fake_compiler
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(cache))
     entry = pathlib.Path(pattn.compile(base.MLIR, chips="sm_90a",
                                        compiler=compiler))
     entry.write_bytes(b"arti")
+    log.unlink()
     monkeypatch.setattr(_compiler, "_REPO_COMPILER",
                         tmp_path / "no-build" / "pattn-compile")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        with pytest.raises(pattn.CompileError,
+                           match=r"pattn-compile not found.*The artifact cache "
+                                 r"\(\$PATTN_ARTIFACT_DIR\) keys its entries "
+                                 r"on the compiler's files .* set "
+                                 r"PATTN_COMPILE to the copy of the compiler "
+                                 r"that filled the cache"):
+            pattn.compile(base.MLIR, chips="sm_90a")
+        monkeypatch.setenv("PATTN_COMPILE", str(compiler))
+        monkeypatch.setenv("FAKE_COMPILER_MODE", "broken")
         for _ in range(2):
             with pytest.raises(pattn.CompileError,
-                               match="does not match its checksum.*cannot be "
-                                     "rebuilt: pattn-compile not found"):
+                               match=r"(?s)artifact cache entry .* does not "
+                                     r"match "
+                                     r"its checksum.*, and rebuilding it with "
+                                     r".*pattn-compile failed: pattn-compile "
+                                     r"failed \(exit status 127\).*libMLIR"):
                 pattn.compile(base.MLIR, chips="sm_90a")
+    assert entry.read_bytes() == b"arti" and not log.exists()
     reports = [w for w in caught if issubclass(w.category, pattn.CacheWarning)]
-    assert len(reports) == 1
-    assert "it cannot be rebuilt here" in str(reports[0].message)
+    assert len(reports) == 1, [str(w.message) for w in reports]
+    assert "rebuilding it" in str(reports[0].message)
 
 
 def test_cache_entry_without_checksum_is_checked_then_adopted(
@@ -371,7 +393,7 @@ def test_cache_entry_without_checksum_is_checked_then_adopted(
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(cache))
-    entry = _cache_entry(cache)
+    entry = _cache_entry(cache, compiler)
     shutil.copy2(artifact_path, entry)
     assert pattn.compile(base.MLIR, chips="sm_90a",
                          compiler=compiler) == str(entry)
@@ -379,7 +401,7 @@ def test_cache_entry_without_checksum_is_checked_then_adopted(
     assert (pathlib.Path(str(entry) + ".sha256").read_text().split()[0] ==
             hashlib.sha256(entry.read_bytes()).hexdigest())
 
-    legacy = _cache_entry(cache, "sm_80 --backend=auto --fold=true")
+    legacy = _cache_entry(cache, compiler, "sm_80 --backend=auto --fold=true")
     legacy.write_bytes(entry.read_bytes()[:3000])  # truncated, no checksum
     with pytest.warns(pattn.CacheWarning, match="has no checksum and has"):
         assert pattn.compile(base.MLIR, chips="sm_80",
