@@ -2,10 +2,11 @@
 
 pattn-compile needs LLVM/MLIR 22, which GPU machines may not have; CUDA
 drivers are what a build machine lacks. This script runs where the compiler
-is: it plans every case of test_gpu_attention.py (numpy only) and compiles
-its module into $PATTN_ARTIFACT_DIR for the given chip, with the runtime
-library beside the artifacts. On the GPU machine, the same PATTN_ARTIFACT_DIR
-makes pattn.compile load them instead of compiling.
+is: it plans every case of test_gpu_attention.py and test_torch_op.py
+(numpy only) and compiles its module into $PATTN_ARTIFACT_DIR for the given
+chip, with the runtime library beside the artifacts. On the GPU machine,
+the same PATTN_ARTIFACT_DIR makes pattn.compile load them instead of
+compiling.
 
     PATTN_ARTIFACT_DIR=.gpu-artifacts python3 python/tests/gpu/precompile.py --chip sm_90a
 """
@@ -47,11 +48,13 @@ def main() -> int:
     sys.path[:0] = [str(HERE), str(HERE.parents[1])]
     import pattn
     import test_gpu_attention as suite
+    import test_torch_op
 
     assert suite.CHIP == args.chip, (suite.CHIP, args.chip)
     texts = [case.plan().module.text
              for case in suite.GRID + suite.NAMED + suite.SPECIAL]
     texts += [suite.mla_plan(config).module.text for config in suite.MLA_CASES]
+    texts += [case.plan().module.text for case in test_torch_op.CASES]
     unique = list(dict.fromkeys(texts))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         paths = list(pool.map(
