@@ -24,6 +24,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# The Python tests: the float64 reference needs numpy.
-python3 -c "import numpy, pytest" 2>/dev/null ||
-  python3 -m pip install --quiet --disable-pip-version-check numpy pytest
+# The Python tests: the float64 reference needs numpy; the torch custom ops'
+# tests (python/tests/test_torch_ops.py) need torch, whose CPU build is
+# enough. Each is installed only when it does not import.
+pip_install() {
+  local flags=(--quiet --disable-pip-version-check)
+  # Debian's own python3 refuses installs outside a virtual environment
+  # (PEP 668) unless told.
+  if python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+    flags+=(--break-system-packages)
+  fi
+  python3 -m pip install "${flags[@]}" "$@"
+}
+python3 -c "import numpy, pytest" 2>/dev/null || pip_install numpy pytest
+# PyTorch's CPU index has the small CPU-only build; where it cannot be
+# reached, the default index's build (which brings CUDA's libraries) does.
+python3 -c "import torch" 2>/dev/null ||
+  pip_install --retries 0 --timeout 30 --index-url https://download.pytorch.org/whl/cpu torch 2>/dev/null ||
+  pip_install torch
