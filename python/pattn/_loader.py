@@ -6,11 +6,15 @@ An artifact is a shared library written by ``pattn-compile``. It exports
     {"version": 1, "chips": ["sm_80", "sm_90a"],
      "functions": [{"name": "decode_step", "symbol": "decode_step",
                     "args": [{"name": "k_pages", "dtype": "i8",
-                              "shape": [-1, 16, 8, 64]}, ...]}]}
+                              "shape": [-1, 16, 8, 64], "written": true},
+                             ...]}]}
 
 and, per entry point, a C function that takes each memref argument in MLIR's
 expanded form (allocated pointer, aligned pointer, offset, sizes, strides)
 followed by a CUDA stream, and returns a ``pattnStatus`` (0 on success).
+An argument's ``name`` is the MLIR function's (unique within it), which a
+call takes as a keyword; ``written`` says whether the function may write it
+(absent in older manifests: then every argument counts as written).
 
 Arguments are checked against the manifest before anything is launched.
 After a failed call the runtime's message is read through the artifact's
