@@ -51,21 +51,6 @@ static std::string findCudaToolkit() {
   return "/usr/local/cuda";
 }
 
-/// The value of pattn-select-backend's `force` that `backend` names, checked
-/// here so that the message names the option the user wrote.
-static FailureOr<ForceBackend> parseBackend(StringRef backend,
-                                            std::string &error) {
-  if (backend == "auto")
-    return ForceBackend::Auto;
-  if (backend == "xqa")
-    return ForceBackend::Xqa;
-  if (backend == "portable")
-    return ForceBackend::Portable;
-  error = ("unknown backend '" + backend + "'; expected auto, xqa or portable")
-              .str();
-  return failure();
-}
-
 auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
                                       const CompileOptions &options,
                                       std::string &error) -> LogicalResult {
@@ -73,9 +58,12 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   error = parseChipList(options.chips, chips);
   if (!error.empty())
     return failure();
-  FailureOr<ForceBackend> force = parseBackend(options.backend, error);
-  if (failed(force))
+  // Checked here too, so that the message names the option the user wrote.
+  if (!parseForceBackend(options.backend)) {
+    error = "unknown backend '" + options.backend +
+            "'; expected auto, xqa or portable";
     return failure();
+  }
   if (options.keysPerSplit <= 0 || options.keysPerSplit % 128 != 0) {
     error = "keys-per-split must be a positive multiple of 128, got " +
             std::to_string(int64_t(options.keysPerSplit));
@@ -95,7 +83,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
     pm.addPass(createPAttnFoldChannelScales());
   PAttnSelectBackendOptions select;
   select.chip = chipNames.front();
-  select.force = *force;
+  select.force = options.backend;
   pm.addPass(createPAttnSelectBackend(select));
   // The plan (tiles, stages, splits) must fit every chip built for.
   PAttnPlanDecodeOptions plan;

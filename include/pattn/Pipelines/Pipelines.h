@@ -47,8 +47,8 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Use the chips' conversion instructions where the target "
                      "table allows (false: bit tricks on every chip)"),
       llvm::cl::init(true)};
-  // A string rather than ForceBackend so that a bad value reaches
-  // buildCompilePipeline, which names it and the choices.
+  // A string, as pattn-select-backend's `force`, so that a bad value
+  // reaches buildCompilePipeline, which names it and the choices.
   Option<std::string> backend{
       *this, "backend",
       llvm::cl::desc("Backend of every attention op: auto (the default; by the "

@@ -637,13 +637,25 @@ struct ConvertPAttnToGPUPass
     : public ::pattn::impl::ConvertPAttnToGPUBase<ConvertPAttnToGPUPass> {
   using Base::Base;
 
+  /// The chips, checked by initialize.
+  SmallVector<::pattn::Chip> targetChips;
+
+  LogicalResult initialize(MLIRContext *context) override {
+    // Options are not ops: their errors carry no location and dump no IR.
+    targetChips.clear();
+    std::string error = ::pattn::parseChipList(chips, targetChips);
+    if (!error.empty())
+      return emitError(UnknownLoc::get(context))
+             << "convert-pattn-to-gpu: chips: " << error;
+    if (keysPerSplit <= 0 || keysPerSplit % kBlockThreads != 0)
+      return emitError(UnknownLoc::get(context))
+             << "convert-pattn-to-gpu: keys-per-split=" << int64_t(keysPerSplit)
+             << " must be a positive multiple of " << kBlockThreads;
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (keysPerSplit <= 0 || keysPerSplit % kBlockThreads != 0) {
-      module.emitError() << "keys-per-split must be a positive multiple of "
-                         << kBlockThreads;
-      return signalPassFailure();
-    }
     SmallVector<func::FuncOp> functions;
     for (auto function : module.getOps<func::FuncOp>()) {
       bool usesPAttn = function
@@ -658,13 +670,6 @@ struct ConvertPAttnToGPUPass
     }
     if (functions.empty())
       return;
-
-    SmallVector<::pattn::Chip> targetChips;
-    std::string error = ::pattn::parseChipList(chips, targetChips);
-    if (!error.empty()) {
-      module.emitError() << error;
-      return signalPassFailure();
-    }
 
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));

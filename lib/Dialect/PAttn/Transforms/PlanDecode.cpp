@@ -32,27 +32,34 @@ namespace {
 struct PlanDecodePass
     : public ::pattn::impl::PAttnPlanDecodeBase<PlanDecodePass> {
   using Base::Base;
+  LogicalResult initialize(MLIRContext *context) override;
   void runOnOperation() override;
+
+  /// The chips, checked by initialize.
+  SmallVector<::pattn::Chip> targets;
 };
 } // namespace
 
+LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
+  // Options are not ops: their errors carry no location and dump no IR.
+  auto fail = [&]() {
+    return emitError(UnknownLoc::get(context)) << "pattn-plan-decode: ";
+  };
+  targets.clear();
+  std::string error = ::pattn::parseChipList(chips, targets);
+  if (!error.empty())
+    return fail() << "chips: " << error;
+  if (keysPerSplit <= 0 || keysPerSplit % 128 != 0)
+    return fail() << "keys-per-split=" << int64_t(keysPerSplit)
+                  << " must be a positive multiple of 128";
+  if (xqaKeysPerSplit < 64)
+    return fail() << "xqa-keys-per-split=" << int64_t(xqaKeysPerSplit)
+                  << " must be at least 64";
+  return success();
+}
+
 void PlanDecodePass::runOnOperation() {
   Operation *root = getOperation();
-  SmallVector<::pattn::Chip> targets;
-  std::string error = ::pattn::parseChipList(chips, targets);
-  if (!error.empty()) {
-    root->emitError() << error;
-    return signalPassFailure();
-  }
-  if (keysPerSplit <= 0 || keysPerSplit % 128 != 0) {
-    root->emitError() << "keys-per-split must be a positive multiple of 128";
-    return signalPassFailure();
-  }
-  if (xqaKeysPerSplit < 64) {
-    root->emitError() << "xqa-keys-per-split must be at least 64";
-    return signalPassFailure();
-  }
-
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend,
                   function_ref<Attribute()> xqa) {

@@ -18,6 +18,7 @@
 #include "pattn/Numerics/Numerics.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/DebugLog.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -116,7 +117,12 @@ namespace {
 struct SelectBackendPass
     : public ::pattn::impl::PAttnSelectBackendBase<SelectBackendPass> {
   using Base::Base;
+  LogicalResult initialize(MLIRContext *context) override;
   void runOnOperation() override;
+
+  /// The options, checked by initialize.
+  ::pattn::Chip targetChip = ::pattn::Chip::SM80;
+  ::pattn::ForceBackend forced = ::pattn::ForceBackend::Auto;
 
   /// Decides one op; false when force=xqa meets an ineligible op.
   template <typename OpTy>
@@ -133,10 +139,10 @@ bool SelectBackendPass::decide(OpTy op, ::pattn::Chip chip) {
 
   Backend backend = eligibility.isXqa() ? Backend::xqa : Backend::portable;
   std::string reason = eligibility.explain();
-  if (force == ::pattn::ForceBackend::Portable) {
+  if (forced == ::pattn::ForceBackend::Portable) {
     backend = Backend::portable;
     reason = "portable: forced";
-  } else if (force == ::pattn::ForceBackend::Xqa && !eligibility.isXqa()) {
+  } else if (forced == ::pattn::ForceBackend::Xqa && !eligibility.isXqa()) {
     op.emitError() << "force=xqa, but the op is not eligible for XQA on "
                    << ::pattn::stringifyChip(chip) << ": "
                    << llvm::join(eligibility.failures, "; ");
@@ -153,26 +159,46 @@ bool SelectBackendPass::decide(OpTy op, ::pattn::Chip chip) {
   return true;
 }
 
+std::optional<::pattn::ForceBackend>
+pattn::parseForceBackend(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<ForceBackend>>(name)
+      .Case("auto", ForceBackend::Auto)
+      .Case("xqa", ForceBackend::Xqa)
+      .Case("portable", ForceBackend::Portable)
+      .Default(std::nullopt);
+}
+
+LogicalResult SelectBackendPass::initialize(MLIRContext *context) {
+  // Options are not ops: their errors carry no location and dump no IR.
+  std::optional<::pattn::Chip> chipValue = ::pattn::parseChip(chip);
+  if (!chipValue)
+    return emitError(UnknownLoc::get(context))
+           << "pattn-select-backend: "
+           << (chip.empty() ? std::string("needs chip=<chip>")
+                            : "unsupported chip='" + chip + "'")
+           << "; supported chips: " << ::pattn::supportedChipList();
+  std::optional<::pattn::ForceBackend> forceValue =
+      ::pattn::parseForceBackend(force);
+  if (!forceValue)
+    return emitError(UnknownLoc::get(context))
+           << "pattn-select-backend: unknown force='" << force
+           << "'; expected auto, xqa or portable";
+  targetChip = *chipValue;
+  forced = *forceValue;
+  return success();
+}
+
 void SelectBackendPass::runOnOperation() {
   Operation *root = getOperation();
   if (printTable)
     ::pattn::printEligibilityTable(llvm::errs());
 
-  std::optional<::pattn::Chip> chipValue = ::pattn::parseChip(chip);
-  if (!chipValue) {
-    root->emitError() << (chip.empty() ? "pattn-select-backend needs chip="
-                                        : "unsupported chip '" + chip + "'")
-                       << "; supported chips: "
-                       << ::pattn::supportedChipList();
-    return signalPassFailure();
-  }
-
   bool ok = true;
   root->walk([&](Operation *op) {
     if (auto attention = dyn_cast<PagedAttentionOp>(op))
-      ok &= decide(attention, *chipValue);
+      ok &= decide(attention, targetChip);
     else if (auto mla = dyn_cast<MlaDecodeOp>(op))
-      ok &= decide(mla, *chipValue);
+      ok &= decide(mla, targetChip);
   });
   if (!ok)
     signalPassFailure();

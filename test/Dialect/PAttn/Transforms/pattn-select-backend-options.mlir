@@ -4,6 +4,8 @@
 // RUN: not pattn-opt %s --pattn-select-backend="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=SM75
 // RUN: not pattn-opt %s --pattn-select-backend="chip=h100" 2>&1 | FileCheck %s --check-prefix=BOGUS
 // RUN: not pattn-opt %s --pattn-select-backend 2>&1 | FileCheck %s --check-prefix=NOCHIP
+// RUN: not pattn-opt %s --pattn-select-backend="chip=sm_90a force=bogus" 2>&1 | FileCheck %s --check-prefix=FORCE
+// RUN: not pattn-opt %s --pattn-fold-and-select="chip=sm_90a force=bogus" 2>&1 | FileCheck %s --check-prefix=FORCE
 // RUN: pattn-opt %s --pattn-select-backend="chip=sm_80 print-table=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TABLE
 // Every supported chip is accepted; NVFP4 and FP8 are XQA-eligible on each
 // (hardware conversion where the chip has it, bit tricks elsewhere).
@@ -15,9 +17,14 @@
 // XQA: remark: xqa: eligible on sm_120a
 // XQA: error: force=xqa, but the op is not eligible for XQA on sm_120a: head_dim 80 not in {64, 128, 256}
 
-// SM75: error: unsupported chip 'sm_75'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
-// BOGUS: error: unsupported chip 'h100'; supported chips: sm_80,
-// NOCHIP: error: pattn-select-backend needs chip=; supported chips: sm_80,
+// Option errors name the pass, the option and the allowed values, and do
+// not print the module.
+// SM75: error: pattn-select-backend: unsupported chip='sm_75'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
+// SM75-NOT: see current operation
+// BOGUS: error: pattn-select-backend: unsupported chip='h100'; supported chips: sm_80,
+// NOCHIP: error: pattn-select-backend: needs chip=<chip>; supported chips: sm_80,
+// FORCE: error: pattn-select-backend: unknown force='bogus'; expected auto, xqa or portable
+// FORCE-NOT: see current operation
 
 // TABLE: | condition | pattn XQA | ONNX Runtime XQA (anchor) |
 // TABLE: | head_dim | 64, 128, 256 | 64/128/256; INT4: 256 only |

@@ -15,12 +15,16 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
 #include <string>
 
 namespace pattn {
 
-/// The `force` option of --pattn-select-backend.
+/// The values of the `force` option of --pattn-select-backend.
 enum class ForceBackend { Auto, Xqa, Portable };
+
+/// The ForceBackend that `name` spells (auto, xqa, portable), if any.
+std::optional<ForceBackend> parseForceBackend(llvm::StringRef name);
 
 #define GEN_PASS_DECL
 #include "pattn/Dialect/PAttn/Transforms/Passes.h.inc"
@@ -29,13 +33,13 @@ enum class ForceBackend { Auto, Xqa, Portable };
 struct FoldAndSelectOptions
     : public mlir::PassPipelineOptions<FoldAndSelectOptions> {
   Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip")};
-  Option<ForceBackend> force{
-      *this, "force", llvm::cl::desc("auto, xqa or portable"),
-      llvm::cl::init(ForceBackend::Auto),
-      llvm::cl::values(
-          clEnumValN(ForceBackend::Auto, "auto", "choose by eligibility"),
-          clEnumValN(ForceBackend::Xqa, "xqa", "require XQA"),
-          clEnumValN(ForceBackend::Portable, "portable", "portable only"))};
+  // A string, checked by pattn-select-backend, so that a bad value is a
+  // message naming the option and its values.
+  Option<std::string> force{
+      *this, "force",
+      llvm::cl::desc("auto (by eligibility), xqa (an ineligible op is an "
+                     "error) or portable"),
+      llvm::cl::init("auto")};
 };
 
 /// Adds --pattn-fold-channel-scales then --pattn-select-backend.

@@ -90,8 +90,9 @@ def PAttnSelectBackend : Pass<"pattn-select-backend"> {
       remark: portable: head_dim 96 not in {64, 128, 256}
 
     Steps:
-    1. Parse `chip`; an unknown chip or one below sm_80 is an error listing
-       the supported chips.
+    1. Check the options: an unknown chip (or one below sm_80) or `force`
+       value is an error naming the option and listing the allowed values,
+       reported before any op is visited.
     2. For each op, describe it as an `AttentionConfig`: activation type,
        head_dim, g, query tokens, block size, encodings, softcap, and the
        state of its K channel scales (folded, guarded, or not yet folded).
@@ -112,17 +113,9 @@ def PAttnSelectBackend : Pass<"pattn-select-backend"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"\"",
            "Target chip: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, "
            "sm_100a, sm_120 or sm_120a">,
-    Option<"force", "force", "::pattn::ForceBackend",
-           /*default=*/"::pattn::ForceBackend::Auto",
-           "Backend choice: auto (by eligibility), xqa (error when "
-           "ineligible) or portable",
-           [{::llvm::cl::values(
-             clEnumValN(::pattn::ForceBackend::Auto, "auto",
-                        "choose by eligibility"),
-             clEnumValN(::pattn::ForceBackend::Xqa, "xqa",
-                        "require XQA; an ineligible op is an error"),
-             clEnumValN(::pattn::ForceBackend::Portable, "portable",
-                        "use the portable path everywhere"))}]>,
+    Option<"force", "force", "std::string", /*default=*/"\"auto\"",
+           "Backend choice: auto (by eligibility), xqa (an ineligible op is "
+           "an error) or portable">,
     Option<"printTable", "print-table", "bool", /*default=*/"false",
            "Print the eligibility table to stderr">
   ];
