@@ -181,7 +181,11 @@ def test_fake_tensor_mode_runs_the_fake_implementation(ops):
     torch = _torch()
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
-        cache = torch.empty((3, 16, 8, 64), dtype=torch.int8, device="cuda")
+        try:
+            cache = torch.empty((3, 16, 8, 64), dtype=torch.int8,
+                                device="cuda")
+        except (AssertionError, RuntimeError) as error:
+            pytest.skip(f"this torch cannot make fake CUDA tensors: {error}")
         lens = torch.empty((5,), dtype=torch.int32, device="cuda")
         assert ops.decode_step(cache, lens) is None
         with pytest.raises(pattn.ArgumentError,
