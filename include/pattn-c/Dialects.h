@@ -14,7 +14,8 @@
  *   pattnRegisterAllDialects(registry);
  *   MlirContext context = mlirContextCreateWithRegistry(registry, false);
  *   pattnRegisterAllPasses();
- *   // mlirParsePassPipeline(..., "builtin.module(pattn-fold-and-select{chip=sm_90a})")
+ *   // mlirParsePassPipeline(...,
+ * "builtin.module(pattn-fold-and-select{chip=sm_90a})")
  */
 
 #ifndef PATTN_C_DIALECTS_H
@@ -32,7 +33,8 @@ extern "C" {
 MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(PAttn, pattn);
 
 /* Inserts the pattn dialect and every dialect, interface and translation
- * that pattn's compile pipeline parses or produces (pattn::registerAllDialects).
+ * that pattn's compile pipeline parses or produces
+ * (pattn::registerAllDialects).
  */
 MLIR_CAPI_EXPORTED void pattnRegisterAllDialects(MlirDialectRegistry registry);
 

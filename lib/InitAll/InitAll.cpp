@@ -13,9 +13,9 @@
 
 #include "pattn/InitAll.h"
 #include "pattn/Conversion/Passes.h"
-#include "pattn/Pipelines/Pipelines.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/Dialect/PAttn/Transforms/Passes.h"
+#include "pattn/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

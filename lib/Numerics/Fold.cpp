@@ -104,11 +104,10 @@ int foldQueryRow(std::span<const uint16_t> query, std::span<const float> scales,
   std::optional<int> rowExponent;
   for (size_t c = 0; c < query.size(); ++c) {
     const double q = bf16 ? decodeBF16(query[c]) : decodeF16(query[c]);
-    products[c] =
-        std::ldexp(q * double(scales[c]), -normalizerExponent);
+    products[c] = std::ldexp(q * double(scales[c]), -normalizerExponent);
     if (products[c] != 0.0)
-      rowExponent = std::max(rowExponent.value_or(INT_MIN),
-                             roundedBinade(products[c]));
+      rowExponent =
+          std::max(rowExponent.value_or(INT_MIN), roundedBinade(products[c]));
   }
   const int e = rowExponent.value_or(0);
   for (size_t c = 0; c < query.size(); ++c) {

@@ -103,7 +103,8 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
                                    std::string &error) -> LogicalResult {
   if (options.format != "isa" && options.format != "bin" &&
       options.format != "fatbin") {
-    error = "unknown format '" + options.format + "'; expected isa, bin or fatbin";
+    error =
+        "unknown format '" + options.format + "'; expected isa, bin or fatbin";
     return failure();
   }
   if (failed(buildPAttnToGPUPipeline(pm, options, error)))

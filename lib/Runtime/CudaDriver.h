@@ -95,7 +95,7 @@ constexpr int32_t kDefaultDynamicSharedBytes = 48 * 1024;
   X(cuMemFreeAsync, "cuMemFreeAsync", CUresult(CUdeviceptr, CUstream))         \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr *, size_t))              \
   X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                          \
-  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult(void **, size_t, unsigned))   \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult(void **, size_t, unsigned))     \
   X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2",                 \
     CUresult(CUdeviceptr *, void *, unsigned))                                 \
   X(cuMemcpyAsync, "cuMemcpyAsync",                                            \

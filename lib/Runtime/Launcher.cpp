@@ -152,9 +152,9 @@ Error raiseSharedMemoryLimit(const Driver &cu, Kernel &kernel, int32_t smem) {
 
 /// Attributes `attributes` of the current context's device, in order, into
 /// `values`; false (the error recorded) when the driver refuses one.
-static bool currentDeviceAttributes(
-    const Driver &cu, std::initializer_list<int> attributes,
-    int *values) {
+static bool currentDeviceAttributes(const Driver &cu,
+                                    std::initializer_list<int> attributes,
+                                    int *values) {
   CUdevice device = 0;
   CUresult result = cu.cuCtxGetDevice(&device);
   for (int attribute : attributes) {
@@ -188,7 +188,9 @@ void *pattnMgpuModuleLoadJIT(void *data, int optLevel) {
   return newModule(data, optLevel);
 }
 
-void pattnMgpuModuleUnload(void *module) { delete static_cast<Module *>(module); }
+void pattnMgpuModuleUnload(void *module) {
+  delete static_cast<Module *>(module);
+}
 
 void *pattnMgpuModuleGetFunction(void *module, const char *name) {
   Call call;
@@ -209,9 +211,10 @@ void *pattnMgpuModuleGetFunction(void *module, const char *name) {
 }
 
 void pattnMgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
-                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
-                      intptr_t blockZ, int32_t smem, void *stream,
-                      void **params, void **extra, size_t /*paramsCount*/) {
+                           intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                           intptr_t blockZ, int32_t smem, void *stream,
+                           void **params, void **extra,
+                           size_t /*paramsCount*/) {
   Call call;
   if (!call)
     return;
@@ -331,12 +334,12 @@ void _mlir_ciface_pattnRuntimeDeviceErrorWord(pattnI32Buffer *result) {
   std::lock_guard<std::mutex> lock(word.mutex);
   if (!word.host) {
     void *host = nullptr;
-    CUresult status = cu.cuMemHostAlloc(
-        &host, sizeof(int32_t),
-        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    CUresult status =
+        cu.cuMemHostAlloc(&host, sizeof(int32_t),
+                          CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
     if (status != CUDA_SUCCESS) {
-      recordError(driverError(cu, PATTN_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc",
-                              status));
+      recordError(
+          driverError(cu, PATTN_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc", status));
       return;
     }
     word.host = static_cast<int32_t *>(host);
@@ -346,8 +349,8 @@ void _mlir_ciface_pattnRuntimeDeviceErrorWord(pattnI32Buffer *result) {
     CUresult status = cu.cuMemHostGetDevicePointer(&word.device, word.host, 0);
     if (status != CUDA_SUCCESS) {
       word.device = 0;
-      recordError(driverError(cu, PATTN_ERROR_CUDA,
-                              "cuMemHostGetDevicePointer", status));
+      recordError(driverError(cu, PATTN_ERROR_CUDA, "cuMemHostGetDevicePointer",
+                              status));
       return;
     }
   }
@@ -381,9 +384,8 @@ int32_t pattnRuntimeDeviceMultiprocessors(void) {
   if (!call)
     return 0;
   int count = 0;
-  if (!currentDeviceAttributes(call.driver(),
-                               {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
-                               &count))
+  if (!currentDeviceAttributes(
+          call.driver(), {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT}, &count))
     return 0;
   return count;
 }
@@ -393,8 +395,9 @@ void *pattnMgpuMemAlloc(uint64_t sizeBytes, void *stream, bool isHostShared) {
   if (!call)
     return nullptr;
   if (isHostShared) {
-    recordError({PATTN_ERROR_INVALID_ARGUMENT,
-                 "pattnMgpuMemAlloc: host-shared allocations are not supported"});
+    recordError(
+        {PATTN_ERROR_INVALID_ARGUMENT,
+         "pattnMgpuMemAlloc: host-shared allocations are not supported"});
     return nullptr;
   }
   if (sizeBytes == 0)
@@ -463,14 +466,15 @@ void pattnMgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream) {
         "cuMemcpyAsync(" + std::to_string(sizeBytes) + " bytes)", result));
 }
 
-void pattnMgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
+void pattnMgpuMemset32(void *dst, unsigned int value, size_t count,
+                       void *stream) {
   Call call;
   if (!call || count == 0)
     return;
   if (!dst) {
-    recordError(
-        {PATTN_ERROR_INVALID_ARGUMENT, "pattnMgpuMemset32: null destination for " +
-                                           std::to_string(count) + " words"});
+    recordError({PATTN_ERROR_INVALID_ARGUMENT,
+                 "pattnMgpuMemset32: null destination for " +
+                     std::to_string(count) + " words"});
     return;
   }
   if (CUresult result = call.driver().cuMemsetD32Async(

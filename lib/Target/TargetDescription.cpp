@@ -64,10 +64,9 @@ unsigned pattn::computeCapability(Chip chip) {
 }
 
 llvm::ArrayRef<Chip> pattn::supportedChips() {
-  static const Chip chips[] = {Chip::SM80,  Chip::SM86,   Chip::SM87,
-                               Chip::SM89,  Chip::SM90,   Chip::SM90a,
-                               Chip::SM100, Chip::SM100a, Chip::SM120,
-                               Chip::SM120a};
+  static const Chip chips[] = {
+      Chip::SM80,  Chip::SM86,  Chip::SM87,   Chip::SM89,  Chip::SM90,
+      Chip::SM90a, Chip::SM100, Chip::SM100a, Chip::SM120, Chip::SM120a};
   return chips;
 }
 

@@ -1,4 +1,5 @@
-/*===- pattn-capi-test.c - pattn from MLIR's C API ---------------------------===*\
+/*===- pattn-capi-test.c - pattn from MLIR's C API
+---------------------------===*\
 |*                                                                            *|
 |* Part of the pattn project.                                                 *|
 |*                                                                            *|
@@ -35,7 +36,8 @@ static const char *kDecodeStep =
     "                  encoding = i8, scale = tensor>\n"
     "func.func @decode(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x64xi8>,\n"
     "    %q: memref<1x8x64xf16>, %bt: memref<1x4xi32>, %lens: memref<1xi32>,\n"
-    "    %ks: memref<2x64xf32>, %vs: memref<1xf32>, %out: memref<1x8x64xf16>) {\n"
+    "    %ks: memref<2x64xf32>, %vs: memref<1xf32>, %out: memref<1x8x64xf16>) "
+    "{\n"
     "  %k = pattn.bind_cache storage(%kp : memref<?x16x2x32xi8>) : !k\n"
     "  %v = pattn.bind_cache storage(%vp : memref<?x16x2x64xi8>) : !v\n"
     "  pattn.paged_attention query(%q : memref<1x8x64xf16>) key(%k : !k)\n"

@@ -21,11 +21,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pattn/Target/TargetDescription.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/InitAll.h"
 #include "pattn/Pipelines/Pipelines.h"
+#include "pattn/Target/TargetDescription.h"
 #include "pattn/Version.inc"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -55,10 +55,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/TargetParser/Host.h"
-#include "llvm/TargetParser/Triple.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -139,7 +139,8 @@ static bool usesPAttn(func::FuncOp function) {
 static bool isIdentifier(StringRef name) {
   if (name.empty() || !(llvm::isAlpha(name.front()) || name.front() == '_'))
     return false;
-  return llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  return llvm::all_of(name,
+                      [](char c) { return llvm::isAlnum(c) || c == '_'; });
 }
 
 /// The name loaders give argument `index` of `function`: its `pattn.name`
@@ -287,8 +288,8 @@ static void addManifestFunction(ModuleOp module, StringRef json) {
   MLIRContext *context = module.getContext();
   std::string text = json.str();
   text.push_back('\0');
-  auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(context, 8),
-                                            text.size());
+  auto arrayType =
+      LLVM::LLVMArrayType::get(IntegerType::get(context, 8), text.size());
   LLVM::GlobalOp::create(builder, loc, arrayType, /*isConstant=*/true,
                          LLVM::Linkage::Private, "__pattn_manifest",
                          builder.getStringAttr(text));
@@ -326,10 +327,11 @@ static LogicalResult runTool(StringRef tool, ArrayRef<std::string> args,
   for (const std::string &arg : args)
     argv.push_back(arg);
   std::string message;
-  int code = llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, {}, 0, 0,
-                                       &message);
+  int code =
+      llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, {}, 0, 0, &message);
   if (code != 0) {
-    error = (tool + " failed (exit " + llvm::Twine(code) + ") " + message).str();
+    error =
+        (tool + " failed (exit " + llvm::Twine(code) + ") " + message).str();
     return failure();
   }
   return success();
@@ -341,7 +343,8 @@ static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
   LogicalResult result = success();
   module.walk([&](gpu::BinaryOp binary) {
     SmallVector<std::string> args = {"--64", "--create"};
-    std::string fatbin = (tempDir + "/" + binary.getSymName() + ".fatbin").str();
+    std::string fatbin =
+        (tempDir + "/" + binary.getSymName() + ".fatbin").str();
     args.push_back(fatbin);
     for (Attribute attr : binary.getObjects()) {
       auto object = cast<gpu::ObjectAttr>(attr);
@@ -356,7 +359,8 @@ static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
         return;
       }
       os << object.getObject().getValue();
-      args.push_back("--image3=kind=elf,sm=" + chip.substr(3) + ",file=" + cubin);
+      args.push_back("--image3=kind=elf,sm=" + chip.substr(3) +
+                     ",file=" + cubin);
     }
     if (failed(runTool("fatbinary", args, error))) {
       result = failure();
@@ -408,8 +412,8 @@ int main(int argc, char **argv) {
   });
   ::pattn::registerAllPasses();
   cl::HideUnrelatedOptions(toolCategory);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "pattn-compile: pattn IR to a loadable library\n");
+  cl::ParseCommandLineOptions(
+      argc, argv, "pattn-compile: pattn IR to a loadable library\n");
 
   DialectRegistry registry;
   ::pattn::registerAllDialects(registry);
@@ -442,7 +446,8 @@ int main(int argc, char **argv) {
   if (chipNames.empty())
     for (::pattn::Chip chip : ::pattn::defaultCompileChips())
       chipNames.push_back(::pattn::stringifyChip(chip).str());
-  FailureOr<llvm::json::Object> described = buildManifest(*module, chipNames, &asmState);
+  FailureOr<llvm::json::Object> described =
+      buildManifest(*module, chipNames, &asmState);
   if (failed(described))
     return 1;
   llvm::json::Object manifest = std::move(*described);
@@ -489,8 +494,8 @@ int main(int argc, char **argv) {
       for (Attribute attr : binary.getObjects()) {
         auto object = cast<gpu::ObjectAttr>(attr);
         if (emit == "ptx") {
-          output->os() << "// pattn-compile: " << binary.getSymName()
-                       << " for " << chipOf(object) << "\n"
+          output->os() << "// pattn-compile: " << binary.getSymName() << " for "
+                       << chipOf(object) << "\n"
                        << object.getObject().getValue() << "\n";
           continue;
         }
@@ -523,7 +528,8 @@ int main(int argc, char **argv) {
     return fail("translation to LLVM IR failed");
   ::pattn::bindRuntimeSymbols(*llvmModule);
   // The host code runs where this tool runs.
-  llvmModule->setTargetTriple(llvm::Triple(llvm::sys::getDefaultTargetTriple()));
+  llvmModule->setTargetTriple(
+      llvm::Triple(llvm::sys::getDefaultTargetTriple()));
   if (emit == "llvm") {
     llvmModule->print(output->os(), nullptr);
     output->keep();
@@ -548,10 +554,18 @@ int main(int argc, char **argv) {
   }
   // The runtime is found next to the library first ($ORIGIN), so a library
   // and its runtime can be moved together.
-  SmallVector<std::string> linkArgs = {
-      "-shared", "-fPIC", "-O2", "-x", "ir", irPath, "-o", outputFile,
-      "-L" + libDir, "-lpattn_runtime", "-Wl,-rpath,$ORIGIN",
-      "-Wl,-rpath," + libDir};
+  SmallVector<std::string> linkArgs = {"-shared",
+                                       "-fPIC",
+                                       "-O2",
+                                       "-x",
+                                       "ir",
+                                       irPath,
+                                       "-o",
+                                       outputFile,
+                                       "-L" + libDir,
+                                       "-lpattn_runtime",
+                                       "-Wl,-rpath,$ORIGIN",
+                                       "-Wl,-rpath," + libDir};
   if (failed(runTool(PATTN_CLANG, linkArgs, errorMessage)))
     return fail(errorMessage);
   llvm::sys::fs::remove_directories(tempDir);

@@ -54,8 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   // One context per input: nothing one input interns can change how the
   // next one behaves, so every crash reproduces from its file alone.
-  mlir::MLIRContext context(registry(),
-                            mlir::MLIRContext::Threading::DISABLED);
+  mlir::MLIRContext context(registry(), mlir::MLIRContext::Threading::DISABLED);
   context.allowUnregisteredDialects(false);
   mlir::ScopedDiagnosticHandler quiet(
       &context, [](mlir::Diagnostic &) { return mlir::success(); });

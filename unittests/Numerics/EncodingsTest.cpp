@@ -345,8 +345,8 @@ TEST(FloatRowTest, F16RowRoundsOnceAndSaturates) {
   const std::vector<float> x = {65520.0f, 0x1p-25f, 0x1.8p-25f, -1e30f};
   std::vector<uint8_t> row(8);
   ASSERT_EQ(encodeRow(Encoding::F16, x, {}, row), Status::Ok);
-  EXPECT_EQ(row, (std::vector<uint8_t>{0xFF, 0x7B, 0x00, 0x00, 0x01, 0x00,
-                                       0xFF, 0xFB}));
+  EXPECT_EQ(row, (std::vector<uint8_t>{0xFF, 0x7B, 0x00, 0x00, 0x01, 0x00, 0xFF,
+                                       0xFB}));
 }
 
 TEST(FloatRowTest, BF16RowSaturates) {

@@ -180,8 +180,8 @@ TEST(FoldQueryRowTest, LargestFoldedValueLiesInOneToTwo) {
     ASSERT_LE(largest, 2.0f) << trial;
     // Each value is p * 2^-e rounded once to fp16 (half an ulp).
     for (size_t c = 0; c < 64; ++c) {
-      const double exact = std::ldexp(
-          double(decodeF16(query[c])) * scales[c] / n.value, -e);
+      const double exact =
+          std::ldexp(double(decodeF16(query[c])) * scales[c] / n.value, -e);
       const double ulp = std::fabs(exact) < 0x1p-14
                              ? 0x1p-24
                              : std::ldexp(1.0, std::ilogb(exact) - 10);

@@ -74,8 +74,8 @@ protected:
     pattnMgpuMemset32(deviceOut, 0x7FC00000u, n, stream);
     unsigned smemWords = static_cast<unsigned>(smem) / sizeof(float);
     void *params[] = {&deviceOut, &deviceX, &n, &smemWords};
-    pattnMgpuLaunchKernel(function, (n + block - 1) / block, 1, 1, block, 1, 1, smem,
-                     stream, params, nullptr, 4);
+    pattnMgpuLaunchKernel(function, (n + block - 1) / block, 1, 1, block, 1, 1,
+                          smem, stream, params, nullptr, 4);
     pattnMgpuMemcpy(out.data(), deviceOut, n * sizeof(float), stream);
     pattnMgpuStreamSynchronize(stream);
     pattnMgpuMemFree(deviceX, stream);

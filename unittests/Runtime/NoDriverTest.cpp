@@ -79,7 +79,8 @@ TEST_F(RuntimeNoDriver, EveryCallIsANoOpReturningNull) {
   pattnMgpuMemset32(buffer, 7, 1, stream);
   expectNoDriverOnce();
   EXPECT_EQ(word, 0);
-  pattnMgpuLaunchKernel(buffer, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr, 0);
+  pattnMgpuLaunchKernel(buffer, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr,
+                        0);
   expectNoDriverOnce();
 }
 
@@ -110,8 +111,8 @@ TEST_F(RuntimeNoDriver, AnEntryPointReportsTheFirstErrorOnce) {
   void *stream = pattnMgpuStreamCreate();
   void *workspace = pattnMgpuMemAlloc(1024, stream, false);
   void *function = pattnMgpuModuleGetFunction(module, "pattn_decode_portable");
-  pattnMgpuLaunchKernel(function, 1, 1, 1, 128, 1, 1, 64 * 1024, stream, nullptr,
-                   nullptr, 0);
+  pattnMgpuLaunchKernel(function, 1, 1, 1, 128, 1, 1, 64 * 1024, stream,
+                        nullptr, nullptr, 0);
   pattnMgpuStreamSynchronize(stream);
   pattnMgpuMemFree(workspace, stream);
   pattnMgpuStreamDestroy(stream);
@@ -143,7 +144,8 @@ TEST_F(RuntimeNoDriver, ModuleHandleCarriesTheFailureToOtherThreads) {
   EXPECT_THAT(message, HasSubstr("libcuda"));
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 
-  void *jitModule = pattnMgpuModuleLoadJIT(const_cast<char *>(".version 8.0"), 3);
+  void *jitModule =
+      pattnMgpuModuleLoadJIT(const_cast<char *>(".version 8.0"), 3);
   ASSERT_NE(jitModule, nullptr);
   EXPECT_EQ(pattnMgpuModuleGetFunction(jitModule, "k"), nullptr);
   expectNoDriverOnce();
@@ -161,7 +163,8 @@ TEST_F(RuntimeNoDriver, NullPointersNeverCrash) {
   EXPECT_EQ(pattnRuntimeTakeStatus(), PATTN_SUCCESS);
 
   EXPECT_EQ(pattnMgpuModuleGetFunction(nullptr, nullptr), nullptr);
-  pattnMgpuLaunchKernel(nullptr, 0, 0, 0, 0, 0, 0, 0, nullptr, nullptr, nullptr, 0);
+  pattnMgpuLaunchKernel(nullptr, 0, 0, 0, 0, 0, 0, 0, nullptr, nullptr, nullptr,
+                        0);
   pattnMgpuMemcpy(nullptr, nullptr, 16, nullptr);
   pattnMgpuMemset32(nullptr, 0, 16, nullptr);
   pattnMgpuStreamSynchronize(nullptr);

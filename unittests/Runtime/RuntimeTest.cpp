@@ -95,7 +95,8 @@ protected:
   }
 
   void *loadModule() {
-    void *module = pattnMgpuModuleLoad(const_cast<char *>(kImage), sizeof(kImage));
+    void *module =
+        pattnMgpuModuleLoad(const_cast<char *>(kImage), sizeof(kImage));
     modules.push_back(module);
     return module;
   }
@@ -107,7 +108,7 @@ protected:
   /// Launches `function` with an unremarkable configuration and `smem`.
   static void launch(void *function, int32_t smem = 0) {
     pattnMgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, smem, nullptr, nullptr,
-                     nullptr, 0);
+                          nullptr, 0);
   }
 
   std::vector<void *> modules;
@@ -366,8 +367,8 @@ TEST_F(RuntimeFakeDriver, LaunchPassesItsParametersThrough) {
   float b = 2;
   void *params[] = {&a, &b};
   void *stream = reinterpret_cast<void *>(0x5EA);
-  pattnMgpuLaunchKernel(function, 3, 2, 4, 128, 2, 1, 1024, stream, params, nullptr,
-                   2);
+  pattnMgpuLaunchKernel(function, 3, 2, 4, 128, 2, 1, 1024, stream, params,
+                        nullptr, 2);
   ASSERT_EQ(takeOutcome().status, PATTN_SUCCESS);
   const Launch &launched = fake().lastLaunch;
   EXPECT_EQ(launched.function, static_cast<char *>(kFunction) +
@@ -430,26 +431,26 @@ TEST_F(RuntimeFakeDriver, SharedMemoryOptInFailureSaysTheLimit) {
 }
 
 TEST_F(RuntimeFakeDriver, EmptyGridLaunchesNothing) {
-  pattnMgpuLaunchKernel(kernel(), 0, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
-                   0);
+  pattnMgpuLaunchKernel(kernel(), 0, 1, 1, 32, 1, 1, 0, nullptr, nullptr,
+                        nullptr, 0);
   EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
   EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
 }
 
 TEST_F(RuntimeFakeDriver, OutOfRangeLaunchBoundsAreRejected) {
   void *function = kernel();
-  pattnMgpuLaunchKernel(function, -1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr,
-                   0);
+  pattnMgpuLaunchKernel(function, -1, 1, 1, 32, 1, 1, 0, nullptr, nullptr,
+                        nullptr, 0);
   Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(outcome.message, HasSubstr("launch bounds out of range: "
                                          "grid (-1, 1, 1)"));
 
   pattnMgpuLaunchKernel(function, intptr_t{1} << 33, 1, 1, 32, 1, 1, 0, nullptr,
-                   nullptr, nullptr, 0);
+                        nullptr, nullptr, 0);
   EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
-  pattnMgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, -4, nullptr, nullptr, nullptr,
-                   0);
+  pattnMgpuLaunchKernel(function, 1, 1, 1, 32, 1, 1, -4, nullptr, nullptr,
+                        nullptr, 0);
   EXPECT_EQ(takeOutcome().status, PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
 }
@@ -581,8 +582,8 @@ TEST_F(RuntimeFakeDriver, NullBuffersAreInvalidArguments) {
 
 TEST_F(RuntimeFakeDriver, DriverFailureOfACopyIsACudaError) {
   fake().memcpyResult = kInvalidValue;
-  pattnMgpuMemcpy(reinterpret_cast<void *>(0xD100), reinterpret_cast<void *>(0xD200),
-             8, nullptr);
+  pattnMgpuMemcpy(reinterpret_cast<void *>(0xD100),
+                  reinterpret_cast<void *>(0xD200), 8, nullptr);
   const Outcome outcome = takeOutcome();
   EXPECT_EQ(outcome.status, PATTN_ERROR_CUDA);
   EXPECT_THAT(outcome.message,
@@ -635,8 +636,8 @@ public:
   /// Calls `entry` with these arguments and a null stream.
   template <size_t N> int32_t call(void *entry) {
     args.push_back(0);
-    EXPECT_EQ(args.size(), N) << "the entry point takes " << N
-                              << " expanded arguments";
+    EXPECT_EQ(args.size(), N)
+        << "the entry point takes " << N << " expanded arguments";
     args.resize(N);
     return callWith(entry, std::make_index_sequence<N>{});
   }
@@ -685,8 +686,10 @@ protected:
 // append(pages [P,16,2,64] i8, values [N,2,64] f16, slots [N] i64, scale [1])
 EntryArguments appendArguments(int64_t tokens, int64_t slots) {
   EntryArguments args;
-  args.memref({8, 16, 2, 64}).memref({tokens, 2, 64}).memref({slots}).memref(
-      {1});
+  args.memref({8, 16, 2, 64})
+      .memref({tokens, 2, 64})
+      .memref({slots})
+      .memref({1});
   return args;
 }
 
@@ -716,8 +719,7 @@ TEST_F(HostSizeChecks, GroupScalePagesAgainstStoragePages) {
       .memref({4, 2, 64})
       .memref({4})
       .memref({1});
-  EXPECT_EQ(args.call<42>(entry("append_nvfp4")),
-            PATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(args.call<42>(entry("append_nvfp4")), PATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(std::string(pattnRuntimeLastErrorMessage()),
               HasSubstr("group_scales dim 0 must equal storage dim 0 (pages), "
                         "got 5 against 10"));
@@ -726,8 +728,8 @@ TEST_F(HostSizeChecks, GroupScalePagesAgainstStoragePages) {
 
 // decode(k pages, v pages, query [T,4,64], block_table [B,W], seq_lens [B],
 //        k_scale, v_scale, outs [T,4,64])
-EntryArguments decodeArguments(int64_t tokens, int64_t outTokens,
-                               int64_t batch, int64_t lengths) {
+EntryArguments decodeArguments(int64_t tokens, int64_t outTokens, int64_t batch,
+                               int64_t lengths) {
   EntryArguments args;
   args.memref({8, 16, 2, 64})
       .memref({8, 16, 2, 64})

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "gtest/gtest.h"
@@ -87,8 +87,8 @@ TEST_F(DecodePlanTest, EveryRegionIsAlignedDisjointAndInside) {
                 EXPECT_LE(l.liveKeys + stages * tile * 4, l.ring) << what;
                 EXPECT_LE(l.ring + stages * l.stageBytes, l.total) << what;
                 EXPECT_GE(l.merge, l.liveKeys + stages * tile * 4) << what;
-                EXPECT_LE(l.merge + keyWarps * rows * (value.getHeadDim() + 2) *
-                                        4,
+                EXPECT_LE(l.merge +
+                              keyWarps * rows * (value.getHeadDim() + 2) * 4,
                           l.total)
                     << what;
                 // ldmatrix reads rows of at least the row's bytes.

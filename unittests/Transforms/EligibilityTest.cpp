@@ -86,18 +86,35 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
        "head_dim 96 not in {64, 128, 256}"},
       {"head_dim 512", [](auto &c) { c.headDim = 512; },
        "head_dim 512 not in {64, 128, 256}"},
-      {"g 32", [](auto &c) { c.numHeads = 32; c.kvHeads = 1; }, nullptr},
-      {"g 33", [](auto &c) { c.numHeads = 33; c.kvHeads = 1; },
+      {"g 32",
+       [](auto &c) {
+         c.numHeads = 32;
+         c.kvHeads = 1;
+       },
+       nullptr},
+      {"g 33",
+       [](auto &c) {
+         c.numHeads = 33;
+         c.kvHeads = 1;
+       },
        "g x query tokens = 33 x 1 = 33 > 32"},
       {"g 4 x 8 tokens", [](auto &c) { c.queryTokens = 8; }, nullptr},
-      {"g 8 x 5 tokens", [](auto &c) { c.numHeads = 64; c.queryTokens = 5; },
+      {"g 8 x 5 tokens",
+       [](auto &c) {
+         c.numHeads = 64;
+         c.queryTokens = 5;
+       },
        "g x query tokens = 8 x 5 = 40 > 32"},
       {"block_size 16", [](auto &c) { c.blockSize = 16; }, nullptr},
       {"block_size 8", [](auto &c) { c.blockSize = 8; },
        "block_size 8 is not a power of two >= 16"},
       {"block_size 48", [](auto &c) { c.blockSize = 48; },
        "block_size 48 is not a power of two >= 16"},
-      {"query tokens 9", [](auto &c) { c.numHeads = 8; c.queryTokens = 9; },
+      {"query tokens 9",
+       [](auto &c) {
+         c.numHeads = 8;
+         c.queryTokens = 9;
+       },
        "query tokens 9 not in [1, 8]"},
       {"query tokens 0", [](auto &c) { c.queryTokens = 0; },
        "query tokens 0 not in [1, 8]"},
@@ -158,10 +175,9 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
 // The oracle below restates SPEC §6; the grid covers every chip, encoding
 // pair and the shape axes around their bounds.
 TEST_F(EligibilityTest, GridAgreesWithSpecTable) {
-  const Encoding encodings[] = {Encoding::f16,    Encoding::bf16,
-                                Encoding::i8,     Encoding::f8e4m3,
-                                Encoding::f8e5m2, Encoding::i4,
-                                Encoding::nvfp4};
+  const Encoding encodings[] = {
+      Encoding::f16,    Encoding::bf16, Encoding::i8,   Encoding::f8e4m3,
+      Encoding::f8e5m2, Encoding::i4,   Encoding::nvfp4};
   int checked = 0, eligible = 0;
   for (Chip chip : supportedChips())
     for (mlir::Type activation : {f16, bf16, f32})
@@ -186,12 +202,10 @@ TEST_F(EligibilityTest, GridAgreesWithSpecTable) {
                      (key == Encoding::bf16 || value == Encoding::bf16)) ||
                     (activation.isBF16() &&
                      (key == Encoding::f16 || value == Encoding::f16));
-                bool expected = (activation.isF16() || activation.isBF16()) &&
-                                !mixed16 &&
-                                (headDim == 64 || headDim == 128 ||
-                                 headDim == 256) &&
-                                group * tokens <= 32 && blockSize >= 16 &&
-                                tokens <= 8;
+                bool expected =
+                    (activation.isF16() || activation.isBF16()) && !mixed16 &&
+                    (headDim == 64 || headDim == 128 || headDim == 256) &&
+                    group * tokens <= 32 && blockSize >= 16 && tokens <= 8;
                 Eligibility result = checkXqaEligibility(config);
                 ASSERT_EQ(result.isXqa(), expected) << result.explain();
                 ++checked;
@@ -217,11 +231,11 @@ TEST_F(EligibilityTest, PrintedTableHasEveryRow) {
   std::string text;
   llvm::raw_string_ostream os(text);
   printEligibilityTable(os);
-  for (const char *row : {"| chip |", "| activations |", "| 16-bit caches |",
-                          "| channel V scale |", "| head_dim |",
-                          "| g x query tokens |", "| block_size |",
-                          "| K/V encodings |", "| channel K scale |",
-                          "| query tokens per sequence |", "| softcap |"})
+  for (const char *row :
+       {"| chip |", "| activations |", "| 16-bit caches |",
+        "| channel V scale |", "| head_dim |", "| g x query tokens |",
+        "| block_size |", "| K/V encodings |", "| channel K scale |",
+        "| query tokens per sequence |", "| softcap |"})
     EXPECT_NE(text.find(row), std::string::npos) << row;
 }
 

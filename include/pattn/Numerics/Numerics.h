@@ -94,8 +94,8 @@ float maxCodeMagnitude(Encoding encoding);
 
 /// Element quantizers: t = x / s computed in fp32, then the code. A zero
 /// scale gives code 0. Inputs must be finite (see encodeRow for checking).
-int8_t quantizeI8(float x, float scale);   ///< clamp(t, -128, 127), RNE
-int8_t quantizeI4(float x, float scale);   ///< clamp(t, -8, 7), RNE; signed
+int8_t quantizeI8(float x, float scale);    ///< clamp(t, -128, 127), RNE
+int8_t quantizeI4(float x, float scale);    ///< clamp(t, -8, 7), RNE; signed
 uint8_t quantizeE4M3(float x, float scale); ///< clamp(t, ±448), RNE
 uint8_t quantizeE5M2(float x, float scale); ///< clamp(t, ±57344), RNE
 
@@ -243,9 +243,9 @@ struct FoldLegality {
     TooWide,   ///< the table spans more than kFoldBinadeBudget binades
   };
   Verdict verdict;
-  int binadeSpan;   ///< ilogb(max) - ilogb(min nonzero); 0 if all zero
-  int exponent;     ///< the (clamped) normalizer exponent
-  size_t badIndex;  ///< first non-finite entry, or scales.size()
+  int binadeSpan;  ///< ilogb(max) - ilogb(min nonzero); 0 if all zero
+  int exponent;    ///< the (clamped) normalizer exponent
+  size_t badIndex; ///< first non-finite entry, or scales.size()
 };
 FoldLegality checkFoldLegality(std::span<const float> scales,
                                float softmaxScale);

@@ -140,8 +140,8 @@ typedef struct pattnI8Buffer {
 /// calls it before launching anything; as every error is sticky, nothing
 /// of the call runs and the entry returns the status.
 PATTN_RUNTIME_EXPORT void
-_mlir_ciface_pattnRuntimeRejectSizes(const pattnI8Buffer *message,
-                                     int64_t got, int64_t expected);
+_mlir_ciface_pattnRuntimeRejectSizes(const pattnI8Buffer *message, int64_t got,
+                                     int64_t expected);
 
 /// Records `status` with `message` on this thread unless an error is already
 /// pending there (the first error of an invocation is the one reported).
@@ -157,7 +157,8 @@ PATTN_RUNTIME_EXPORT int32_t pattnRuntimeRecordError(int32_t status,
 // it has none, in the primary context of device 0 (PATTN_DEVICE overrides),
 // pushed for the duration of the call. Once an error is pending on the
 // thread, calls are no-ops returning null, except the releasing ones
-// (pattnMgpuMemFree, pattnMgpuStreamDestroy, pattnMgpuModuleUnload), which still release.
+// (pattnMgpuMemFree, pattnMgpuStreamDestroy, pattnMgpuModuleUnload), which
+// still release.
 
 /// Registers a cubin or fatbin image. Called from the artifact's global
 /// constructor, so it never records an error on the calling thread: the
@@ -175,17 +176,16 @@ PATTN_RUNTIME_EXPORT void pattnMgpuModuleUnload(void *module);
 /// The kernel `name` of `module` in the current context, loading the module
 /// there on first use. The handle is only meaningful to pattnMgpuLaunchKernel.
 PATTN_RUNTIME_EXPORT void *pattnMgpuModuleGetFunction(void *module,
-                                                 const char *name);
+                                                      const char *name);
 
 /// Launches `function`; raises the kernel's dynamic shared memory limit
 /// first when `smem` exceeds the default 48 KiB. A grid with a zero extent
 /// launches nothing and succeeds (an empty batch).
-PATTN_RUNTIME_EXPORT void pattnMgpuLaunchKernel(void *function, intptr_t gridX,
-                                           intptr_t gridY, intptr_t gridZ,
-                                           intptr_t blockX, intptr_t blockY,
-                                           intptr_t blockZ, int32_t smem,
-                                           void *stream, void **params,
-                                           void **extra, size_t paramsCount);
+PATTN_RUNTIME_EXPORT void
+pattnMgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, void *stream,
+                      void **params, void **extra, size_t paramsCount);
 
 PATTN_RUNTIME_EXPORT void *pattnMgpuStreamCreate(void);
 PATTN_RUNTIME_EXPORT void pattnMgpuStreamSynchronize(void *stream);
@@ -194,15 +194,15 @@ PATTN_RUNTIME_EXPORT void pattnMgpuStreamDestroy(void *stream);
 /// Stream-ordered device allocation (capturable in a CUDA graph). Zero bytes
 /// gives null without an error; host-shared memory is not supported.
 PATTN_RUNTIME_EXPORT void *pattnMgpuMemAlloc(uint64_t sizeBytes, void *stream,
-                                        bool isHostShared);
+                                             bool isHostShared);
 /// Stream-ordered free; null is ignored.
 PATTN_RUNTIME_EXPORT void pattnMgpuMemFree(void *ptr, void *stream);
 
-PATTN_RUNTIME_EXPORT void pattnMgpuMemcpy(void *dst, void *src, size_t sizeBytes,
-                                     void *stream);
+PATTN_RUNTIME_EXPORT void pattnMgpuMemcpy(void *dst, void *src,
+                                          size_t sizeBytes, void *stream);
 /// Fills `count` 32-bit words at `dst` (4-byte aligned) with `value`.
 PATTN_RUNTIME_EXPORT void pattnMgpuMemset32(void *dst, unsigned int value,
-                                       size_t count, void *stream);
+                                            size_t count, void *stream);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -27,7 +27,16 @@ namespace pattn {
 
 /// The chips pattn compiles for.
 enum class Chip : uint8_t {
-  SM80, SM86, SM87, SM89, SM90, SM90a, SM100, SM100a, SM120, SM120a
+  SM80,
+  SM86,
+  SM87,
+  SM89,
+  SM90,
+  SM90a,
+  SM100,
+  SM100a,
+  SM120,
+  SM120a
 };
 
 /// "sm_90a" -> Chip::SM90a; nullopt for anything else (sm_75, "h100", ...).
@@ -42,8 +51,8 @@ std::string supportedChipList();
 /// One row of the table.
 struct TargetDescription {
   Chip chip;
-  llvm::StringRef name;        ///< "sm_90a"
-  unsigned capability;         ///< 90
+  llvm::StringRef name; ///< "sm_90a"
+  unsigned capability;  ///< 90
   /// An arch-specific target ("a" suffix): its cubins run on exactly this
   /// compute capability, never on a later one.
   bool archSpecific;

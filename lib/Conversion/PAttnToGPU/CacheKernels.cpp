@@ -23,9 +23,9 @@ gpu::GPUFuncOp KernelModule::create(OpBuilder &builder, Location loc,
                                     TypeRange workgroupBuffers) {
   builder.setInsertionPointToEnd(module.getBody());
   std::string unique = (name + "_" + Twine(counter++)).str();
-  auto kernel = gpu::GPUFuncOp::create(
-      builder, loc, unique, builder.getFunctionType(arguments, {}),
-      workgroupBuffers, TypeRange());
+  auto kernel = gpu::GPUFuncOp::create(builder, loc, unique,
+                                       builder.getFunctionType(arguments, {}),
+                                       workgroupBuffers, TypeRange());
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                   builder.getUnitAttr());
   builder.setInsertionPointToStart(&kernel.front());
@@ -54,12 +54,12 @@ static Value rangeAbsMax(KernelBuilder &kb, int64_t count,
 /// library computes them: sf = e4m3(amax / 6 / outer), code = e2m1(x /
 /// (decode(sf) * outer)); a zero group, outer or decoded scale writes zeros.
 struct Nvfp4Group {
-  Value scaleCode;                          ///< i32
-  Value zero;                               ///< i1: write zeros
-  Value denominator;                        ///< f32
+  Value scaleCode;   ///< i32
+  Value zero;        ///< i1: write zeros
+  Value denominator; ///< f32
   Value code(KernelBuilder &kb, Value x) const {
-    Value code = kb.encodeMinifloat(kb.fdiv(x, denominator),
-                                    MinifloatFormat::e2m1());
+    Value code =
+        kb.encodeMinifloat(kb.fdiv(x, denominator), MinifloatFormat::e2m1());
     return kb.select(zero, kb.i32(0), kb.andi(code, kb.i32(0xF)));
   }
 };
@@ -112,9 +112,9 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   kb.forLoop(tid, count, kb.index(kBlockThreads), {},
              [&](Value i, ValueRange) -> SmallVector<Value> {
                Value slot = kb.toI64(kb.load(slotArg, {i}));
-               Value bad = kb.lor(
-                   kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1)),
-                   kb.cmpi(arith::CmpIPredicate::sge, slot, capacity));
+               Value bad =
+                   kb.lor(kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1)),
+                          kb.cmpi(arith::CmpIPredicate::sge, slot, capacity));
                kb.ifThen(bad, [&] {
                  kb.store(kb.i32(1), flag, {kb.index(0)});
                  memref::AtomicRMWOp::create(
@@ -134,12 +134,11 @@ static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot) {
   Value batchValid = kb.cmpi(arith::CmpIPredicate::eq,
                              kb.load(flag, {kb.index(0)}), kb.i32(0));
   Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
-  return kb.land(batchValid,
-                 kb.cmpi(arith::CmpIPredicate::sge, slot, zero));
+  return kb.land(batchValid, kb.cmpi(arith::CmpIPredicate::sge, slot, zero));
 }
 
 auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
-                                   const CacheBuffers &cache) -> Kernel {
+                                    const CacheBuffers &cache) -> Kernel {
   OpBuilder builder(op.getContext());
   Location loc = op.getLoc();
   CacheType type = cache.type;
@@ -211,61 +210,63 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
     };
 
     // One thread per pair of elements: a pair fills one byte of a 4-bit row.
-    kb.forLoop(tid, kb.index(headDim / 2), kb.index(kBlockThreads), {},
-               [&](Value pair, ValueRange) -> SmallVector<Value> {
-      Value c0 = kb.mul(pair, kb.index(2));
-      Value c1 = kb.add(c0, kb.index(1));
-      Value x0 = element(c0), x1 = element(c1);
-      switch (encoding) {
-      case Encoding::f16:
-      case Encoding::bf16: {
-        bool isF16 = encoding == Encoding::f16;
-        Value b0 = isF16 ? kb.encodeF16Bits(x0) : kb.encodeBF16Bits(x0);
-        Value b1 = isF16 ? kb.encodeF16Bits(x1) : kb.encodeBF16Bits(x1);
-        kb.storeU16Bytes(b0, storage, rowAddress(kb.mul(c0, kb.index(2))));
-        kb.storeU16Bytes(b1, storage, rowAddress(kb.mul(c1, kb.index(2))));
-        break;
-      }
-      case Encoding::i8:
-      case Encoding::f8e4m3:
-      case Encoding::f8e5m2:
-        kb.storeByte(kb.quantize(encoding, x0, scaleOf(c0)), storage,
-                     rowAddress(c0));
-        kb.storeByte(kb.quantize(encoding, x1, scaleOf(c1)), storage,
-                     rowAddress(c1));
-        break;
-      case Encoding::i4: {
-        Value low = kb.quantize(encoding, x0, scaleOf(c0));
-        Value high = kb.quantize(encoding, x1, scaleOf(c1));
-        kb.storeByte(kb.ori(low, kb.shl(high, kb.i32(4))), storage,
-                     rowAddress(pair));
-        break;
-      }
-      case Encoding::nvfp4: {
-        Value outer = scaleOf(c0);
-        Value groupBegin = kb.mul(kb.divs(c0, kb.index(16)), kb.index(16));
-        Value amax = rangeAbsMax(kb, 16, [&](Value i) {
-          return element(kb.add(groupBegin, i));
+    kb.forLoop(
+        tid, kb.index(headDim / 2), kb.index(kBlockThreads), {},
+        [&](Value pair, ValueRange) -> SmallVector<Value> {
+          Value c0 = kb.mul(pair, kb.index(2));
+          Value c1 = kb.add(c0, kb.index(1));
+          Value x0 = element(c0), x1 = element(c1);
+          switch (encoding) {
+          case Encoding::f16:
+          case Encoding::bf16: {
+            bool isF16 = encoding == Encoding::f16;
+            Value b0 = isF16 ? kb.encodeF16Bits(x0) : kb.encodeBF16Bits(x0);
+            Value b1 = isF16 ? kb.encodeF16Bits(x1) : kb.encodeBF16Bits(x1);
+            kb.storeU16Bytes(b0, storage, rowAddress(kb.mul(c0, kb.index(2))));
+            kb.storeU16Bytes(b1, storage, rowAddress(kb.mul(c1, kb.index(2))));
+            break;
+          }
+          case Encoding::i8:
+          case Encoding::f8e4m3:
+          case Encoding::f8e5m2:
+            kb.storeByte(kb.quantize(encoding, x0, scaleOf(c0)), storage,
+                         rowAddress(c0));
+            kb.storeByte(kb.quantize(encoding, x1, scaleOf(c1)), storage,
+                         rowAddress(c1));
+            break;
+          case Encoding::i4: {
+            Value low = kb.quantize(encoding, x0, scaleOf(c0));
+            Value high = kb.quantize(encoding, x1, scaleOf(c1));
+            kb.storeByte(kb.ori(low, kb.shl(high, kb.i32(4))), storage,
+                         rowAddress(pair));
+            break;
+          }
+          case Encoding::nvfp4: {
+            Value outer = scaleOf(c0);
+            Value groupBegin = kb.mul(kb.divs(c0, kb.index(16)), kb.index(16));
+            Value amax = rangeAbsMax(kb, 16, [&](Value i) {
+              return element(kb.add(groupBegin, i));
+            });
+            Nvfp4Group group = nvfp4Group(kb, amax, outer);
+            Value byte = kb.ori(group.code(kb, x0),
+                                kb.shl(group.code(kb, x1), kb.i32(4)));
+            kb.storeByte(byte, storage, rowAddress(pair));
+            kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin), [&] {
+              kb.storeByte(group.scaleCode, groupScales,
+                           rowAddress(kb.divs(c0, kb.index(16))));
+            });
+            break;
+          }
+          }
+          return {};
         });
-        Nvfp4Group group = nvfp4Group(kb, amax, outer);
-        Value byte = kb.ori(group.code(kb, x0), kb.shl(group.code(kb, x1), kb.i32(4)));
-        kb.storeByte(byte, storage, rowAddress(pair));
-        kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin), [&] {
-          kb.storeByte(group.scaleCode, groupScales,
-                       rowAddress(kb.divs(c0, kb.index(16))));
-        });
-        break;
-      }
-      }
-      return {};
-    });
   });
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
 
 auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
-                                    const RecordBuffers &cache) -> Kernel {
+                                     const RecordBuffers &cache) -> Kernel {
   OpBuilder builder(op.getContext());
   Location loc = op.getLoc();
   RecordType record = cache.type.getRecord();
@@ -292,12 +293,13 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
   Value tid = kb.threadId();
   Value slot = kb.load(slots, {token});
   Value live = writesSlot(kb, kernel, slot);
-  auto latentAt = [&](Value i) { return kb.toF32(kb.load(latentIn, {token, i})); };
+  auto latentAt = [&](Value i) {
+    return kb.toF32(kb.load(latentIn, {token, i}));
+  };
   auto ropeAt = [&](Value i) { return kb.toF32(kb.load(ropeIn, {token, i})); };
 
   kb.ifThen(live, [&] {
-    auto [page, offset] =
-        slotAddress(kb, slot, cache.type.getBlockSize());
+    auto [page, offset] = slotAddress(kb, slot, cache.type.getBlockSize());
     auto byteAt = [&](int64_t laneOffset, Value byte) -> SmallVector<Value> {
       return {page, offset, kb.add(kb.index(laneOffset), byte)};
     };
@@ -336,49 +338,52 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
     }
     if (tokenLane)
       kb.ifThen(isFirst, [&] {
-        Value stored = record.getMode() == ScaleGranularity::token
-                           ? outer
-                           : kb.f32(0.0f);
-        kb.storeF32Bytes(stored, storage, byteAt(tokenLane.getOffset(), kb.index(0)));
+        Value stored =
+            record.getMode() == ScaleGranularity::token ? outer : kb.f32(0.0f);
+        kb.storeF32Bytes(stored, storage,
+                         byteAt(tokenLane.getOffset(), kb.index(0)));
       });
 
     int64_t group = latent.getCount() / latentScale.getCount();
-    kb.forLoop(tid, kb.index(latent.getCount() / 2), kb.index(kBlockThreads), {},
-               [&](Value pair, ValueRange) -> SmallVector<Value> {
-      Value c0 = kb.mul(pair, kb.index(2));
-      Value c1 = kb.add(c0, kb.index(1));
-      Value groupIndex = kb.divs(c0, kb.index(group));
-      Value groupBegin = kb.mul(groupIndex, kb.index(group));
-      Value amax = rangeAbsMax(kb, group, [&](Value i) {
-        return latentAt(kb.add(groupBegin, i));
-      });
-      Value isGroupStart = kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin);
-      if (e2m1) {
-        Nvfp4Group nv = nvfp4Group(kb, amax, outer);
-        // One op-creating call per statement: the loads stay in order
-        // whichever compiler evaluates the arguments.
-        Value low = nv.code(kb, latentAt(c0));
-        Value high = nv.code(kb, latentAt(c1));
-        Value byte = kb.ori(low, kb.shl(high, kb.i32(4)));
-        kb.storeByte(byte, storage, byteAt(latent.getOffset(), pair));
-        kb.ifThen(isGroupStart, [&] {
-          kb.storeByte(nv.scaleCode, storage,
-                       byteAt(latentScale.getOffset(), groupIndex));
-        });
-      } else {
-        // fp8_ds_mla: one fp32 scale amax / 448 per tile.
-        Value tileScale = kb.fdiv(amax, kb.f32(448.0f));
-        for (Value c : {c0, c1})
-          kb.storeByte(kb.quantize(Encoding::f8e4m3, latentAt(c), tileScale),
-                       storage, byteAt(latent.getOffset(), c));
-        kb.ifThen(isGroupStart, [&] {
-          kb.storeF32Bytes(tileScale, storage,
-                           byteAt(latentScale.getOffset(),
-                                  kb.mul(groupIndex, kb.index(4))));
-        });
-      }
-      return {};
-    });
+    kb.forLoop(tid, kb.index(latent.getCount() / 2), kb.index(kBlockThreads),
+               {}, [&](Value pair, ValueRange) -> SmallVector<Value> {
+                 Value c0 = kb.mul(pair, kb.index(2));
+                 Value c1 = kb.add(c0, kb.index(1));
+                 Value groupIndex = kb.divs(c0, kb.index(group));
+                 Value groupBegin = kb.mul(groupIndex, kb.index(group));
+                 Value amax = rangeAbsMax(kb, group, [&](Value i) {
+                   return latentAt(kb.add(groupBegin, i));
+                 });
+                 Value isGroupStart =
+                     kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin);
+                 if (e2m1) {
+                   Nvfp4Group nv = nvfp4Group(kb, amax, outer);
+                   // One op-creating call per statement: the loads stay in
+                   // order whichever compiler evaluates the arguments.
+                   Value low = nv.code(kb, latentAt(c0));
+                   Value high = nv.code(kb, latentAt(c1));
+                   Value byte = kb.ori(low, kb.shl(high, kb.i32(4)));
+                   kb.storeByte(byte, storage,
+                                byteAt(latent.getOffset(), pair));
+                   kb.ifThen(isGroupStart, [&] {
+                     kb.storeByte(nv.scaleCode, storage,
+                                  byteAt(latentScale.getOffset(), groupIndex));
+                   });
+                 } else {
+                   // fp8_ds_mla: one fp32 scale amax / 448 per tile.
+                   Value tileScale = kb.fdiv(amax, kb.f32(448.0f));
+                   for (Value c : {c0, c1})
+                     kb.storeByte(
+                         kb.quantize(Encoding::f8e4m3, latentAt(c), tileScale),
+                         storage, byteAt(latent.getOffset(), c));
+                   kb.ifThen(isGroupStart, [&] {
+                     kb.storeF32Bytes(tileScale, storage,
+                                      byteAt(latentScale.getOffset(),
+                                             kb.mul(groupIndex, kb.index(4))));
+                   });
+                 }
+                 return {};
+               });
 
     // The rope: 16-bit values, or e4m3 with one fp32 scale rope_amax / 448.
     Value ropeScaleValue;
@@ -391,19 +396,19 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
       });
     }
     Type ropeType = rope.getElementType();
-    kb.forLoop(tid, kb.index(rope.getCount()), kb.index(kBlockThreads), {},
-               [&](Value c, ValueRange) -> SmallVector<Value> {
-      Value x = ropeAt(c);
-      if (ropeScale)
-        kb.storeByte(kb.quantize(Encoding::f8e4m3, x, ropeScaleValue), storage,
-                     byteAt(rope.getOffset(), c));
-      else
-        kb.storeU16Bytes(ropeType.isBF16() ? kb.encodeBF16Bits(x)
-                                           : kb.encodeF16Bits(x),
-                         storage,
-                         byteAt(rope.getOffset(), kb.mul(c, kb.index(2))));
-      return {};
-    });
+    kb.forLoop(
+        tid, kb.index(rope.getCount()), kb.index(kBlockThreads), {},
+        [&](Value c, ValueRange) -> SmallVector<Value> {
+          Value x = ropeAt(c);
+          if (ropeScale)
+            kb.storeByte(kb.quantize(Encoding::f8e4m3, x, ropeScaleValue),
+                         storage, byteAt(rope.getOffset(), c));
+          else
+            kb.storeU16Bytes(
+                ropeType.isBF16() ? kb.encodeBF16Bits(x) : kb.encodeF16Bits(x),
+                storage, byteAt(rope.getOffset(), kb.mul(c, kb.index(2))));
+          return {};
+        });
   });
   gpu::ReturnOp::create(builder, loc);
   return result;

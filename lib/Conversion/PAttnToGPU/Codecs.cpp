@@ -77,11 +77,11 @@ static Value magicPair(KernelBuilder &kb, Value word, int64_t shift,
 static Value minifloatPair(KernelBuilder &kb, Value codes,
                            int32_t magnitudeMask, int64_t magnitudeShift,
                            int32_t signMask, int64_t signShift, float scale) {
-  Value bits = kb.shl(kb.andi(codes, kb.i32(magnitudeMask)),
-                      kb.i32(magnitudeShift));
+  Value bits =
+      kb.shl(kb.andi(codes, kb.i32(magnitudeMask)), kb.i32(magnitudeShift));
   if (signMask)
-    bits = kb.ori(bits, kb.shl(kb.andi(codes, kb.i32(signMask)),
-                               kb.i32(signShift)));
+    bits = kb.ori(bits,
+                  kb.shl(kb.andi(codes, kb.i32(signMask)), kb.i32(signShift)));
   Value pair = f16PairOf(kb, bits);
   if (scale != 1.0f)
     pair = arith::MulFOp::create(kb.b, kb.loc, pair, f16Splat(kb, scale));
@@ -136,9 +136,9 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     Value zero = kb.i32(0);
     for (int64_t q = 0; q < 2; ++q) {
       Value selector = kb.i32(int32_t((q + 2) << 12 | 0x0404 | q << 4));
-      Value bits = NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(),
-                                           word, zero, selector,
-                                           NVVM::PermuteMode::DEFAULT);
+      Value bits =
+          NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), word, zero,
+                                  selector, NVVM::PermuteMode::DEFAULT);
       pairs.push_back({f16PairOf(kb, bits), q, q + 2});
     }
     return pairs;
@@ -159,16 +159,17 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
     // bit 15, times 2^(15 - 1) in f16x2 (0.5 included).
     for (int64_t p = 0; p < 4; ++p)
-      pairs.push_back({minifloatPair(kb, p ? kb.shru(word, kb.i32(4 * p)) : word,
-                                     0x00070007, 9, 0x00080008, 12, 16384.0f),
-                       p, p + 4});
+      pairs.push_back(
+          {minifloatPair(kb, p ? kb.shru(word, kb.i32(4 * p)) : word,
+                         0x00070007, 9, 0x00080008, 12, 16384.0f),
+           p, p + 4});
     return pairs;
   case Encoding::i8: {
     // Bytes q and q + 2 as 1024 + (b ^ 0x80), minus 1152: one prmt puts
     // the biased bytes under the 0x64 exponent bytes (selector nibbles
     // 4 = a byte of 0x64646464, q and q + 2 = bytes of the word).
-    Value biased = arith::XOrIOp::create(kb.b, kb.loc, word,
-                                         kb.i32(int32_t(0x80808080u)));
+    Value biased =
+        arith::XOrIOp::create(kb.b, kb.loc, word, kb.i32(int32_t(0x80808080u)));
     Value exponents = kb.i32(0x64646464);
     for (int64_t q = 0; q < 2; ++q) {
       Value selector = kb.i32(int32_t(0x4040 | (q + 2) << 8 | q));
@@ -216,9 +217,9 @@ SmallVector<Value> decodeWordHalves(KernelBuilder &kb, Encoding encoding,
     // cvt pairs adjacent bytes: bytes [0, 2, 1, 3] make them 0|2 and 1|3.
     // (prmt's default mode takes two sources; the second is unused here.)
     Value selector = kb.i32(0x3120);
-    source = NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), word,
-                                     word, selector,
-                                     NVVM::PermuteMode::DEFAULT);
+    source =
+        NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), word, word,
+                                selector, NVVM::PermuteMode::DEFAULT);
   }
   // cvt.rn.f16x2.e2m1x2 pairs the nibbles of a byte, never j and j + 4.
   if (encoding == Encoding::nvfp4)
@@ -229,9 +230,8 @@ SmallVector<Value> decodeWordHalves(KernelBuilder &kb, Encoding encoding,
   for (const ChannelPair &pair : pairs) {
     // After the permute, the hardware fp8 pairs (0, 1), (2, 3) of `source`
     // are the elements (0, 2), (1, 3) of `word`.
-    int64_t j = encoding == Encoding::f8e4m3 && kb.hardwareFp8
-                    ? pair.low / 2
-                    : pair.low;
+    int64_t j = encoding == Encoding::f8e4m3 && kb.hardwareFp8 ? pair.low / 2
+                                                               : pair.low;
     assert(j < half && "not a pair across halves");
     halves[j] = pair.pair;
   }
@@ -244,8 +244,8 @@ SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
   if (encoding == Encoding::f16 || encoding == Encoding::bf16) {
     // Two 16-bit fields widened directly (no vector round trip).
     for (int64_t k = 0; k < 2; ++k) {
-      Value bits = kb.andi(k ? kb.shru(word, kb.i32(16)) : word,
-                           kb.i32(0xFFFF));
+      Value bits =
+          kb.andi(k ? kb.shru(word, kb.i32(16)) : word, kb.i32(0xFFFF));
       values[k] = encoding == Encoding::f16 ? kb.decodeF16Bits(bits)
                                             : kb.decodeBF16Bits(bits);
     }

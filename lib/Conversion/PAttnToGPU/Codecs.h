@@ -33,9 +33,8 @@ int64_t elementsPerWord(pattn::Encoding encoding);
 
 /// The unscaled values of a little-endian word of codes, as pairs (which
 /// elements share a pair depends on the encoding and the chip).
-llvm::SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb,
-                                               pattn::Encoding encoding,
-                                               mlir::Value word);
+llvm::SmallVector<ChannelPair>
+decodeWordPairs(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);
 
 /// The pairs of a word across its two 16-bit halves, in order: pair j holds
 /// element j (low half) and element j + n/2 (high half) of the word's n
@@ -43,14 +42,12 @@ llvm::SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb,
 /// for a word that ldmatrix.trans assembled from two rows (low half from
 /// key k, high half from key k + 1) they are one channel of both keys,
 /// which is the shape of an mma operand register. One pair for f16/bf16.
-llvm::SmallVector<mlir::Value> decodeWordHalves(KernelBuilder &kb,
-                                                pattn::Encoding encoding,
-                                                mlir::Value word);
+llvm::SmallVector<mlir::Value>
+decodeWordHalves(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);
 
 /// The same as fp32 values in element order.
-llvm::SmallVector<mlir::Value> decodeWord(KernelBuilder &kb,
-                                          pattn::Encoding encoding,
-                                          mlir::Value word);
+llvm::SmallVector<mlir::Value>
+decodeWord(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);
 
 /// A 32-bit word seen as a vector<2xf16> (bits [15:0] are element 0).
 mlir::Value f16PairOf(KernelBuilder &kb, mlir::Value bits);

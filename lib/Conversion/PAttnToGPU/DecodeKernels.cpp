@@ -68,7 +68,9 @@ public:
   SmallVector<Value> hostOperands;
   /// Kernel-side values, parallel to hostOperands.
   SmallVector<Value> kernelOperands;
-  void bind(ValueRange arguments) { kernelOperands.assign(arguments.begin(), arguments.end()); }
+  void bind(ValueRange arguments) {
+    kernelOperands.assign(arguments.begin(), arguments.end());
+  }
 
 protected:
   /// Registers a host operand (may be null) and returns its position.
@@ -131,8 +133,8 @@ public:
         SmallVector<Value>(heads, kb.f32(0.0f)),
         [&](Value byte, ValueRange carried) -> SmallVector<Value> {
           // The first channel of this vector.
-          Value firstChannel = kb.divs(kb.mul(byte, kb.index(perWord)),
-                                       kb.index(4));
+          Value firstChannel =
+              kb.divs(kb.mul(byte, kb.index(perWord)), kb.index(4));
           SmallVector<Value> elements =
               readVector(kb, key, row, byte, vectorBytes, firstChannel);
           SmallVector<Value> next;
@@ -166,8 +168,8 @@ public:
     return perWord;
   }
 
-  SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row,
-                                 Value first, int64_t elements) override {
+  SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row, Value first,
+                                 int64_t elements) override {
     int64_t perWord = elementsPerWord(value.type.getEncoding());
     Value byte = kb.divs(kb.mul(first, kb.index(4)), kb.index(perWord));
     SmallVector<Value> values =
@@ -234,9 +236,9 @@ private:
         if (groupScale)
           element = kb.fmul(element, groupScale);
         if (side.type.getScale() == ScaleGranularity::channel)
-          element = kb.fmul(element,
-                            kb.load(get(side.scale),
-                                    {row.kvHead, kb.add(wordChannel, kb.index(k))}));
+          element = kb.fmul(
+              element, kb.load(get(side.scale),
+                               {row.kvHead, kb.add(wordChannel, kb.index(k))}));
         elements.push_back(element);
       }
     }
@@ -294,8 +296,8 @@ public:
     return latent.getCount() % 4 == 0 ? 4 : 1;
   }
 
-  SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row,
-                                 Value first, int64_t elements) override {
+  SmallVector<Value> valueVector(KernelBuilder &kb, const Row &row, Value first,
+                                 int64_t elements) override {
     Value outer = laneOuterScale(kb, row, latent);
     SmallVector<Value> values;
     int64_t bits = latent.getElementType().getIntOrFloatBitWidth();
@@ -325,7 +327,8 @@ private:
     Value outer = laneOuterScale(kb, row, lane);
     if (int64_t width = runBytes(lane)) {
       // One aligned `width`-byte load per step, decoded word by word.
-      int64_t perRun = width * 8 / lane.getElementType().getIntOrFloatBitWidth();
+      int64_t perRun =
+          width * 8 / lane.getElementType().getIntOrFloatBitWidth();
       SmallVector<Value> sums = kb.forLoop(
           kb.index(0), kb.index(lane.getCount()), kb.index(perRun),
           SmallVector<Value>(heads, kb.f32(0.0f)),
@@ -448,10 +451,9 @@ private:
            ++k) {
         Value element = decoded[k];
         if (scaleLane)
-          element = kb.fmul(element,
-                            wordScale ? wordScale
-                                      : scaleOf(kb.add(wordChannel,
-                                                       kb.index(k))));
+          element = kb.fmul(
+              element, wordScale ? wordScale
+                                 : scaleOf(kb.add(wordChannel, kb.index(k))));
         elements.push_back(element);
       }
     }
@@ -484,15 +486,18 @@ private:
     Value data = get(storage);
     if (type.isF32())
       return kb.loadF32Bytes(
-          data, byteAddress(kb, row, kb.add(base, kb.mul(channel, kb.index(4)))));
+          data,
+          byteAddress(kb, row, kb.add(base, kb.mul(channel, kb.index(4)))));
     if (type.isF16() || type.isBF16()) {
       Value bits = kb.loadU16Bytes(
-          data, byteAddress(kb, row, kb.add(base, kb.mul(channel, kb.index(2)))));
+          data,
+          byteAddress(kb, row, kb.add(base, kb.mul(channel, kb.index(2)))));
       return type.isF16() ? kb.decodeF16Bits(bits) : kb.decodeBF16Bits(bits);
     }
     if (isa<Float4E2M1FNType>(type)) {
       Value byte = kb.loadByte(
-          data, byteAddress(kb, row, kb.add(base, kb.divs(channel, kb.index(2)))));
+          data,
+          byteAddress(kb, row, kb.add(base, kb.divs(channel, kb.index(2)))));
       Value shift = kb.mul(kb.toI32(kb.rems(channel, kb.index(2))), kb.i32(4));
       return kb.decodeE2M1(kb.andi(kb.shru(byte, shift), kb.i32(0xF)));
     }
@@ -565,13 +570,14 @@ std::tuple<Value, Value, Value> findSequence(KernelBuilder &kb, Value token,
   // The batch is small (one entry per sequence): a linear scan is fine.
   Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
   Value token32 = kb.toI32(token);
-  SmallVector<Value> found = kb.forLoop(
-      kb.index(0), batch, kb.index(1), {kb.index(0)},
-      [&](Value b, ValueRange carried) -> SmallVector<Value> {
-        Value begin = kb.load(queryStart, {b});
-        Value owns = kb.cmpi(arith::CmpIPredicate::sge, token32, begin);
-        return {kb.select(owns, b, carried[0])};
-      });
+  SmallVector<Value> found =
+      kb.forLoop(kb.index(0), batch, kb.index(1), {kb.index(0)},
+                 [&](Value b, ValueRange carried) -> SmallVector<Value> {
+                   Value begin = kb.load(queryStart, {b});
+                   Value owns =
+                       kb.cmpi(arith::CmpIPredicate::sge, token32, begin);
+                   return {kb.select(owns, b, carried[0])};
+                 });
   Value sequence = found[0];
   Value begin = kb.load(queryStart, {sequence});
   Value end = kb.load(queryStart, {kb.add(sequence, kb.index(1))});
@@ -622,9 +628,9 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   argTypes.push_back(workspaceStatsType(context));
 
   auto workgroup = [&](int64_t size, Type element) -> Type {
-    return MemRefType::get({size}, element, AffineMap(),
-                           gpu::AddressSpaceAttr::get(
-                               context, gpu::AddressSpace::Workgroup));
+    return MemRefType::get(
+        {size}, element, AffineMap(),
+        gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
   };
   // How the value side is spread over the threads: each thread reads
   // `elements` consecutive channels of a row as one vector; when a row needs
@@ -641,8 +647,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   // Shared memory: the block's query rows (reused for the lanes' partial
   // outputs once the keys are done), then per chunk each head's logits
   // (overwritten by its softmax weights) and each key's page slot.
-  int64_t scratch = std::max(heads * keyDim,
-                             lanes > 1 ? lanes * heads * reduceStride : 0);
+  int64_t scratch =
+      std::max(heads * keyDim, lanes > 1 ? lanes * heads * reduceStride : 0);
   gpu::GPUFuncOp kernel = kernels.create(
       builder, p.loc, "pattn_decode", argTypes,
       {workgroup(scratch, f32), workgroup(heads * kBlockThreads, f32),
@@ -670,7 +676,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   Value queryStart = p.queryStart ? next() : Value();
   Value guard = p.guard ? next() : Value();
   Value queryExponents = p.queryExponents ? next() : Value();
-  source.bind(kernel.getArguments().slice(sourceBegin, source.hostOperands.size()));
+  source.bind(
+      kernel.getArguments().slice(sourceBegin, source.hostOperands.size()));
   arg = sourceBegin + source.hostOperands.size();
   Value partialOut = next(), partialStats = next();
   Value querySmem = kernel.getWorkgroupAttributions()[0];
@@ -684,12 +691,11 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   Value row = kb.blockId(gpu::Dimension::y);
   Value token = kb.divs(row, kb.index(kvHeads * headGroups));
   Value kvHead = kb.rems(kb.divs(row, kb.index(headGroups)), kb.index(kvHeads));
-  Value firstHead = kb.add(kb.mul(kvHead, kb.index(group)),
-                           kb.mul(kb.rems(row, kb.index(headGroups)),
-                                  kb.index(heads)));
+  Value firstHead =
+      kb.add(kb.mul(kvHead, kb.index(group)),
+             kb.mul(kb.rems(row, kb.index(headGroups)), kb.index(heads)));
   Value lane = lanes > 1 ? kb.divs(tid, kb.index(vectorsPerRow)) : kb.index(0);
-  Value firstVector =
-      lanes > 1 ? kb.rems(tid, kb.index(vectorsPerRow)) : tid;
+  Value firstVector = lanes > 1 ? kb.rems(tid, kb.index(vectorsPerRow)) : tid;
   Value active = lanes > 1 ? kb.cmpi(arith::CmpIPredicate::slt, tid,
                                      kb.index(lanes * vectorsPerRow))
                            : kb.boolean(true);
@@ -707,11 +713,13 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
     Value end = kb.mins(length, kb.add(queryPos, kb.i32(1)));
     Value begin = kb.i32(0);
     if (p.window > 0)
-      begin = kb.maxs(begin, kb.add(kb.sub(queryPos, kb.i32(p.window)), kb.i32(1)));
+      begin =
+          kb.maxs(begin, kb.add(kb.sub(queryPos, kb.i32(p.window)), kb.i32(1)));
     Value splitBegin = kb.mul(kb.toI32(split), kb.i32(keysPerSplit));
     Value first = kb.maxs(begin, splitBegin);
     Value last = kb.mins(end, kb.add(splitBegin, kb.i32(keysPerSplit)));
-    Value maxBlocks = kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
+    Value maxBlocks =
+        kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
 
     // The block's query rows in shared memory as fp32.
     kb.forLoop(tid, kb.index(heads * keyDim), kb.index(kBlockThreads), {},
@@ -757,8 +765,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
           Value blockIndex = kb.mins(kb.divs(key32, kb.i32(p.blockSize)),
                                      kb.sub(maxBlocks, kb.i32(1)));
           Value page = kb.load(blockTable, {sequence, kb.toIndex(blockIndex)});
-          Value valid = kb.land(inRange, kb.cmpi(arith::CmpIPredicate::sge,
-                                                 page, kb.i32(0)));
+          Value valid = kb.land(
+              inRange, kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0)));
           Value offset = kb.rems(key32, kb.i32(p.blockSize));
           Row keyRow{kb.toIndex(kb.maxs(page, kb.i32(0))), kb.toIndex(offset),
                      kvHead};
@@ -787,8 +795,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
 
           // Phase 2: every thread reads each head's chunk maximum; then each
           // thread turns its own logits into weights, once per key.
-          Value count = kb.toIndex(kb.mins(kb.sub(last, kb.toI32(chunk)),
-                                           kb.i32(kBlockThreads)));
+          Value count = kb.toIndex(
+              kb.mins(kb.sub(last, kb.toI32(chunk)), kb.i32(kBlockThreads)));
           SmallVector<Value> newMax, alpha;
           for (int64_t j = 0; j < heads; ++j) {
             Value chunkMax = kb.forLoop(
@@ -824,17 +832,19 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
                 for (int64_t j = 0; j < heads; ++j)
                   w.push_back(kb.load(scores, {at(j, i)}));
                 Value keyPage = kb.load(pages, {i});
-                Value live = kb.cmpi(arith::CmpIPredicate::sge, keyPage, kb.i32(0));
+                Value live =
+                    kb.cmpi(arith::CmpIPredicate::sge, keyPage, kb.i32(0));
                 Row valueRow{kb.toIndex(kb.maxs(keyPage, kb.i32(0))),
                              kb.toIndex(kb.load(offsets, {i})), kvHead};
                 SmallVector<Value> updated(c.begin(), c.end());
                 for (int64_t j = 0; j < heads; ++j)
                   updated[slot(j, 0)] = kb.fadd(c[slot(j, 0)], w[j]);
                 for (int64_t v = 0; v < vectorsPerThread; ++v) {
-                  Value vector = kb.add(firstVector, kb.index(v * kBlockThreads));
-                  Value owns = kb.land(
-                      live, kb.cmpi(arith::CmpIPredicate::slt, vector,
-                                    kb.index(vectorsPerRow)));
+                  Value vector =
+                      kb.add(firstVector, kb.index(v * kBlockThreads));
+                  Value owns =
+                      kb.land(live, kb.cmpi(arith::CmpIPredicate::slt, vector,
+                                            kb.index(vectorsPerRow)));
                   SmallVector<Value> current;
                   for (int64_t j = 0; j < heads; ++j)
                     for (int64_t e = 0; e < elements; ++e)
@@ -905,12 +915,14 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
       kb.barrier();
       kb.ifThen(active, [&] {
         for (int64_t j = 0; j < heads; ++j) {
-          Value base = kb.mul(kb.add(kb.mul(lane, kb.index(heads)), kb.index(j)),
-                              kb.index(reduceStride));
+          Value base =
+              kb.mul(kb.add(kb.mul(lane, kb.index(heads)), kb.index(j)),
+                     kb.index(reduceStride));
           for (int64_t e = 0; e < elements; ++e)
-            kb.store(state[accOf(j, e)], querySmem,
-                     {kb.add(base, kb.add(kb.mul(firstVector, kb.index(elements)),
-                                          kb.index(e)))});
+            kb.store(
+                state[accOf(j, e)], querySmem,
+                {kb.add(base, kb.add(kb.mul(firstVector, kb.index(elements)),
+                                     kb.index(e)))});
           kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, firstVector, kb.index(0)),
                     [&] {
                       kb.store(state[sumOf(j)], querySmem,
@@ -919,31 +931,34 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
         }
       });
       kb.barrier();
-      kb.forLoop(tid, kb.index(heads * reduceStride), kb.index(kBlockThreads), {},
-                 [&](Value index, ValueRange) -> SmallVector<Value> {
-        Value j = kb.divs(index, kb.index(reduceStride));
-        Value channel = kb.rems(index, kb.index(reduceStride));
-        Value total = kb.f32(0.0f);
-        for (int64_t l = 0; l < lanes; ++l)
-          total = kb.fadd(total,
-                          kb.load(querySmem,
-                                  {kb.add(kb.index(l * heads * reduceStride),
-                                          index)}));
-        Value tokenHead = kb.add(kb.mul(token, kb.index(p.numHeads)),
-                                 kb.add(firstHead, j));
-        Value isSum = kb.cmpi(arith::CmpIPredicate::eq, channel,
-                              kb.index(valueDim));
-        kb.ifElse(isSum, {},
-                  [&]() -> SmallVector<Value> {
-                    kb.store(total, partialStats, {split, tokenHead, kb.index(1)});
-                    return {};
-                  },
-                  [&]() -> SmallVector<Value> {
-                    kb.store(total, partialOut, {split, tokenHead, channel});
-                    return {};
-                  });
-        return {};
-      });
+      kb.forLoop(
+          tid, kb.index(heads * reduceStride), kb.index(kBlockThreads), {},
+          [&](Value index, ValueRange) -> SmallVector<Value> {
+            Value j = kb.divs(index, kb.index(reduceStride));
+            Value channel = kb.rems(index, kb.index(reduceStride));
+            Value total = kb.f32(0.0f);
+            for (int64_t l = 0; l < lanes; ++l)
+              total = kb.fadd(
+                  total,
+                  kb.load(querySmem,
+                          {kb.add(kb.index(l * heads * reduceStride), index)}));
+            Value tokenHead = kb.add(kb.mul(token, kb.index(p.numHeads)),
+                                     kb.add(firstHead, j));
+            Value isSum =
+                kb.cmpi(arith::CmpIPredicate::eq, channel, kb.index(valueDim));
+            kb.ifElse(
+                isSum, {},
+                [&]() -> SmallVector<Value> {
+                  kb.store(total, partialStats,
+                           {split, tokenHead, kb.index(1)});
+                  return {};
+                },
+                [&]() -> SmallVector<Value> {
+                  kb.store(total, partialOut, {split, tokenHead, channel});
+                  return {};
+                });
+            return {};
+          });
     }
   });
   gpu::ReturnOp::create(builder, p.loc);
@@ -991,7 +1006,8 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
     Value globalMax = kb.forLoop(
         kb.index(0), splits, kb.index(1), {negInf(kb)},
         [&](Value s, ValueRange c) -> SmallVector<Value> {
-          return {kb.fmax(c[0], kb.load(partialStats, {s, tokenHead, kb.index(0)}))};
+          return {kb.fmax(c[0],
+                          kb.load(partialStats, {s, tokenHead, kb.index(0)}))};
         })[0];
     Value sink = sinks ? kb.load(sinks, {head}) : Value();
     if (sink)
@@ -1007,20 +1023,22 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
     if (sink)
       denominator = kb.fadd(denominator, weight(kb, sink, globalMax));
     Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
-    Value inverse = kb.select(empty, kb.f32(0.0f),
-                              kb.fdiv(kb.f32(1.0f), denominator));
+    Value inverse =
+        kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
     kb.forLoop(tid, kb.index(valueDim), kb.index(kBlockThreads), {},
                [&](Value channel, ValueRange) -> SmallVector<Value> {
                  Value sum = kb.forLoop(
                      kb.index(0), splits, kb.index(1), {kb.f32(0.0f)},
                      [&](Value s, ValueRange c) -> SmallVector<Value> {
-                       Value m = kb.load(partialStats, {s, tokenHead, kb.index(0)});
+                       Value m =
+                           kb.load(partialStats, {s, tokenHead, kb.index(0)});
                        Value o = kb.load(partialOut, {s, tokenHead, channel});
                        return {kb.fma(o, weight(kb, m, globalMax), c[0])};
                      })[0];
                  Value result = kb.fmul(sum, inverse);
                  if (outScale)
-                   result = kb.fmul(result, kb.load(outScale, {kvHead, channel}));
+                   result =
+                       kb.fmul(result, kb.load(outScale, {kvHead, channel}));
                  // The output's only rounding.
                  Value rounded =
                      arith::TruncFOp::create(kb.b, kb.loc, outType, result);
@@ -1036,8 +1054,8 @@ DecodeKernels buildDecodeKernels(KernelModule &kernels, KVSource &source,
                                  const DecodeParams &params,
                                  PortablePlanAttr plan) {
   DecodeKernels result;
-  result.decode = buildDecodeKernel(kernels, source, params, plan,
-                                    result.decodeOperands);
+  result.decode =
+      buildDecodeKernel(kernels, source, params, plan, result.decodeOperands);
   result.merge = buildMergeKernel(kernels, source.valueDim(), source.kvHeads(),
                                   params, result.mergeOperands);
   result.numHeads = params.numHeads;
@@ -1089,10 +1107,9 @@ auto ::pattn::buildPagedMergeKernel(KernelModule &kernels, PagedAttentionOp op,
                           pagedParams(op), hostOperands);
 }
 
-auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
-                                           MlaDecodeOp op,
-                                           const RecordBuffers &cache,
-                                           PortablePlanAttr plan) -> DecodeKernels {
+auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
+                                    const RecordBuffers &cache,
+                                    PortablePlanAttr plan) -> DecodeKernels {
   RecordSource source(cache, op.getOuterScale());
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
@@ -1103,8 +1120,7 @@ auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels,
   params.numHeads = static_cast<int64_t>(op.getNumHeads());
   params.blockSize = cache.type.getBlockSize();
   std::optional<APFloat> scale = op.getSoftmaxScale();
-  params.softmaxScale =
-      scale ? scale->convertToFloat()
-            : 1.0f / std::sqrt(float(source.keyDim()));
+  params.softmaxScale = scale ? scale->convertToFloat()
+                              : 1.0f / std::sqrt(float(source.keyDim()));
   return buildDecodeKernels(kernels, source, params, plan);
 }

@@ -36,7 +36,7 @@ static Value ilogbOfBits(KernelBuilder &kb, Value bits) {
 }
 
 auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
-                                                 ScaleNormalizerOp op) -> Kernel {
+                                         ScaleNormalizerOp op) -> Kernel {
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
   Location loc = op.getLoc();
@@ -44,10 +44,10 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Type buffer = MemRefType::get(
       {kBlockThreads}, i32, AffineMap(),
       gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
-  Kernel result = kernels.create(
-      builder, loc, "pattn_scale_normalizer",
-      ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
-      {buffer, buffer, buffer});
+  Kernel result =
+      kernels.create(builder, loc, "pattn_scale_normalizer",
+                     ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
+                     {buffer, buffer, buffer});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value scales = kernel.getArgument(0), out = kernel.getArgument(1);
@@ -63,11 +63,11 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   Value total = kb.mul(rows, columns);
   Value infinityBits = kb.i32(0x7F800000);
   SmallVector<Value> partial = kb.forLoop(
-      tid, total, kb.index(kBlockThreads),
-      {kb.i32(0), infinityBits, kb.i32(0)},
+      tid, total, kb.index(kBlockThreads), {kb.i32(0), infinityBits, kb.i32(0)},
       [&](Value e, ValueRange c) -> SmallVector<Value> {
         Value s = kb.load(scales, {kb.divs(e, columns), kb.rems(e, columns)});
-        Value bits = kb.andi(kb.bitcast(kb.b.getI32Type(), s), kb.i32(0x7FFFFFFF));
+        Value bits =
+            kb.andi(kb.bitcast(kb.b.getI32Type(), s), kb.i32(0x7FFFFFFF));
         Value finite = kb.cmpi(arith::CmpIPredicate::slt, bits, infinityBits);
         Value nonzero = kb.cmpi(arith::CmpIPredicate::ne, bits, kb.i32(0));
         Value largest = kb.select(finite, kb.maxs(c[0], bits), c[0]);
@@ -84,33 +84,34 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   int maxExponent =
       numerics::maxFoldExponent(op.getSoftmaxScale().convertToFloat());
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
-    SmallVector<Value> all = kb.forLoop(
-        kb.index(0), kb.index(kBlockThreads), kb.index(1),
-        {kb.i32(0), infinityBits, kb.i32(0)},
-        [&](Value i, ValueRange c) -> SmallVector<Value> {
-          Value largestSoFar = kb.maxs(c[0], kb.load(maxBits, {i}));
-          Value smallestSoFar = kb.mins(c[1], kb.load(minBits, {i}));
-          Value badSoFar = kb.add(c[2], kb.load(badCount, {i}));
-          return {largestSoFar, smallestSoFar, badSoFar};
-        });
+    SmallVector<Value> all =
+        kb.forLoop(kb.index(0), kb.index(kBlockThreads), kb.index(1),
+                   {kb.i32(0), infinityBits, kb.i32(0)},
+                   [&](Value i, ValueRange c) -> SmallVector<Value> {
+                     Value largestSoFar = kb.maxs(c[0], kb.load(maxBits, {i}));
+                     Value smallestSoFar = kb.mins(c[1], kb.load(minBits, {i}));
+                     Value badSoFar = kb.add(c[2], kb.load(badCount, {i}));
+                     return {largestSoFar, smallestSoFar, badSoFar};
+                   });
     Value largest = all[0], smallest = all[1];
     Value allZero = kb.cmpi(arith::CmpIPredicate::eq, largest, kb.i32(0));
     Value top = ilogbOfBits(kb, largest);
     Value wanted = kb.select(allZero, kb.i32(0), kb.add(top, kb.i32(1)));
-    Value exponent = kb.mins(kb.maxs(wanted, kb.i32(numerics::minFoldExponent())),
-                             kb.i32(maxExponent));
+    Value exponent =
+        kb.mins(kb.maxs(wanted, kb.i32(numerics::minFoldExponent())),
+                kb.i32(maxExponent));
     // Finite and within the binade budget, as checkFoldLegality says; a
     // clamped N folds (the row exponents absorb |s / N| > 1).
-    Value span = kb.select(allZero, kb.i32(0),
-                           kb.sub(top, ilogbOfBits(kb, smallest)));
+    Value span =
+        kb.select(allZero, kb.i32(0), kb.sub(top, ilogbOfBits(kb, smallest)));
     Value allFinite = kb.cmpi(arith::CmpIPredicate::eq, all[2], kb.i32(0));
     Value narrow = kb.cmpi(arith::CmpIPredicate::sle, span,
                            kb.i32(numerics::kFoldBinadeBudget));
     Value foldable = kb.land(allFinite, narrow);
     // A table that cannot fold gets the neutral N = 1, as on the host.
     exponent = kb.select(foldable, exponent, kb.i32(0));
-    Value normalizer = kb.bitcast(kb.b.getF32Type(),
-                                  kb.shl(kb.add(exponent, kb.i32(127)), kb.i32(23)));
+    Value normalizer = kb.bitcast(
+        kb.b.getF32Type(), kb.shl(kb.add(exponent, kb.i32(127)), kb.i32(23)));
     kb.store(normalizer, out, {kb.index(0)});
     kb.store(arith::ExtUIOp::create(kb.b, loc, kb.b.getI32Type(), foldable),
              flag, {kb.index(0)});
@@ -131,9 +132,8 @@ static Value exponentField(KernelBuilder &kb, Value bits) {
 static std::pair<Value, Value> splitFloat(KernelBuilder &kb, Value x) {
   Type i32 = kb.b.getI32Type();
   Value zero = kb.i32(0);
-  Value subnormal =
-      kb.cmpi(arith::CmpIPredicate::eq, exponentField(kb, kb.bitcast(i32, x)),
-              zero);
+  Value subnormal = kb.cmpi(arith::CmpIPredicate::eq,
+                            exponentField(kb, kb.bitcast(i32, x)), zero);
   Value scaled = kb.fmul(x, kb.f32(0x1p64f));
   Value normalized = kb.select(subnormal, scaled, x);
   Value bits = kb.bitcast(i32, normalized);
@@ -180,13 +180,12 @@ static FoldedChannel foldChannel(KernelBuilder &kb, Value q, Value s,
   // |RN(mq * ms)| lies in [1, 4]: its exponent field adds 0, 1 or 2.
   Value product = kb.fmul(qMantissa, sMantissa);
   Value productField = exponentField(kb, kb.bitcast(i32, product));
-  channel.binade =
-      kb.add(channel.shift, kb.sub(productField, kb.i32(127)));
+  channel.binade = kb.add(channel.shift, kb.sub(productField, kb.i32(127)));
   return channel;
 }
 
-auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
-                                           FoldQueryOp op) -> Kernel {
+auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
+    -> Kernel {
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
   Location loc = op.getLoc();
@@ -226,21 +225,21 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
 
   // The row exponent: the largest binade over the nonzero products.
   Value none = kb.i32(std::numeric_limits<int32_t>::min());
-  Value partial = kb.forLoop(
-      tid, headDim, kb.index(kBlockThreads), {none},
-      [&](Value c, ValueRange carried) -> SmallVector<Value> {
-        FoldedChannel channel = channelAt(c);
-        Value larger = kb.maxs(carried[0], channel.binade);
-        return {kb.select(channel.nonzero, larger, carried[0])};
-      })[0];
+  Value partial =
+      kb.forLoop(tid, headDim, kb.index(kBlockThreads), {none},
+                 [&](Value c, ValueRange carried) -> SmallVector<Value> {
+                   FoldedChannel channel = channelAt(c);
+                   Value larger = kb.maxs(carried[0], channel.binade);
+                   return {kb.select(channel.nonzero, larger, carried[0])};
+                 })[0];
   kb.store(partial, rowMaxima, {tid});
   kb.barrier();
   Value first = kb.index(0), end = kb.index(kBlockThreads);
-  Value rowMax = kb.forLoop(
-      first, end, kb.index(1), {none},
-      [&](Value i, ValueRange carried) -> SmallVector<Value> {
-        return {kb.maxs(carried[0], kb.load(rowMaxima, {i}))};
-      })[0];
+  Value rowMax =
+      kb.forLoop(first, end, kb.index(1), {none},
+                 [&](Value i, ValueRange carried) -> SmallVector<Value> {
+                   return {kb.maxs(carried[0], kb.load(rowMaxima, {i}))};
+                 })[0];
   Value empty = kb.cmpi(arith::CmpIPredicate::eq, rowMax, none);
   Value rowExponent = kb.select(empty, kb.i32(0), rowMax);
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)),
@@ -254,14 +253,13 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels,
              [&](Value c, ValueRange) -> SmallVector<Value> {
                FoldedChannel channel = channelAt(c);
                Value gap = kb.sub(channel.binade, rowExponent);
-               Value kept = kb.land(
-                   channel.nonzero,
-                   kb.cmpi(arith::CmpIPredicate::sge, gap, flushBelow));
+               Value kept =
+                   kb.land(channel.nonzero,
+                           kb.cmpi(arith::CmpIPredicate::sge, gap, flushBelow));
                Value shift = kb.sub(channel.shift, rowExponent);
                shift = kb.add(shift, kb.i32(2));
                Value scale = kb.powerOfTwo(kb.maxs(shift, kb.i32(-126)));
-               Value quarter =
-                   kb.fmul(channel.queryMantissa, kb.f32(0.25f));
+               Value quarter = kb.fmul(channel.queryMantissa, kb.f32(0.25f));
                Value folded = kb.roundScaledProductOnce(
                    quarter, channel.scaleMantissa, scale, element);
                Value zeroBits = kb.bitcast(kb.b.getF32Type(), channel.signBit);

@@ -45,19 +45,17 @@ public:
         .Case([&](BindCacheOp bind) { collectBinding(bind); })
         .Case([&](WriteCacheOp write) {
           auto cache = cast<CacheType>(write.getCache().getType());
-          fixed(write.getValues(), "values", 1, cache.getKvHeads(),
-                "kv_heads");
-          fixed(write.getValues(), "values", 2, cache.getHeadDim(),
-                "head_dim");
-          same(write.getSlots(), "slots", 0, write.getValues(), "values", 0,
-               0, "tokens");
+          fixed(write.getValues(), "values", 1, cache.getKvHeads(), "kv_heads");
+          fixed(write.getValues(), "values", 2, cache.getHeadDim(), "head_dim");
+          same(write.getSlots(), "slots", 0, write.getValues(), "values", 0, 0,
+               "tokens");
           channelTable(write.getScale(), "scale", cache);
         })
         .Case([&](WriteRecordOp write) {
           same(write.getRope(), "rope", 0, write.getLatent(), "latent", 0, 0,
                "tokens");
-          same(write.getSlots(), "slots", 0, write.getLatent(), "latent", 0,
-               0, "tokens");
+          same(write.getSlots(), "slots", 0, write.getLatent(), "latent", 0, 0,
+               "tokens");
         })
         .Case([&](PagedAttentionOp attention) {
           auto key = cast<CacheType>(attention.getKey().getType());
@@ -158,8 +156,7 @@ private:
   /// The block table, lengths, query starts and query tokens of a decode.
   void sequences(Value query, Value blockTable, Value seqLens,
                  Value queryStart) {
-    same(seqLens, "seq_lens", 0, blockTable, "block_table", 0, 0,
-         "sequences");
+    same(seqLens, "seq_lens", 0, blockTable, "block_table", 0, 0, "sequences");
     if (queryStart)
       same(queryStart, "query_start", 0, blockTable, "block_table", 0, 1,
            "sequences + 1");
@@ -265,10 +262,10 @@ void ::pattn::emitHostSizeChecks(OpBuilder &builder, func::FuncOp function) {
     {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointToStart(module.getBody());
-      global = memref::GlobalOp::create(
-          builder, loc, "__pattn_size_check",
-          builder.getStringAttr("private"), bytesType, data,
-          /*constant=*/true, IntegerAttr());
+      global = memref::GlobalOp::create(builder, loc, "__pattn_size_check",
+                                        builder.getStringAttr("private"),
+                                        bytesType, data,
+                                        /*constant=*/true, IntegerAttr());
       symbols.insert(global);
     }
 
@@ -287,8 +284,8 @@ void ::pattn::emitHostSizeChecks(OpBuilder &builder, func::FuncOp function) {
     Value bad = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ne,
                                       got, expected);
     scf::IfOp::create(builder, loc, bad, [&](OpBuilder &then, Location at) {
-      Value bytes = memref::GetGlobalOp::create(then, at, bytesType,
-                                                global.getSymName());
+      Value bytes =
+          memref::GetGlobalOp::create(then, at, bytesType, global.getSymName());
       Value text = memref::CastOp::create(then, at, messageType, bytes);
       Value got64 = arith::IndexCastOp::create(then, at, i64, got);
       Value expected64 = arith::IndexCastOp::create(then, at, i64, expected);

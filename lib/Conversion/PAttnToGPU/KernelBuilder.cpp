@@ -147,8 +147,12 @@ static Value castInteger(OpBuilder &b, Location loc, Value value,
   return arith::TruncIOp::create(b, loc, target, value);
 }
 
-Value KernelBuilder::toI32(Value value) { return castInteger(b, loc, value, 32); }
-Value KernelBuilder::toI64(Value value) { return castInteger(b, loc, value, 64); }
+Value KernelBuilder::toI32(Value value) {
+  return castInteger(b, loc, value, 32);
+}
+Value KernelBuilder::toI64(Value value) {
+  return castInteger(b, loc, value, 64);
+}
 
 Value KernelBuilder::toF32(Value number) {
   Type type = number.getType();
@@ -265,7 +269,8 @@ Value KernelBuilder::encodeMinifloat(Value x, const MinifloatFormat &format) {
   Value magnitude = fabs(x);
   Value isNaN = cmpf(arith::CmpFPredicate::UNO, magnitude, magnitude);
   magnitude = select(isNaN, f32(0.0f), magnitude);
-  magnitude = arith::MinNumFOp::create(b, loc, magnitude, f32(format.maxFinite));
+  magnitude =
+      arith::MinNumFOp::create(b, loc, magnitude, f32(format.maxFinite));
 
   // The binade, clamped to the subnormal one: exponent field - 127 is below
   // the clamp for zero and fp32 subnormals, so they need no special case.
@@ -280,8 +285,9 @@ Value KernelBuilder::encodeMinifloat(Value x, const MinifloatFormat &format) {
       shl(add(sub(i32(format.mantissaBits), exponent), i32(127)), i32(23));
   Value quanta = roundEven(fmul(magnitude, bitcast(b.getF32Type(), scaleBits)));
   Value quantaInt = arith::FPToSIOp::create(b, loc, b.getI32Type(), quanta);
-  Value code = add(shl(sub(exponent, i32(minExponent)), i32(format.mantissaBits)),
-                   quantaInt);
+  Value code =
+      add(shl(sub(exponent, i32(minExponent)), i32(format.mantissaBits)),
+          quantaInt);
   code = mins(code, i32(format.maxCode));
   return ori(code, shl(sign, i32(format.exponentBits + format.mantissaBits)));
 }
@@ -339,8 +345,7 @@ Value KernelBuilder::decodeE2M1(Value code) {
   return fmul(decodeF16Bits(bits), f32(16384.0f)); // 2^(15 - 1)
 }
 
-Value KernelBuilder::quantize(pattn::Encoding encoding, Value x,
-                              Value scale) {
+Value KernelBuilder::quantize(pattn::Encoding encoding, Value x, Value scale) {
   using pattn::Encoding;
   Value t = fdiv(x, scale);
   Value code;
@@ -387,8 +392,7 @@ Value KernelBuilder::roundScaledProductOnce(Value a, Value c, Value scale,
   Value productNegative = cmpf(arith::CmpFPredicate::OLT, product, f32(0.0f));
   Value roundedAway =
       arith::XOrIOp::create(b, loc, errorNegative, productNegative);
-  Value truncated =
-      select(land(inexact, roundedAway), sub(bits, i32(1)), bits);
+  Value truncated = select(land(inexact, roundedAway), sub(bits, i32(1)), bits);
   Value odd = select(land(inexact, nonzero), ori(truncated, i32(1)), bits);
   Value rounded = bitcast(b.getF32Type(), odd);
   return arith::TruncFOp::create(b, loc, type, rounded);
@@ -433,8 +437,8 @@ SmallVector<Value> KernelBuilder::forLoop(
     body(loop.getInductionVar(), {});
   } else {
     b.setInsertionPointToEnd(block);
-    SmallVector<Value> next = body(loop.getInductionVar(),
-                                   loop.getRegionIterArgs());
+    SmallVector<Value> next =
+        body(loop.getInductionVar(), loop.getRegionIterArgs());
     scf::YieldOp::create(b, loc, next);
   }
   return SmallVector<Value>(loop.getResults());

@@ -169,8 +169,8 @@ public:
   llvm::SmallVector<mlir::Value>
   forLoop(mlir::Value lower, mlir::Value upper, mlir::Value step,
           mlir::ValueRange init,
-          llvm::function_ref<llvm::SmallVector<mlir::Value>(
-              mlir::Value, mlir::ValueRange)>
+          llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value,
+                                                            mlir::ValueRange)>
               body);
   /// `if (condition) then()` without results.
   void ifThen(mlir::Value condition, llvm::function_ref<void()> then);

@@ -55,16 +55,14 @@ class KernelModule {
 public:
   KernelModule(mlir::gpu::GPUModuleOp module, ConversionClass conversions,
                llvm::ArrayRef<Chip> chips)
-      : module(module),
-        hardwareFp8(conversions != ConversionClass::none),
+      : module(module), hardwareFp8(conversions != ConversionClass::none),
         hardwareFp4(conversions == ConversionClass::fp8AndFp4),
         chips(chips.begin(), chips.end()) {}
 
   /// A new kernel `name_N` taking `arguments`, with the given workgroup
   /// buffers; the builder is left at its entry.
   mlir::gpu::GPUFuncOp create(mlir::OpBuilder &builder, mlir::Location loc,
-                              llvm::StringRef name,
-                              mlir::TypeRange arguments,
+                              llvm::StringRef name, mlir::TypeRange arguments,
                               mlir::TypeRange workgroupBuffers);
   /// The same for a kernel whose arguments are `operands` (host values),
   /// plus `extra` arguments the caller appends at launch.
@@ -101,13 +99,11 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
 /// One block per (token, kv head), one thread per element pair. The last
 /// operand is the slot check's flag: the kernel writes only when it is 0,
 /// so a call with a bad slot leaves the whole cache untouched.
-Kernel buildWriteCacheKernel(KernelModule &kernels,
-                             pattn::WriteCacheOp op,
+Kernel buildWriteCacheKernel(KernelModule &kernels, pattn::WriteCacheOp op,
                              const CacheBuffers &cache);
 
 /// One block per token; the last operand is the slot check's flag.
-Kernel buildWriteRecordKernel(KernelModule &kernels,
-                              pattn::WriteRecordOp op,
+Kernel buildWriteRecordKernel(KernelModule &kernels, pattn::WriteRecordOp op,
                               const RecordBuffers &cache);
 
 /// A single block: N and the fold flag of a channel table.
@@ -115,8 +111,7 @@ Kernel buildScaleNormalizerKernel(KernelModule &kernels,
                                   pattn::ScaleNormalizerOp op);
 
 /// One block per (token, head), one thread per channel.
-Kernel buildFoldQueryKernel(KernelModule &kernels,
-                            pattn::FoldQueryOp op);
+Kernel buildFoldQueryKernel(KernelModule &kernels, pattn::FoldQueryOp op);
 
 /// The split-KV decode kernels of an attention op: `decode` writes partial
 /// results for grid (splits, tokens * decodeBlocksPerToken), each block

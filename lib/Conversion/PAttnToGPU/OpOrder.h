@@ -1,4 +1,5 @@
-//===- OpOrder.h - Generated IR independent of the host compiler -*- C++ -*-===//
+//===- OpOrder.h - Generated IR independent of the host compiler -*- C++
+//-*-===//
 //
 // Part of the pattn project.
 //
@@ -20,12 +21,13 @@
 
 namespace pattn {
 
-/// In every block of the function-like op `function` (and below): the ops with memory effects, regions or
-/// successors ("anchors") keep their relative order; each side-effect-free
-/// op moves to just before the first anchor that needs it (through its
-/// operands or a use inside the anchor's regions), its own operands first,
-/// in operand order. Side-effect-free ops that nothing needs are erased.
-/// Semantics are unchanged: only pure ops move, and never above an operand.
+/// In every block of the function-like op `function` (and below): the ops with
+/// memory effects, regions or successors ("anchors") keep their relative order;
+/// each side-effect-free op moves to just before the first anchor that needs it
+/// (through its operands or a use inside the anchor's regions), its own
+/// operands first, in operand order. Side-effect-free ops that nothing needs
+/// are erased. Semantics are unchanged: only pure ops move, and never above an
+/// operand.
 void orderOpsDeterministically(mlir::Operation *function);
 
 } // namespace pattn

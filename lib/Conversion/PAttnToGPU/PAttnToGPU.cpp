@@ -14,14 +14,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Conversion/PAttnToGPU.h"
-#include "pattn/Target/TargetDescription.h"
 #include "HostChecks.h"
 #include "KernelBuilder.h"
 #include "Kernels.h"
+#include "OpOrder.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
-#include "OpOrder.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -192,9 +192,8 @@ void HostRewriter::dispatch(Location loc,
   llvm::sort(routes, [](const Route &a, const Route &b) {
     return a.capability > b.capability;
   });
-  llvm::stable_sort(generic, [](const auto &a, const auto &b) {
-    return a.first > b.first;
-  });
+  llvm::stable_sort(
+      generic, [](const auto &a, const auto &b) { return a.first > b.first; });
   for (auto [capability, module] : generic)
     routes.push_back({false, capability, module});
 
@@ -215,8 +214,8 @@ void HostRewriter::dispatch(Location loc,
   std::function<void(size_t)> emitFrom = [&](size_t index) {
     if (index + 1 == modules.size())
       return body(*modules[index]);
-    Value isThis = kb.cmpi(arith::CmpIPredicate::eq, choice,
-                           kb.i32(int32_t(index)));
+    Value isThis =
+        kb.cmpi(arith::CmpIPredicate::eq, choice, kb.i32(int32_t(index)));
     kb.ifElse(
         isThis, {},
         [&]() -> SmallVector<Value> {
@@ -237,8 +236,7 @@ void HostRewriter::dispatch(Location loc,
 static void readGlobalsOnDevice(gpu::GPUFuncOp kernel, ValueRange operands) {
   auto kernelModule = kernel->getParentOfType<gpu::GPUModuleOp>();
   auto hostModule = kernelModule->getParentOfType<ModuleOp>();
-  for (auto [operand, argument] :
-       llvm::zip(operands, kernel.getArguments())) {
+  for (auto [operand, argument] : llvm::zip(operands, kernel.getArguments())) {
     auto getGlobal = operand.getDefiningOp<memref::GetGlobalOp>();
     if (!getGlobal)
       continue;
@@ -249,8 +247,8 @@ static void readGlobalsOnDevice(gpu::GPUFuncOp kernel, ValueRange operands) {
       builder.clone(*global);
     }
     OpBuilder builder = OpBuilder::atBlockBegin(&kernel.front());
-    Value onDevice = memref::GetGlobalOp::create(
-        builder, getGlobal.getLoc(), getGlobal.getType(), name);
+    Value onDevice = memref::GetGlobalOp::create(builder, getGlobal.getLoc(),
+                                                 getGlobal.getType(), name);
     argument.replaceAllUsesWith(onDevice);
   }
 }
@@ -265,10 +263,9 @@ void HostRewriter::launch(Location loc, gpu::GPUFuncOp kernel,
   if (sharedBytes > 0)
     shared = arith::ConstantIntOp::create(builder, loc, builder.getI32Type(),
                                           sharedBytes);
-  gpu::LaunchFuncOp::create(builder, loc, kernel, grid, {threads, one, one},
-                            shared, operands,
-                            gpu::AsyncTokenType::get(builder.getContext()),
-                            ValueRange{stream});
+  gpu::LaunchFuncOp::create(
+      builder, loc, kernel, grid, {threads, one, one}, shared, operands,
+      gpu::AsyncTokenType::get(builder.getContext()), ValueRange{stream});
 }
 
 void HostRewriter::ifPositive(Location loc, Value count,
@@ -333,11 +330,9 @@ LogicalResult HostRewriter::lower(WriteRecordOp op) {
   LaneAttr latent = record.getLane("latent"), rope = record.getLane("rope");
   LaneAttr latentScale = record.getLane(latent.getScaleLane());
   Type latentType = latent.getElementType(), ropeType = rope.getElementType();
-  bool latentOk =
-      latentScale &&
-      ((isa<Float8E4M3FNType>(latentType) &&
-        latentScale.getElementType().isF32()) ||
-       isa<Float4E2M1FNType>(latentType));
+  bool latentOk = latentScale && ((isa<Float8E4M3FNType>(latentType) &&
+                                   latentScale.getElementType().isF32()) ||
+                                  isa<Float4E2M1FNType>(latentType));
   bool ropeOk = (!rope.isScaled() && (ropeType.isBF16() || ropeType.isF16())) ||
                 (rope.isScaled() && isa<Float8E4M3FNType>(ropeType) &&
                  record.getLane(rope.getScaleLane()).getCount() == 1 &&
@@ -435,8 +430,8 @@ void HostRewriter::lowerDecode(
           kb.index(2), upper, one, {one, firstCost},
           [&](Value candidate, ValueRange carried) -> SmallVector<Value> {
             Value candidateCost = cost(candidate);
-            Value better = kb.cmpi(arith::CmpIPredicate::slt, candidateCost,
-                                   carried[1]);
+            Value better =
+                kb.cmpi(arith::CmpIPredicate::slt, candidateCost, carried[1]);
             Value bestSplits = kb.select(better, candidate, carried[0]);
             Value bestCost = kb.select(better, candidateCost, carried[1]);
             return {bestSplits, bestCost};
@@ -451,9 +446,9 @@ void HostRewriter::lowerDecode(
     }
     Value rows = kb.mul(tokens, kb.index(numHeads));
     MLIRContext *context = builder.getContext();
-    auto outputType = MemRefType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
-        builder.getF32Type());
+    auto outputType =
+        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
+                        builder.getF32Type());
     auto statsType = MemRefType::get(
         {ShapedType::kDynamic, ShapedType::kDynamic, 2}, builder.getF32Type());
     Type tokenType = gpu::AsyncTokenType::get(context);
@@ -508,14 +503,13 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
     return success();
   }
   auto portable = cast<PortablePlanAttr>(plan);
-  lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-              key->type.getBlockSize(), value->type.getHeadDim(),
-              static_cast<int64_t>(op.getNumHeads()),
-              portable.getKeysPerSplit(), XqaPlanAttr(), kvHeads,
-              [&](KernelModule &module) {
-                return buildPagedDecodeKernels(module, op, *key, *value,
-                                               portable);
-              });
+  lowerDecode(
+      op.getLoc(), op.getQuery(), op.getBlockTable(), key->type.getBlockSize(),
+      value->type.getHeadDim(), static_cast<int64_t>(op.getNumHeads()),
+      portable.getKeysPerSplit(), XqaPlanAttr(), kvHeads,
+      [&](KernelModule &module) {
+        return buildPagedDecodeKernels(module, op, *key, *value, portable);
+      });
   return success();
 }
 
@@ -559,9 +553,9 @@ LogicalResult HostRewriter::run() {
   builder.setInsertionPointToStart(&entry);
   // Before anything launches: the sizes the verifiers could not compare.
   emitHostSizeChecks(builder, function);
-  stream = UnrealizedConversionCastOp::create(
-               builder, function.getLoc(),
-               gpu::AsyncTokenType::get(context), entry.getArguments().back())
+  stream = UnrealizedConversionCastOp::create(builder, function.getLoc(),
+                                              gpu::AsyncTokenType::get(context),
+                                              entry.getArguments().back())
                .getResult(0);
   if (modules.size() > 1) {
     declareRuntimeFunction(module, kDeviceArch, builder.getI32Type());
@@ -620,10 +614,10 @@ LogicalResult HostRewriter::run() {
   declareRuntimeFunction(module, kTakeStatus, builder.getI32Type());
   function.walk([&](func::ReturnOp ret) {
     builder.setInsertionPoint(ret);
-    Value status = func::CallOp::create(builder, ret.getLoc(), kTakeStatus,
-                                        TypeRange{builder.getI32Type()},
-                                        ValueRange{})
-                       .getResult(0);
+    Value status =
+        func::CallOp::create(builder, ret.getLoc(), kTakeStatus,
+                             TypeRange{builder.getI32Type()}, ValueRange{})
+            .getResult(0);
     func::ReturnOp::create(builder, ret.getLoc(), ValueRange{status});
     ret.erase();
   });
@@ -704,8 +698,8 @@ struct ConvertPAttnToGPUPass
       // Created detached, then inserted: the symbol table renames it on a
       // clash with a module the user already has.
       OpBuilder builder(&getContext());
-      auto gpuModule = gpu::GPUModuleOp::create(
-          builder, module.getLoc(), kNames[int(conversions)]);
+      auto gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(),
+                                                kNames[int(conversions)]);
       gpuModule.setTargetsAttr(ArrayAttr::get(&getContext(), targets));
       SymbolTable(module).insert(gpuModule);
       owned.push_back(

@@ -68,8 +68,8 @@ public:
   XqaBuilder(KernelModule &kernels, PagedAttentionOp op, XqaPlanAttr plan,
              const CacheBuffers &key, const CacheBuffers &value)
       : kernels(kernels), op(op), plan(plan), keyBuffers(key),
-        valueBuffers(value), builder(op.getContext()), kb(builder, op.getLoc()) {
-  }
+        valueBuffers(value), builder(op.getContext()),
+        kb(builder, op.getLoc()) {}
 
   gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
 
@@ -93,8 +93,8 @@ private:
   float softcap = 0.0f;
 
   // Kernel values.
-  Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
-      tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
+  Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last, tid,
+      lane, groupId, threadInGroup, keyGroup, valueGroup;
   Value blockTable, liveKeys;
   /// The block's keys: [first, last) of the sequence, tiles from firstTile.
   Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
@@ -121,7 +121,9 @@ private:
     return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
   }
 
-  Type operandType() { return bf16 ? builder.getBF16Type() : builder.getF16Type(); }
+  Type operandType() {
+    return bf16 ? builder.getBF16Type() : builder.getF16Type();
+  }
   Value index(int64_t v) { return kb.index(v); }
 
   /// A typed view of dynamic shared memory at byte `offset`.
@@ -357,8 +359,8 @@ SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
   Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
   Value column = kb.add(columnHalf, index(step * 16));
   Value fragment = nvgpu::LdMatrixOp::create(
-      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()),
-      queryTile, ValueRange{row, column}, builder.getBoolAttr(false),
+      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()), queryTile,
+      ValueRange{row, column}, builder.getBoolAttr(false),
       builder.getI32IntegerAttr(4));
   SmallVector<Value> registers;
   for (int64_t r = 0; r < 4; ++r) {
@@ -404,8 +406,8 @@ Value XqaBuilder::scaledPair(Value pair, Value scales) {
 Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
   int64_t half = std::max<int64_t>(value.perWord / 2, 1);
   int64_t segmentsPerWarp = value.segments / valueWarps;
-  Value segment = kb.add(kb.mul(valueGroup, index(segmentsPerWarp)),
-                         index(nTile / half));
+  Value segment =
+      kb.add(kb.mul(valueGroup, index(segmentsPerWarp)), index(nTile / half));
   Value base = kb.mul(segment, index(8 * half));
   Value within = kb.add(kb.mul(n, index(half)), index(nTile % half));
   return kb.add(base, within);
@@ -420,51 +422,54 @@ void XqaBuilder::loadQueryTile(Value query) {
   Type f16 = builder.getF16Type();
   Type queryElement = cast<MemRefType>(query.getType()).getElementType();
   int64_t perWord = key.perWord;
-  kb.forLoop(tid, index(rows * headDim), index(kBlockThreads), {},
-             [&](Value item, ValueRange) -> SmallVector<Value> {
-    Value row = kb.divs(item, index(headDim));
-    Value column = kb.rems(item, index(headDim));
-    Value channel = column;
-    if (perWord != 2) {
-      // Within a 16-byte segment (4 x perWord channels) thread t's word
-      // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
-      // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
-      // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
-      // and p + perWord / 2 of the word (decodeWordHalves).
-      Value step = kb.divs(column, index(16));
-      Value within = kb.rems(column, index(16));
-      Value segment = kb.divs(step, index(perWord / 4));
-      Value s = kb.rems(step, index(perWord / 4));
-      Value thread = kb.divs(kb.rems(within, index(8)), index(2));
-      Value elementIndex = kb.rems(within, index(2));
-      Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
-      channel = kb.mul(segment, index(4 * perWord));
-      channel = kb.add(channel, kb.mul(thread, index(perWord)));
-      channel = kb.add(channel, pair);
-      channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
-    }
-    Value token = kb.divs(row, index(group));
-    Value head = kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-    Value live = kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-    Value x = kb.ifElse(
-        live, {element},
-        [&]() -> SmallVector<Value> {
-          Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
-          Value loaded = kb.load(query, {tokenIndex, head, channel});
-          if (queryElement == element)
-            return {loaded};
-          Value wide = kb.toF32(loaded);
-          return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
-        },
-        [&]() -> SmallVector<Value> {
-          return {arith::ConstantOp::create(builder, kb.loc,
-                                            builder.getZeroAttr(element))};
-        })[0];
-    if (bf16)
-      x = arith::BitcastOp::create(builder, kb.loc, f16, x);
-    kb.store(x, queryTile, {row, column});
-    return {};
-  });
+  kb.forLoop(
+      tid, index(rows * headDim), index(kBlockThreads), {},
+      [&](Value item, ValueRange) -> SmallVector<Value> {
+        Value row = kb.divs(item, index(headDim));
+        Value column = kb.rems(item, index(headDim));
+        Value channel = column;
+        if (perWord != 2) {
+          // Within a 16-byte segment (4 x perWord channels) thread t's word
+          // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
+          // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
+          // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
+          // and p + perWord / 2 of the word (decodeWordHalves).
+          Value step = kb.divs(column, index(16));
+          Value within = kb.rems(column, index(16));
+          Value segment = kb.divs(step, index(perWord / 4));
+          Value s = kb.rems(step, index(perWord / 4));
+          Value thread = kb.divs(kb.rems(within, index(8)), index(2));
+          Value elementIndex = kb.rems(within, index(2));
+          Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
+          channel = kb.mul(segment, index(4 * perWord));
+          channel = kb.add(channel, kb.mul(thread, index(perWord)));
+          channel = kb.add(channel, pair);
+          channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
+        }
+        Value token = kb.divs(row, index(group));
+        Value head =
+            kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+        Value live =
+            kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+        Value x = kb.ifElse(
+            live, {element},
+            [&]() -> SmallVector<Value> {
+              Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
+              Value loaded = kb.load(query, {tokenIndex, head, channel});
+              if (queryElement == element)
+                return {loaded};
+              Value wide = kb.toF32(loaded);
+              return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
+            },
+            [&]() -> SmallVector<Value> {
+              return {arith::ConstantOp::create(builder, kb.loc,
+                                                builder.getZeroAttr(element))};
+            })[0];
+        if (bf16)
+          x = arith::BitcastOp::create(builder, kb.loc, f16, x);
+        kb.store(x, queryTile, {row, column});
+        return {};
+      });
 }
 
 Value XqaBuilder::tileBase(Value tileIndex) {
@@ -596,14 +601,13 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
           Value copied = kb.select(live, index(1), index(0));
           nvgpu::DeviceAsyncCopyOp::create(
               builder, kb.loc, scales, ValueRange{scaleDst}, side->tokenScales,
-              ValueRange{page, offset, kvHead}, builder.getIndexAttr(1),
-              copied, UnitAttr());
+              ValueRange{page, offset, kvHead}, builder.getIndexAttr(1), copied,
+              UnitAttr());
         }
       }
     });
   };
-  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes =
-      copyPasses();
+  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes = copyPasses();
   for (size_t i = 0; i < passes.size(); ++i) {
     ArrayRef<XqaSide *> sides = passes[i].first;
     int64_t pass = passes[i].second;
@@ -619,8 +623,7 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
   }
 }
 
-void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart,
-                                 Value split) {
+void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
   Location loc = kb.loc;
   if (queryStart) {
     tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
@@ -639,7 +642,8 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart,
   Value tableWidth =
       kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
   Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
-  Value splits = kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
+  Value splits =
+      kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
   Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
   perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
   perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
@@ -653,11 +657,10 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart,
   first = kb.maxs(begin, splitBegin);
   last = kb.mins(length, kb.add(splitBegin, perSplit));
   firstTile = kb.divs(first, tileKeysI32);
-  Value lastTile = kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))),
-                           tileKeysI32);
+  Value lastTile =
+      kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))), tileKeysI32);
   Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
-  tileCount =
-      kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
+  tileCount = kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
 }
 
 void XqaBuilder::loadRowScales() {
@@ -701,8 +704,8 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
   SmallVector<Value> scores(mTiles * 8, zeroF32);
   for (int64_t a = 0; a < key.segments; a += 2) {
     Value segment = index(a);
-    SmallVector<Value> words = loadSegments(
-        keyRows, n0, segment, /*pair=*/true, /*transpose=*/false);
+    SmallVector<Value> words =
+        loadSegments(keyRows, n0, segment, /*pair=*/true, /*transpose=*/false);
     // The k-steps of the two segments: B registers per n-tile and
     // the step's index among the query tile's 16-column blocks.
     SmallVector<std::array<Value, 4>> steps;
@@ -727,16 +730,15 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
             keyIndex = kb.add(keyIndex, groupId);
             Value half = kb.divs(threadInGroup, index(2));
             Value groupIndex = kb.add(half, index(2 * (a + sigma)));
-            scale = groupScalePair(key, stageBase, keyIndex,
-                                   keyIndex, groupIndex);
+            scale =
+                groupScalePair(key, stageBase, keyIndex, keyIndex, groupIndex);
           }
           pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
         }
         for (int64_t st = 0; st < stepsPerSegment; ++st) {
-          steps.push_back({operand(pairs[0][2 * st]),
-                           operand(pairs[0][2 * st + 1]),
-                           operand(pairs[1][2 * st]),
-                           operand(pairs[1][2 * st + 1])});
+          steps.push_back(
+              {operand(pairs[0][2 * st]), operand(pairs[0][2 * st + 1]),
+               operand(pairs[1][2 * st]), operand(pairs[1][2 * st + 1])});
           stepIndices.push_back((a + sigma) * stepsPerSegment + st);
         }
       }
@@ -746,8 +748,7 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
         ArrayRef<Value> a = queryFragment(step, mt);
         for (int64_t nt = 0; nt < 2; ++nt) {
           int64_t at = (mt * 2 + nt) * 4;
-          SmallVector<Value> c(scores.begin() + at,
-                               scores.begin() + at + 4);
+          SmallVector<Value> c(scores.begin() + at, scores.begin() + at + 4);
           SmallVector<Value> d = mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
           std::copy(d.begin(), d.end(), scores.begin() + at);
         }
@@ -770,19 +771,17 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
   Value laneFlag = kb.load(liveKeys, {laneLiveAt});
   Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
-  Value allLive = NVVM::VoteSyncOp::create(
-      builder, loc, builder.getI1Type(), kb.i32(-1), laneLive,
-      NVVM::VoteSyncKind::all);
+  Value allLive =
+      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), kb.i32(-1),
+                               laneLive, NVVM::VoteSyncKind::all);
   Value stepLast = kb.add(stepStart, kb.i32(15));
   Value unmasked = kb.land(
-      allLive,
-      kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
+      allLive, kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
   if (window > 0) {
     // The last real token is at length - 1.
     Value lastQueryPos = kb.sub(length, kb.i32(1));
     Value windowEnd = kb.sub(lastQueryPos, kb.i32(int32_t(window)));
-    Value inWindow =
-        kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
+    Value inWindow = kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
     unmasked = kb.land(unmasked, inWindow);
   }
   SmallVector<Value> elementScales(4);
@@ -829,21 +828,19 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
             Value keyPos = kb.add(tileStart, kb.toI32(n));
             Value liveAt = kb.add(kb.mul(slot, index(tileKeys)), n);
             Value flag = kb.load(liveKeys, {liveAt});
-            Value live =
-                kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
+            Value live = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
             for (int64_t mt = 0; mt < mTiles; ++mt)
               for (int64_t h = 0; h < 2; ++h) {
                 Value row = kb.add(groupId, index(mt * 16 + 8 * h));
                 Value token = kb.toI32(kb.divs(row, index(group)));
                 Value queryPos = kb.add(firstQueryPos, token);
-                Value causal = kb.cmpi(arith::CmpIPredicate::sle,
-                                       keyPos, queryPos);
+                Value causal =
+                    kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos);
                 Value visible = kb.land(live, causal);
                 if (window > 0) {
-                  Value windowEnd =
-                      kb.sub(queryPos, kb.i32(int32_t(window)));
-                  Value inWindow = kb.cmpi(
-                      arith::CmpIPredicate::sgt, keyPos, windowEnd);
+                  Value windowEnd = kb.sub(queryPos, kb.i32(int32_t(window)));
+                  Value inWindow =
+                      kb.cmpi(arith::CmpIPredicate::sgt, keyPos, windowEnd);
                   visible = kb.land(visible, inWindow);
                 }
                 int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
@@ -907,9 +904,9 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
   // row, skipped (alpha = 1 on every row) unless some row of the
   // warp has a new maximum: after the first tiles it rarely does.
   Value allLanes = kb.i32(-1);
-  Value anyRescale = NVVM::VoteSyncOp::create(
-      builder, loc, builder.getI1Type(), allLanes, rescale,
-      NVVM::VoteSyncKind::any);
+  Value anyRescale =
+      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), allLanes,
+                               rescale, NVVM::VoteSyncKind::any);
   SmallVector<Type> accTypes(mTiles * nTiles * 4, builder.getF32Type());
   SmallVector<Value> accumulators = kb.ifElse(
       anyRescale, accTypes,
@@ -918,13 +915,12 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
         for (int64_t mt = 0; mt < mTiles; ++mt)
           for (int64_t nt = 0; nt < nTiles; ++nt)
             for (int64_t e = 0; e < 4; ++e)
-              decayed.push_back(kb.fmul(s[accAt(mt, nt, e)],
-                                        alphas[maxAt(mt, e / 2)]));
+              decayed.push_back(
+                  kb.fmul(s[accAt(mt, nt, e)], alphas[maxAt(mt, e / 2)]));
         return decayed;
       },
       [&]() -> SmallVector<Value> {
-        return SmallVector<Value>(s.begin() + accAt(0, 0, 0),
-                                  s.end());
+        return SmallVector<Value>(s.begin() + accAt(0, 0, 0), s.end());
       });
   std::copy(accumulators.begin(), accumulators.end(),
             s.begin() + accAt(0, 0, 0));
@@ -941,8 +937,8 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
   for (int64_t a = 0; a < valueSegments; a += 2) {
     bool pair = a + 1 < valueSegments;
     Value segment = kb.add(valueSegmentBase, index(a));
-    SmallVector<Value> words = loadSegments(
-        valueRows, n0, segment, pair, /*transpose=*/true);
+    SmallVector<Value> words =
+        loadSegments(valueRows, n0, segment, pair, /*transpose=*/true);
     for (int64_t sigma = 0; sigma < (pair ? 2 : 1); ++sigma) {
       // words[2 sigma + h]: keys n0 + 8h + 2t, + 1 of segment
       // a + sigma, at the lane's column group.
@@ -959,12 +955,9 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
           Value keyLow = kb.add(n0, index(8 * h));
           keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
           Value keyHigh = kb.add(keyLow, index(1));
-          Value groupIndex = kb.mul(
-              kb.add(segment, index(sigma)), index(2));
-          groupIndex =
-              kb.add(groupIndex, kb.divs(groupId, index(4)));
-          scale = groupScalePair(value, stageBase, keyLow, keyHigh,
-                                 groupIndex);
+          Value groupIndex = kb.mul(kb.add(segment, index(sigma)), index(2));
+          groupIndex = kb.add(groupIndex, kb.divs(groupId, index(4)));
+          scale = groupScalePair(value, stageBase, keyLow, keyHigh, groupIndex);
         }
         halves[h] = decodeHalves(value, word, scale);
         if (value.tokenOffset >= 0) {
@@ -1005,9 +998,10 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
   NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
   kb.barrier();
   int64_t mergeStride = valueDim + 2;
-  Value merge = view(layout.merge, {keyWarps * rows * mergeStride},
-                     builder.getF32Type());
-  Value firstOfQuad = kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
+  Value merge =
+      view(layout.merge, {keyWarps * rows * mergeStride}, builder.getF32Type());
+  Value firstOfQuad =
+      kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
   Value firstValueGroup =
       kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
   Value writesStats = kb.land(firstOfQuad, firstValueGroup);
@@ -1020,8 +1014,7 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
       sum = kb.fadd(sum, shuffleXor(sum, 1));
       sum = kb.fadd(sum, shuffleXor(sum, 2));
       kb.ifThen(writesStats, [&] {
-        kb.store(state[maxAt(mt, h)], merge,
-                 {kb.add(base, index(valueDim))});
+        kb.store(state[maxAt(mt, h)], merge, {kb.add(base, index(valueDim))});
         kb.store(sum, merge, {kb.add(base, index(valueDim + 1))});
       });
       for (int64_t nt = 0; nt < nTiles; ++nt)
@@ -1034,47 +1027,54 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
     }
   kb.barrier();
   Value realRows = kb.mul(kb.toIndex(tokenCount), index(group));
-  kb.forLoop(tid, index(rows * valueDim), index(kBlockThreads), {},
-             [&](Value item, ValueRange) -> SmallVector<Value> {
-    Value row = kb.divs(item, index(valueDim));
-    Value channel = kb.rems(item, index(valueDim));
-    Value realRow = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
-    kb.ifThen(realRow, [&] {
-      Value globalMax = negInf;
-      for (int64_t g = 0; g < keyWarps; ++g) {
-        Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
-        Value m = kb.load(merge, {kb.add(base, index(valueDim))});
-        globalMax = kb.fmax(globalMax, m);
-      }
-      Value total = zeroF32, sum = zeroF32;
-      for (int64_t g = 0; g < keyWarps; ++g) {
-        Value base = kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
-        Value m = kb.load(merge, {kb.add(base, index(valueDim))});
-        Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
-        Value weight = exp2(kb.fsub(m, globalMax));
-        Value w = kb.select(empty, zeroF32, weight);
-        Value partial = kb.load(merge, {kb.add(base, channel)});
-        total = kb.fma(partial, w, total);
-        Value partialSum = kb.load(merge, {kb.add(base, index(valueDim + 1))});
-        sum = kb.fma(partialSum, w, sum);
-      }
-      if (value.type.getScale() == ScaleGranularity::tensor) {
-        Value valueScale = kb.load(value.scale, {index(0)});
-        total = kb.fmul(total, valueScale);
-      }
-      Value token = kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
-      Value head = kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-      Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
-      kb.store(total, partialOut, {split, outRow, channel});
-      Value firstChannel = kb.cmpi(arith::CmpIPredicate::eq, channel, index(0));
-      kb.ifThen(firstChannel, [&] {
-        Value naturalMax = kb.fmul(globalMax, kb.f32(float(M_LN2)));
-        kb.store(naturalMax, partialStats, {split, outRow, index(0)});
-        kb.store(sum, partialStats, {split, outRow, index(1)});
+  kb.forLoop(
+      tid, index(rows * valueDim), index(kBlockThreads), {},
+      [&](Value item, ValueRange) -> SmallVector<Value> {
+        Value row = kb.divs(item, index(valueDim));
+        Value channel = kb.rems(item, index(valueDim));
+        Value realRow = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
+        kb.ifThen(realRow, [&] {
+          Value globalMax = negInf;
+          for (int64_t g = 0; g < keyWarps; ++g) {
+            Value base =
+                kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
+            Value m = kb.load(merge, {kb.add(base, index(valueDim))});
+            globalMax = kb.fmax(globalMax, m);
+          }
+          Value total = zeroF32, sum = zeroF32;
+          for (int64_t g = 0; g < keyWarps; ++g) {
+            Value base =
+                kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
+            Value m = kb.load(merge, {kb.add(base, index(valueDim))});
+            Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
+            Value weight = exp2(kb.fsub(m, globalMax));
+            Value w = kb.select(empty, zeroF32, weight);
+            Value partial = kb.load(merge, {kb.add(base, channel)});
+            total = kb.fma(partial, w, total);
+            Value partialSum =
+                kb.load(merge, {kb.add(base, index(valueDim + 1))});
+            sum = kb.fma(partialSum, w, sum);
+          }
+          if (value.type.getScale() == ScaleGranularity::tensor) {
+            Value valueScale = kb.load(value.scale, {index(0)});
+            total = kb.fmul(total, valueScale);
+          }
+          Value token =
+              kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
+          Value head =
+              kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+          Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
+          kb.store(total, partialOut, {split, outRow, channel});
+          Value firstChannel =
+              kb.cmpi(arith::CmpIPredicate::eq, channel, index(0));
+          kb.ifThen(firstChannel, [&] {
+            Value naturalMax = kb.fmul(globalMax, kb.f32(float(M_LN2)));
+            kb.store(naturalMax, partialStats, {split, outRow, index(0)});
+            kb.store(sum, partialStats, {split, outRow, index(1)});
+          });
+        });
+        return {};
       });
-    });
-    return {};
-  });
 }
 
 gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
@@ -1095,7 +1095,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   window = static_cast<int64_t>(op.getWindow());
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / valueWarps / 8;
-  Type queryElement = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  Type queryElement =
+      cast<MemRefType>(op.getQuery().getType()).getElementType();
   bf16 = xqaUsesBf16(queryElement, keyBuffers.type, valueBuffers.type);
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
                            stages, keyWarps);
@@ -1184,12 +1185,11 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
   smem = gpu::DynamicSharedMemoryOp::create(
       builder, loc,
-      MemRefType::get({ShapedType::kDynamic}, builder.getIntegerType(8),
-                      AffineMap(),
-                      gpu::AddressSpaceAttr::get(
-                          context, gpu::AddressSpace::Workgroup)));
-  queryTile = view(layout.query, {rows, layout.queryStride / 2},
-                   builder.getF16Type());
+      MemRefType::get(
+          {ShapedType::kDynamic}, builder.getIntegerType(8), AffineMap(),
+          gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
+  queryTile =
+      view(layout.query, {rows, layout.queryStride / 2}, builder.getF16Type());
 
   // Block and lane coordinates.
   tid = kb.threadId();
@@ -1227,8 +1227,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       kb.ifThen(needed, [&] { issueTile(stage, index(s), pages); });
       NVVM::CpAsyncCommitGroupOp::create(builder, loc);
     }
-    SmallVector<Value> aheadPages =
-        lookupPages(kb.i32(int32_t(stages - 1)));
+    SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
 
     softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
     if (key.type.getScale() == ScaleGranularity::tensor) {
@@ -1256,8 +1255,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       init.push_back(zeroF32);
 
     int64_t keysPerWarp = tileKeys / keyWarps;
-    valueSegmentBase =
-        kb.mul(valueGroup, index(value.segments / valueWarps));
+    valueSegmentBase = kb.mul(valueGroup, index(value.segments / valueWarps));
     Value i32Stages = kb.i32(int32_t(stages));
 
     size_t softmaxState = init.size();
@@ -1280,8 +1278,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           });
           NVVM::CpAsyncCommitGroupOp::create(builder, loc);
           // The next tile's lookups land while this one is computed.
-          SmallVector<Value> nextPages =
-              lookupPages(kb.add(ahead, kb.i32(1)));
+          SmallVector<Value> nextPages = lookupPages(kb.add(ahead, kb.i32(1)));
           Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
           Value keyRows = ringRows(key, slot);
           Value valueRows = ringRows(value, slot);
@@ -1290,8 +1287,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                                    index(layout.ring));
           SmallVector<Value> s(carried.take_front(softmaxState));
           for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
-            Value n0 = kb.add(kb.mul(keyGroup, index(keysPerWarp)),
-                              index(step * 16));
+            Value n0 =
+                kb.add(kb.mul(keyGroup, index(keysPerWarp)), index(step * 16));
             SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
             SmallVector<Value> logits =
                 logitStep(scores, slot, tileStart, stageBase, n0);
@@ -1311,10 +1308,10 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
 } // namespace
 
-auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels,
-                                   PagedAttentionOp op, XqaPlanAttr plan,
-                                   const CacheBuffers &key,
-                                   const CacheBuffers &value) -> DecodeKernels {
+auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
+                                    XqaPlanAttr plan, const CacheBuffers &key,
+                                    const CacheBuffers &value)
+    -> DecodeKernels {
   DecodeKernels result;
   XqaBuilder xqa(kernels, op, plan, key, value);
   result.decode = xqa.build(result.decodeOperands);

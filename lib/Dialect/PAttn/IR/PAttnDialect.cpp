@@ -113,9 +113,8 @@ LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 LogicalResult LaneAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               StringRef name, Type elementType,
-                               uint32_t count, uint32_t offset,
-                               StringRef scaleLane) {
+                               StringRef name, Type elementType, uint32_t count,
+                               uint32_t offset, StringRef scaleLane) {
   if (name.empty())
     return emitError() << "record lane needs a name";
   unsigned bits = laneElementBits(elementType);
@@ -169,8 +168,8 @@ static LaneAttr parseLaneBody(AsmParser &parser) {
 
 static void printLaneBody(AsmPrinter &printer, LaneAttr lane) {
   printer.printKeywordOrString(lane.getName());
-  printer << ": " << lane.getCount() << " x " << lane.getElementType()
-          << " at " << lane.getOffset();
+  printer << ": " << lane.getCount() << " x " << lane.getElementType() << " at "
+          << lane.getOffset();
   if (lane.isScaled()) {
     printer << " scaled_by ";
     printer.printKeywordOrString(lane.getScaleLane());
@@ -210,8 +209,8 @@ verifyBlockSize(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "block_size " << blockSize
                        << " must be a power of two >= 16";
   if (blockSize > kMaxBlockSize)
-    return emitError() << "block_size " << blockSize
-                       << " exceeds the limit of " << kMaxBlockSize;
+    return emitError() << "block_size " << blockSize << " exceeds the limit of "
+                       << kMaxBlockSize;
   return success();
 }
 
@@ -307,9 +306,9 @@ static SmallVector<LaneAttr> presetLanes(MLIRContext *context,
                                          numerics::RecordPreset preset) {
   SmallVector<LaneAttr> lanes;
   for (const numerics::LaneDesc &lane : numerics::recordLayout(preset).lanes)
-    lanes.push_back(LaneAttr::get(
-        context, lane.name, toMLIRType(context, lane.element), lane.count,
-        lane.offset, lane.scaleLane));
+    lanes.push_back(LaneAttr::get(context, lane.name,
+                                  toMLIRType(context, lane.element), lane.count,
+                                  lane.offset, lane.scaleLane));
   return lanes;
 }
 
@@ -323,9 +322,10 @@ static constexpr numerics::RecordPreset kPresets[] = {
     numerics::RecordPreset::FP8DsMla, numerics::RecordPreset::NVFP4DsMla,
     numerics::RecordPreset::NVFP4DsMlaFp8Rope};
 
-RecordType RecordType::getPresetChecked(
-    function_ref<InFlightDiagnostic()> emitError, MLIRContext *context,
-    StringRef presetName, std::optional<ScaleGranularity> mode) {
+RecordType
+RecordType::getPresetChecked(function_ref<InFlightDiagnostic()> emitError,
+                             MLIRContext *context, StringRef presetName,
+                             std::optional<ScaleGranularity> mode) {
   std::optional<numerics::RecordPreset> preset =
       numerics::parseRecordPreset(presetName);
   if (!preset) {
@@ -341,13 +341,11 @@ RecordType RecordType::getPresetChecked(
                                              : 0);
   if (resolved == ScaleGranularity::channel ||
       !numerics::isValidRecordScaleMode(*preset, numericsMode)) {
-    emitError() << "record preset '" << presetName
-                << "' cannot be used in '"
+    emitError() << "record preset '" << presetName << "' cannot be used in '"
                 << stringifyScaleGranularity(resolved) << "' mode";
     return {};
   }
-  return getChecked(emitError, context,
-                    numerics::recordLayout(*preset).bytes,
+  return getChecked(emitError, context, numerics::recordLayout(*preset).bytes,
                     presetLanes(context, *preset), resolved);
 }
 
@@ -384,10 +382,11 @@ LogicalResult RecordType::verify(function_ref<InFlightDiagnostic()> emitError,
   });
   for (auto [prev, next] : llvm::zip(sorted, llvm::drop_begin(sorted)))
     if (next.getOffset() < prev.getEnd())
-      return emitError() << "lanes '" << prev.getName() << "' [" <<
-             prev.getOffset() << ", " << prev.getEnd() << ") and '"
-             << next.getName() << "' [" << next.getOffset() << ", "
-             << next.getEnd() << ") overlap";
+      return emitError() << "lanes '" << prev.getName() << "' ["
+                         << prev.getOffset() << ", " << prev.getEnd()
+                         << ") and '" << next.getName() << "' ["
+                         << next.getOffset() << ", " << next.getEnd()
+                         << ") overlap";
 
   bool hasE2M1 = false;
   for (LaneAttr lane : lanes) {
@@ -411,8 +410,8 @@ LogicalResult RecordType::verify(function_ref<InFlightDiagnostic()> emitError,
     if (lane.getCount() % scale.getCount() != 0)
       return emitError() << "lane '" << lane.getName() << "' has "
                          << lane.getCount() << " elements, not a multiple "
-                         << "of the " << scale.getCount()
-                         << " scales in lane '" << scale.getName() << "'";
+                         << "of the " << scale.getCount() << " scales in lane '"
+                         << scale.getName() << "'";
     // NVFP4 is defined by e4m3 scales over groups of 16 e2m1 codes.
     if (isE2M1 && (!isa<Float8E4M3FNType>(scaleType) ||
                    lane.getCount() / scale.getCount() != 16))
@@ -427,8 +426,7 @@ LogicalResult RecordType::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "a record with e2m1 lanes needs a 'tensor' or "
                           "'token' outer scale";
   if (!hasE2M1 && mode != ScaleGranularity::none)
-    return emitError() << "an outer scale ('"
-                       << stringifyScaleGranularity(mode)
+    return emitError() << "an outer scale ('" << stringifyScaleGranularity(mode)
                        << "') applies to e2m1 lanes, and this record has none";
   if (mode == ScaleGranularity::token) {
     LaneAttr tokenScale = byName.lookup("token_scale");

@@ -74,7 +74,9 @@ static LogicalResult checkElement(Operation *op, StringRef name, Value value,
 static bool isI32(Type t) { return t.isSignlessInteger(32); }
 static bool isF32(Type t) { return t.isF32(); }
 static bool isHalf(Type t) { return t.isF16() || t.isBF16(); }
-static bool isActivation(Type t) { return t.isF16() || t.isBF16() || t.isF32(); }
+static bool isActivation(Type t) {
+  return t.isF16() || t.isBF16() || t.isF32();
+}
 static bool isSlotIndex(Type t) {
   return t.isSignlessInteger(32) || t.isSignlessInteger(64);
 }
@@ -117,9 +119,9 @@ static LogicalResult checkScaleOperand(Operation *op, StringRef name,
                    ? " (token scales are bound with the cache)"
                    : "");
   if (wanted && !scale)
-    return op->emitOpError() << name << " is required by the cache's '"
-                             << stringifyScaleGranularity(granularity)
-                             << "' scale granularity";
+    return op->emitOpError()
+           << name << " is required by the cache's '"
+           << stringifyScaleGranularity(granularity) << "' scale granularity";
   if (!scale)
     return success();
   SmallVector<int64_t> shape = {1};
@@ -173,17 +175,17 @@ static LogicalResult checkSoftmaxScale(Operation *op,
     return success();
   float value = scale->convertToFloat();
   if (!(std::isfinite(value) && value > 0.0f))
-    return op->emitOpError() << "softmax_scale " << value
-                             << " must be finite and positive";
+    return op->emitOpError()
+           << "softmax_scale " << value << " must be finite and positive";
   return success();
 }
 
 /// Records that `op` reads every memref or cache operand except `written`,
 /// which it writes.
-static void addEffects(
-    Operation *op, ArrayRef<OpOperand *> written,
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
+static void
+addEffects(Operation *op, ArrayRef<OpOperand *> written,
+           SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+               &effects) {
   for (OpOperand &operand : op->getOpOperands()) {
     if (llvm::is_contained(written, &operand))
       effects.emplace_back(MemoryEffects::Write::get(), &operand,
@@ -274,18 +276,24 @@ LogicalResult BindCacheOp::verify() {
   // One storage has one meaning: bytes written as one cache type (say an
   // nvfp4 record with per-token scales) must never be read as another, also
   // when one binding goes through a cast or reshape of the same buffer.
-  Value root = sameMemoryRoot(getStorage());
-  Operation *scope =
-      (*this)->getParentWithTrait<OpTrait::IsIsolatedFromAbove>();
+  // The bindings of the same memory are the users of its root and of the
+  // full views (casts, reshapes) made from it.
+  SmallVector<Value> views = {sameMemoryRoot(getStorage())};
   BindCacheOp clash;
-  scope->walk([&](BindCacheOp other) {
-    if (other != *this && other.getType() != getType() &&
-        sameMemoryRoot(other.getStorage()) == root) {
-      clash = other;
-      return WalkResult::interrupt();
+  for (size_t i = 0; i < views.size() && !clash; ++i)
+    for (Operation *user : views[i].getUsers()) {
+      if (isa<memref::CastOp, memref::ExpandShapeOp, memref::CollapseShapeOp>(
+              user)) {
+        views.push_back(user->getResult(0));
+        continue;
+      }
+      auto other = dyn_cast<BindCacheOp>(user);
+      if (other && other != *this && other.getStorage() == views[i] &&
+          other.getType() != getType()) {
+        clash = other;
+        break;
+      }
     }
-    return WalkResult::advance();
-  });
   if (clash)
     return emitOpError() << "binds storage that is also bound as "
                          << clash.getType()
@@ -301,9 +309,9 @@ LogicalResult BindCacheOp::verify() {
 LogicalResult WriteCacheOp::verify() {
   Operation *op = getOperation();
   CacheType cache = getCache().getType();
-  if (failed(checkShape(op, "values", getValues(),
-                        {ShapedType::kDynamic, cache.getKvHeads(),
-                         cache.getHeadDim()})) ||
+  if (failed(checkShape(
+          op, "values", getValues(),
+          {ShapedType::kDynamic, cache.getKvHeads(), cache.getHeadDim()})) ||
       failed(checkElement(op, "values", getValues(), isActivation,
                           "f16, bf16 or f32")) ||
       failed(checkShape(op, "slots", getSlots(), {dimOf(getValues(), 0)})) ||
@@ -323,8 +331,8 @@ void WriteCacheOp::getEffects(
 //===----------------------------------------------------------------------===//
 
 /// The latent and rope lanes an MLA op reads or writes.
-static FailureOr<std::pair<LaneAttr, LaneAttr>>
-getMlaLanes(Operation *op, RecordType record) {
+static FailureOr<std::pair<LaneAttr, LaneAttr>> getMlaLanes(Operation *op,
+                                                            RecordType record) {
   LaneAttr latent = record.getLane("latent");
   LaneAttr rope = record.getLane("rope");
   if (!latent || !rope)
@@ -344,9 +352,9 @@ static LogicalResult checkOuterScale(Operation *op, RecordType record,
            << "' mode";
   if (!outerScale)
     return success();
-  return failure(failed(checkShape(op, "outer_scale", outerScale, {1})) ||
-                 failed(checkElement(op, "outer_scale", outerScale, isF32,
-                                     "f32")));
+  return failure(
+      failed(checkShape(op, "outer_scale", outerScale, {1})) ||
+      failed(checkElement(op, "outer_scale", outerScale, isF32, "f32")));
 }
 
 LogicalResult WriteRecordOp::verify() {
@@ -425,8 +433,7 @@ LogicalResult PagedAttentionOp::verify() {
     return failure();
   if (outType.getElementType() != queryType.getElementType())
     return emitOpError() << "outs must hold " << queryType.getElementType()
-                         << " like the query, got "
-                         << outType.getElementType();
+                         << " like the query, got " << outType.getElementType();
 
   if (failed(checkSequenceOperands(op, getQuery(), getBlockTable(),
                                    getSeqLens(), getQueryStart(),
@@ -505,9 +512,9 @@ LogicalResult MlaDecodeOp::verify() {
   if (failed(checkShape(op, "query", getQuery(),
                         {ShapedType::kDynamic, numHeads, keyDim})) ||
       failed(checkElement(op, "query", getQuery(), isHalf, "f16 or bf16")) ||
-      failed(checkShape(op, "outs", getOut(),
-                        {dimOf(getQuery(), 0), numHeads,
-                         int64_t(latent.getCount())})))
+      failed(checkShape(
+          op, "outs", getOut(),
+          {dimOf(getQuery(), 0), numHeads, int64_t(latent.getCount())})))
     return failure();
   Type queryElement = cast<MemRefType>(getQuery().getType()).getElementType();
   Type outElement = cast<MemRefType>(getOut().getType()).getElementType();
@@ -537,13 +544,11 @@ LogicalResult RescaleViewOp::verify() {
   CacheType source = getSource().getType(), result = getType();
   if (source.getScale() != ScaleGranularity::channel)
     return emitOpError() << "views a 'channel'-scaled cache, got '"
-                         << stringifyScaleGranularity(source.getScale())
-                         << "'";
+                         << stringifyScaleGranularity(source.getScale()) << "'";
   if (result.getScale() != ScaleGranularity::tensor &&
       result.getScale() != ScaleGranularity::none)
     return emitOpError() << "views the cache at 'tensor' or 'none' scale, got '"
-                         << stringifyScaleGranularity(result.getScale())
-                         << "'";
+                         << stringifyScaleGranularity(result.getScale()) << "'";
   if (CacheType::get(getContext(), source.getBlockSize(), source.getKvHeads(),
                      source.getHeadDim(), source.getEncoding(),
                      result.getScale(), source.getLayout()) != result)
@@ -594,7 +599,7 @@ LogicalResult FoldQueryOp::verify() {
   if (failed(verifyNumHeads(op, numHeads)))
     return failure();
   if ((!ShapedType::isDynamic(kvHeads) &&
-                       (kvHeads < 1 || numHeads % kvHeads != 0)))
+       (kvHeads < 1 || numHeads % kvHeads != 0)))
     return emitOpError() << "num_heads " << numHeads
                          << " must be a positive multiple of the scales' "
                             "kv_heads "

@@ -84,7 +84,8 @@ auto ::pattn::verifyStaticScalesAreFinite(Operation *op) -> LogicalResult {
     std::optional<SmallVector<float>> values = getConstantScaleTable(table);
     if (!values)
       continue;
-    auto bad = llvm::find_if(*values, [](float v) { return !std::isfinite(v); });
+    auto bad =
+        llvm::find_if(*values, [](float v) { return !std::isfinite(v); });
     if (bad == values->end())
       continue;
     size_t index = bad - values->begin();

@@ -50,13 +50,14 @@ bool xqaUsesBf16(Type activation, CacheType key, CacheType value) {
          value.getEncoding() == Encoding::bf16;
 }
 
-XqaSharedLayout layoutXqaShared(CacheType key, CacheType value,
-                                       int64_t rows,
-                                       int64_t keysPerTile, int64_t stages,
-                                       int64_t keyWarps) {
+XqaSharedLayout layoutXqaShared(CacheType key, CacheType value, int64_t rows,
+                                int64_t keysPerTile, int64_t stages,
+                                int64_t keyWarps) {
   XqaSharedLayout layout;
   int64_t headDim = key.getHeadDim(), valueDim = value.getHeadDim();
-  auto align16 = [](int64_t bytes) -> int64_t { return llvm::alignTo(bytes, 16); };
+  auto align16 = [](int64_t bytes) -> int64_t {
+    return llvm::alignTo(bytes, 16);
+  };
   int64_t offset = 0;
   layout.query = offset;
   layout.queryStride = (headDim + 8) * 2;
@@ -115,7 +116,7 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
-                                 int64_t maxKeysPerSplit) {
+                          int64_t maxKeysPerSplit) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
   int64_t rows =
@@ -170,8 +171,7 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
                           valueWarps, split, layout.total);
 }
 
-PortablePlanAttr planPortableDecode(Operation *op,
-                                           int64_t keysPerSplit) {
+PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit) {
   int64_t group = 1;
   if (auto attention = dyn_cast<PagedAttentionOp>(op))
     group = static_cast<int64_t>(attention.getNumHeads()) /

@@ -62,12 +62,10 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
   // f16, f16 a narrower range than bf16); quantized codes are exact in both.
   if (config.activation &&
       (config.activation.isF16() || config.activation.isBF16())) {
-    pattn::Encoding other = config.activation.isF16()
-                                      ? pattn::Encoding::bf16
-                                      : pattn::Encoding::f16;
+    pattn::Encoding other = config.activation.isF16() ? pattn::Encoding::bf16
+                                                      : pattn::Encoding::f16;
     for (auto [side, encoding] :
-         {std::pair<const char *, pattn::Encoding>{"K",
-                                                         config.keyEncoding},
+         {std::pair<const char *, pattn::Encoding>{"K", config.keyEncoding},
           {"V", config.valueEncoding}})
       if (encoding == other)
         fail(llvm::formatv("{0} cache {1} with {2} activations", side,
@@ -104,7 +102,8 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     break;
   case KeyScaleFold::StaticTooWide:
     fail(llvm::formatv("K channel scales span {0} binades > {1}",
-                       config.keyBinadeSpan, ::pattn::numerics::kFoldBinadeBudget));
+                       config.keyBinadeSpan,
+                       ::pattn::numerics::kFoldBinadeBudget));
     break;
   case KeyScaleFold::DynamicUnfolded:
     fail("dynamic K channel scales not folded (run "

@@ -58,8 +58,8 @@ public:
   /// One i32 per (token, head) row of `query`: the fold's row exponents.
   Value allocRowExponents(Value query, int64_t numHeads) {
     auto type = cast<MemRefType>(query.getType());
-    auto rowsType = MemRefType::get({type.getDimSize(0), numHeads},
-                                    builder.getI32Type());
+    auto rowsType =
+        MemRefType::get({type.getDimSize(0), numHeads}, builder.getI32Type());
     SmallVector<Value> sizes;
     if (type.isDynamicDim(0))
       sizes.push_back(memref::DimOp::create(builder, loc, query, 0));
@@ -69,8 +69,8 @@ public:
   }
 
   Value alloc(ArrayRef<int64_t> shape, Type element) {
-    Value buffer = memref::AllocOp::create(builder, loc,
-                                           MemRefType::get(shape, element));
+    Value buffer =
+        memref::AllocOp::create(builder, loc, MemRefType::get(shape, element));
     temporaries.push_back(buffer);
     return buffer;
   }
@@ -92,14 +92,14 @@ public:
     // built with both clashing names in it.
     SymbolTable &table = symbols.getSymbolTable(module);
     OpBuilder globalBuilder = OpBuilder::atBlockBegin(module.getBody());
-    auto tensorType = RankedTensorType::get(type.getShape(), type.getElementType());
+    auto tensorType =
+        RankedTensorType::get(type.getShape(), type.getElementType());
     auto global = memref::GlobalOp::create(
         globalBuilder, loc, name, globalBuilder.getStringAttr("private"), type,
         DenseElementsAttr::get(tensorType, values), /*constant=*/true,
         /*alignment=*/IntegerAttr());
     table.insert(global); // renames on a clash
-    return memref::GetGlobalOp::create(builder, loc, type,
-                                       global.getSymName());
+    return memref::GetGlobalOp::create(builder, loc, type, global.getSymName());
   }
 
   /// `cache` read at another scale granularity.
@@ -209,7 +209,8 @@ LogicalResult FoldChannelScalesPass::foldOp(PagedAttentionOp op,
   if (valueIsChannel) {
     operands.outScale = op.getVScale();
     operands.valueScale = Value();
-    operands.value = rewriter.rescaleView(op.getValue(), ScaleGranularity::none);
+    operands.value =
+        rewriter.rescaleView(op.getValue(), ScaleGranularity::none);
     ++numValueMoves;
   }
 

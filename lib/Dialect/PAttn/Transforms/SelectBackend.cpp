@@ -65,7 +65,8 @@ static AttentionConfig describe(PagedAttentionOp op, ::pattn::Chip chip) {
   CacheType key = op.getKey().getType();
   AttentionConfig config;
   config.chip = chip;
-  config.activation = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  config.activation =
+      cast<MemRefType>(op.getQuery().getType()).getElementType();
   config.headDim = key.getHeadDim();
   config.numHeads = static_cast<int64_t>(op.getNumHeads());
   config.kvHeads = key.getKvHeads();
@@ -102,7 +103,8 @@ static AttentionConfig describe(MlaDecodeOp op, ::pattn::Chip chip) {
   LaneAttr latent = record.getLane("latent"), rope = record.getLane("rope");
   AttentionConfig config;
   config.chip = chip;
-  config.activation = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  config.activation =
+      cast<MemRefType>(op.getQuery().getType()).getElementType();
   config.headDim = int64_t(latent.getCount()) + rope.getCount();
   config.numHeads = static_cast<int64_t>(op.getNumHeads());
   config.kvHeads = 1;
@@ -125,8 +127,7 @@ struct SelectBackendPass
   ::pattn::ForceBackend forced = ::pattn::ForceBackend::Auto;
 
   /// Decides one op; false when force=xqa meets an ineligible op.
-  template <typename OpTy>
-  bool decide(OpTy op, ::pattn::Chip chip);
+  template <typename OpTy> bool decide(OpTy op, ::pattn::Chip chip);
 };
 } // namespace
 

@@ -16,8 +16,8 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Operation.h"
-#include "mlir/Support/LLVM.h"
 #include "mlir/IR/Value.h"
+#include "mlir/Support/LLVM.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -26,7 +26,8 @@ namespace pattn {
 
 /// The f32 values of `table` in row-major order, or nullopt when they are
 /// not compile-time constants.
-std::optional<llvm::SmallVector<float>> getConstantScaleTable(mlir::Value table);
+std::optional<llvm::SmallVector<float>>
+getConstantScaleTable(mlir::Value table);
 
 /// SPEC §2: a static scale (a K/V/out scale, a write scale or an MLA outer
 /// scale known at compile time) must be finite. Emits an error at `op`

@@ -53,8 +53,8 @@ struct XqaSharedLayout {
   int64_t total = 0;
 };
 
-XqaSharedLayout layoutXqaShared(pattn::CacheType key,
-                                pattn::CacheType value, int64_t rows, int64_t keysPerTile,
+XqaSharedLayout layoutXqaShared(pattn::CacheType key, pattn::CacheType value,
+                                int64_t rows, int64_t keysPerTile,
                                 int64_t stages, int64_t keyWarps);
 
 /// XQA blocks of `sharedBytes` that one SM of every chip of `chips` holds at
@@ -64,12 +64,12 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
 pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
-                                       llvm::ArrayRef<Chip> chips,
-                                       int64_t maxKeysPerSplit);
+                                 llvm::ArrayRef<Chip> chips,
+                                 int64_t maxKeysPerSplit);
 
 /// The portable plan of a paged_attention or mla_decode op.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
-                                                 int64_t keysPerSplit);
+                                           int64_t keysPerSplit);
 
 } // namespace pattn
 

@@ -46,8 +46,8 @@ enum class KeyScaleFold : uint8_t {
 /// Everything the rule table looks at.
 struct AttentionConfig {
   Chip chip = Chip::SM90a;
-  mlir::Type activation;  ///< the query's element type
-  int64_t headDim = 0;    ///< of Q and K (for MLA: latent + rope)
+  mlir::Type activation; ///< the query's element type
+  int64_t headDim = 0;   ///< of Q and K (for MLA: latent + rope)
   int64_t numHeads = 0;
   int64_t kvHeads = 1;
   int64_t queryTokens = 1; ///< max query tokens per sequence
