@@ -36,22 +36,14 @@ from pattn import _compiler, _loader
 
 import test_loader as base
 from test_loader import FakeDevice, FakeTensor, Probe, STREAM
-# Fixtures shared with the loader tests (they use this file's artifact_path).
-from test_loader import fake_compiler, module, probe  # noqa: F401
+# Fixtures shared with the loader tests.
+from test_loader import (artifact_path, builder, fake_compiler,  # noqa: F401
+                         module, probe)  # (fixtures)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
 
 
-@pytest.fixture(scope="module")
-def builder(c_compiler, tmp_path_factory):
-    return base.ArtifactBuilder(c_compiler,
-                                tmp_path_factory.mktemp("bad-input"))
-
-
-@pytest.fixture(scope="module")
-def artifact_path(builder):
-    return builder.build("artifact", json.dumps(base.MANIFEST))
 
 
 LOAD_SCRIPT = """

@@ -15,18 +15,10 @@ import pattn
 
 import test_loader as base
 from test_loader import FakeDevice, FakeTensor, Probe, STREAM
-from test_loader import module, probe  # noqa: F401  (fixtures)
+from test_loader import (artifact_path, builder, module,  # noqa: F401
+                         probe)  # (fixtures)
 
 
-@pytest.fixture(scope="module")
-def builder(c_compiler, tmp_path_factory):
-    return base.ArtifactBuilder(c_compiler,
-                                tmp_path_factory.mktemp("named-arguments"))
-
-
-@pytest.fixture(scope="module")
-def artifact_path(builder):
-    return builder.build("artifact", json.dumps(base.MANIFEST))
 
 
 def cache(pointer=0x1000, **kwargs):

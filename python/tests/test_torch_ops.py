@@ -28,6 +28,7 @@ from pattn import _torch_ops
 
 import test_loader as base
 from test_loader import FakeTensor, Probe, STREAM
+from test_loader import builder  # noqa: F401  (fixture)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
@@ -56,11 +57,6 @@ MANIFEST = {
     ],
 }
 
-
-@pytest.fixture(scope="module")
-def builder(c_compiler, tmp_path_factory):
-    return base.ArtifactBuilder(c_compiler,
-                                tmp_path_factory.mktemp("torch-ops"))
 
 
 @pytest.fixture(scope="module")

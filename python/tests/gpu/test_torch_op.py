@@ -30,14 +30,7 @@ import os
 
 import pytest
 
-try:
-    import torch
-except ImportError as error:
-    pytest.skip(f"no CUDA device: torch is not importable ({error})",
-                allow_module_level=True)
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device: torch.cuda.is_available() is False",
-                allow_module_level=True)
+from gpu_required import torch  # skips the module without a CUDA device
 
 import numpy as np  # noqa: E402  (after the skip: CPU-only CI may lack it)
 
