@@ -66,7 +66,8 @@ import traceback
 REPO = pathlib.Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("pattn") is None:
     sys.path.insert(0, str(REPO / "python"))
-sys.path.insert(0, str(REPO / "python" / "tests" / "gpu"))  # ir.py
+if importlib.util.find_spec("ir") is None:  # one on PYTHONPATH wins
+    sys.path.insert(0, str(REPO / "python" / "tests" / "gpu"))  # ir.py
 
 import ir  # noqa: E402
 
