@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build ccache
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
-  clang-format-22
+  clang-format-22 g++-12
   libgtest-dev python3
   libclang-rt-22-dev
 )
