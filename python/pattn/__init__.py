@@ -1,4 +1,5 @@
-"""pattn from Python: compile paged-attention MLIR and run it on torch tensors.
+"""pattn from Python: build paged-attention MLIR, compile it and run it on
+torch tensors.
 
     import pattn
     path = pattn.compile("examples/decode_int4.mlir", chips=("sm_90a",))
@@ -7,6 +8,10 @@
                        v_scale, query=q, block_table=bt, seq_lens=lens,
                        out=out)          # on torch's current stream
     ops = module.torch_ops()             # torch.ops.<ops.namespace>.decode_step
+
+:mod:`pattn.ir` builds modules in Python instead (``pattn.compile`` takes a
+``pattn.ir.Module``); ``Module.verify()`` runs the dialect's verifier
+through ``pattn-opt`` (:func:`find_opt`).
 
 Install it with ``pip install .`` at the repository root (its version is
 the repository's VERSION). ``compile`` runs the ``pattn-compile``
@@ -50,27 +55,32 @@ Errors all derive from :class:`pattn.Error`: :class:`CompileError`,
 subclass :class:`ArgumentTypeError` is also a ``TypeError``),
 :class:`UnknownFunctionError` (also an ``AttributeError`` and a ``KeyError``),
 :class:`LaunchError`, :class:`DeviceError` and :class:`TorchOpError` (also
-``RuntimeError``s). Misusing ``load`` or ``compile`` (a path that is not a
-path, a chip that is not a string, an unknown keyword) raises the function's
-own error that is also an :class:`ArgumentError` or
-:class:`ArgumentTypeError`.
+``RuntimeError``s); :mod:`pattn.ir` raises :class:`IRError` (an
+``ArgumentError``), :class:`IRTypeError` (an ``ArgumentTypeError``) and
+:class:`VerifyError` (a ``CompileError``). Misusing ``load`` or
+``compile`` (a path that is not a path, a chip that is not a string, an
+unknown keyword) raises the function's own error that is also an
+:class:`ArgumentError` or :class:`ArgumentTypeError`.
 """
 
-from ._compiler import compile, find_compiler
+from ._compiler import compile, find_compiler, find_opt
 from ._version import __version__
 from ._errors import (ArgumentError, ArgumentTypeError, CacheWarning,
-                      CompileError, DeviceError, Error, LaunchError,
-                      LoadError, TorchOpError, UnknownFunctionError)
+                      CompileError, DeviceError, Error, IRError, IRTypeError,
+                      LaunchError, LoadError, TorchOpError,
+                      UnknownFunctionError, VerifyError)
 from ._loader import (DEVICE_ERROR_SLOT_OUT_OF_RANGE, DEVICE_ERRORS, ArgSpec,
                       Function, FunctionNamespace, Functions, Module, load,
                       validate_artifact)
 from ._torch_ops import TorchOps
+from . import ir
 
 __all__ = [
     "ArgSpec", "ArgumentError", "ArgumentTypeError", "CacheWarning",
     "CompileError", "DEVICE_ERRORS", "DEVICE_ERROR_SLOT_OUT_OF_RANGE",
     "DeviceError", "Error", "Function", "FunctionNamespace", "Functions",
-    "LaunchError", "LoadError", "Module", "TorchOpError", "TorchOps",
-    "UnknownFunctionError", "compile",
-    "find_compiler", "load", "validate_artifact", "__version__",
+    "IRError", "IRTypeError", "LaunchError", "LoadError", "Module",
+    "TorchOpError", "TorchOps", "UnknownFunctionError", "VerifyError",
+    "compile", "find_compiler", "find_opt", "ir", "load",
+    "validate_artifact", "__version__",
 ]

@@ -80,6 +80,10 @@ _CHECKOUT = _checkout_root()
 _REPO_COMPILER: Optional[pathlib.Path] = (
     _CHECKOUT / "build" / "bin" / "pattn-compile"
     if _CHECKOUT is not None else None)
+# ... and pattn-opt, which pattn.ir.Module.verify runs.
+_REPO_OPT: Optional[pathlib.Path] = (
+    _CHECKOUT / "build" / "bin" / "pattn-opt"
+    if _CHECKOUT is not None else None)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -148,25 +152,26 @@ def _flag_argument(value: object, name: str) -> bool:
         f"{type(value).__name__} {value!r:.60}")
 
 
-def _checked_compiler(path: str, origin: str) -> str:
+def _checked_compiler(path: str, origin: str,
+                      tool: str = "pattn-compile") -> str:
     """``path`` (given as ``origin``) if it names an executable file; a
     bare name is looked up on ``PATH``. Otherwise a CompileError saying
-    what is wrong with it."""
+    what is wrong with it (``tool`` is what it should have named)."""
     if os.sep not in path and (os.altsep is None or os.altsep not in path):
         found = shutil.which(path)
         if found:
             return found
     if not os.path.exists(path):
         raise CompileError(f"{origin} names {path}, which does not exist: "
-                           "point it at a pattn-compile executable (a pattn "
-                           "build's build/bin/pattn-compile)")
+                           f"point it at a {tool} executable (a pattn "
+                           f"build's build/bin/{tool})")
     if not os.path.isfile(path):
         raise CompileError(f"{origin} names {path}, which is not a file: "
-                           "point it at the pattn-compile executable")
+                           f"point it at the {tool} executable")
     if not os.access(path, os.X_OK):
         raise CompileError(f"{origin} names {path}, which is not executable "
                            "(no execute permission): point it at the "
-                           "pattn-compile executable or chmod +x it")
+                           f"{tool} executable or chmod +x it")
     return path
 
 
@@ -202,6 +207,32 @@ def find_compiler(compiler: Optional[PathLike] = None) -> str:
         "pattn-compile not found: pass compiler=, set PATTN_COMPILE, build "
         f"this checkout ({_REPO_COMPILER}: bash scripts/build.sh) or put it "
         "on PATH")
+
+
+@_rejects_bad_calls(_CompileArgumentTypeError, "pattn.find_opt")
+def find_opt(opt: Optional[PathLike] = None) -> str:
+    """The ``pattn-opt`` to use (:meth:`pattn.ir.Module.verify` runs it):
+    ``opt`` if given, else ``$PATTN_OPT``, else this checkout's
+    ``build/bin/pattn-opt``, else the first one on ``PATH``. A path that is
+    missing, not a file or not executable is a :class:`pattn.CompileError`
+    saying so, as is finding none."""
+    if opt is not None:
+        return _checked_compiler(
+            _path_argument(opt, "opt", "pattn.find_opt"), "opt=",
+            "pattn-opt")
+    from_env = os.environ.get("PATTN_OPT")
+    if from_env:
+        return _checked_compiler(from_env, "PATTN_OPT", "pattn-opt")
+    if _REPO_OPT is not None and _REPO_OPT.is_file():
+        return str(_REPO_OPT)
+    on_path = shutil.which("pattn-opt")
+    if on_path:
+        return on_path
+    where = (f"build this checkout ({_REPO_OPT}: bash scripts/build.sh)"
+             if _REPO_OPT is not None else
+             "build it from the pattn repository")
+    raise CompileError(f"pattn-opt not found: pass opt=, set PATTN_OPT, "
+                       f"{where} or put it on PATH")
 
 
 # ---------------------------------------------------------------------------
@@ -588,14 +619,16 @@ def _compile_into_cache(entry: str, executable: str, identity: _Identity,
 
 
 @_rejects_bad_calls(_CompileArgumentTypeError, "pattn.compile")
-def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
+def compile(source: Union[PathLike, "pattn.ir.Module"],
+            chips: Union[str, Iterable[str]] = ("sm_90a",),
             output: Optional[PathLike] = None,
             compiler: Optional[PathLike] = None,
             hardware_conversions: bool = True,
             backend: str = "auto", fold: bool = True) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
-    ``source`` is MLIR text or the path of a ``.mlir`` file; ``chips`` is a
+    ``source`` is MLIR text, the path of a ``.mlir`` file or a
+    :class:`pattn.ir.Module` (compiled as its ``str()``); ``chips`` is a
     chip name, a comma-separated list, or an iterable of names. The artifact
     goes to ``output``, or to a new temporary file that the caller owns.
     Returns the artifact's path; raises :class:`pattn.CompileError` with the
@@ -617,12 +650,15 @@ def compile(source: PathLike, chips: Union[str, Iterable[str]] = ("sm_90a",),
     (``ValueError``) or :class:`pattn.ArgumentTypeError` (``TypeError``),
     naming the argument, before anything runs.
     """
+    from .ir import Module as _IRModule
+    if isinstance(source, _IRModule):
+        source = str(source)
     if isinstance(source, bool) or not isinstance(source, (str,
                                                            os.PathLike)):
         raise _CompileArgumentTypeError(
             "pattn.compile: argument 'source' must be MLIR text (str) or the "
-            "path of a .mlir file (str or os.PathLike), got "
-            f"{type(source).__name__}")
+            "path of a .mlir file (str or os.PathLike) or a pattn.ir.Module, "
+            f"got {type(source).__name__}")
     if isinstance(source, os.PathLike):
         source = pathlib.Path(_path_argument(source, "source",
                                              "pattn.compile"))

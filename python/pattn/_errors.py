@@ -75,6 +75,28 @@ class TorchOpError(Error, RuntimeError):
     that pattn did not register). Raised before anything is registered."""
 
 
+class IRError(ArgumentError):
+    """A :mod:`pattn.ir` builder was given something it cannot build: an
+    unknown dtype, encoding or option name, a name that cannot be an SSA,
+    symbol or manifest name, a value of another function, a float that does
+    not fit in f32, two definitions of one name. The message names the op
+    (or type) and the argument. Raised by the builder call, before any text
+    exists; the dialect's verifier (:meth:`pattn.ir.Module.verify`,
+    ``pattn-opt``) checks everything else."""
+
+
+class IRTypeError(IRError, ArgumentTypeError):
+    """A :mod:`pattn.ir` builder argument of the wrong kind: a memref where
+    an op takes a cache, a str where it takes an int, an unknown keyword.
+    Also a ``TypeError``."""
+
+
+class VerifyError(CompileError):
+    """``pattn-opt`` rejected a module (:meth:`pattn.ir.Module.verify`): the
+    message is its first error, ``stderr`` every diagnostic (each with the
+    offending line of the module's text)."""
+
+
 class CacheWarning(UserWarning):
     """An artifact cache entry was found corrupt (truncated, or not matching
     its checksum) and is being rebuilt. Issued once per entry and process."""

@@ -1,4 +1,4 @@
-"""pattn IR for the GPU tests and the benchmark.
+"""pattn IR for the GPU tests and the benchmark, built with ``pattn.ir``.
 
 A ``Config`` describes one paged-attention test case (cache formats, shapes,
 masks); ``emit_paged(config)`` turns it into a module with three functions,
@@ -13,12 +13,13 @@ and ``MlaConfig`` / ``emit_mla`` do the same for MLA records
 (``@write_records`` and ``@mla``). Every function argument is a memref whose
 leading dimension is dynamic where it counts pages, tokens or sequences;
 ``Module.functions`` lists each function's arguments in order so that callers
-can build the matching tensors. The op syntax follows examples/*.mlir.
+can build the matching tensors.
 
-Static channel tables (``Config.static_tables``) become
-``memref.global "private" constant`` tables read with ``memref.get_global``;
-their values are passed to ``emit_paged`` and printed as little-endian hex
-so that every bit (FLT_MAX included) survives.
+Static channel tables (``Config.static_tables``) become constant globals
+(``Function.constant_table``) whose values are passed to ``emit_paged``.
+The module text is the artifact cache's key: the builder prints it the
+same way for the same config (cache layouts written out, attributes in a
+fixed order), so a change here re-keys every GPU artifact.
 
 The deterministic test grid (``paged_grid``) lives here too, so that it can
 be inspected without a GPU: ``python3 python/tests/gpu/ir.py`` prints it.
@@ -27,13 +28,19 @@ be inspected without a GPU: ``python3 python/tests/gpu/ir.py`` prints it.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import os
 import pathlib
 import random
-import struct
 import subprocess
-from typing import Iterable, Optional, Sequence
+import sys
+from typing import Optional
+
+if importlib.util.find_spec("pattn") is None:  # run as a script
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from pattn import ir as pir  # noqa: E402
+
 
 def source_commit() -> str:
     """The commit the results belong to: $PATTN_COMMIT (a copy of the tree
@@ -53,7 +60,7 @@ def source_commit() -> str:
 # Configurations
 # ---------------------------------------------------------------------------
 
-ENCODINGS = ("f16", "bf16", "i8", "f8e4m3", "f8e5m2", "i4", "nvfp4")
+ENCODINGS = pir.ENCODINGS
 
 #: Every (encoding, scale granularity) pair a cache may have (SPEC §2).
 CACHE_KINDS = (
@@ -62,14 +69,11 @@ CACHE_KINDS = (
             for s in ("tensor", "channel", "token"))
     + (("nvfp4", "tensor"), ("nvfp4", "token")))
 
-_ROW_BYTES = {"f16": 2.0, "bf16": 2.0, "i8": 1.0, "f8e4m3": 1.0,
-              "f8e5m2": 1.0, "i4": 0.5, "nvfp4": 0.5}
-
 
 def row_bytes(encoding: str, head_dim: int) -> int:
-    if encoding in ("i4", "nvfp4"):
-        return (head_dim + 1) // 2
-    return int(_ROW_BYTES[encoding] * head_dim)
+    """Bytes of one cached head row."""
+    return pir.cache(block_size=16, kv_heads=1, head_dim=head_dim,
+                     encoding=encoding).row_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,8 +173,7 @@ class MlaConfig:
 
     @property
     def record_bytes(self) -> int:
-        return {"fp8_ds_mla": 656, "nvfp4_ds_mla": 432,
-                "nvfp4_ds_mla_fp8_rope": 368}[self.preset]
+        return pir.record(self.preset).bytes
 
     @property
     def id(self) -> str:
@@ -193,13 +196,13 @@ class Arg:
     element: str  # i8, f8E4M3FN, f32, i32, i64, f16, bf16
     shape: tuple[Optional[int], ...]
 
-    @property
-    def memref(self) -> str:
-        dims = "x".join("?" if d is None else str(d) for d in self.shape)
-        return f"memref<{dims}x{self.element}>"
+    @classmethod
+    def of(cls, name: str, type: pir.MemRefType) -> "Arg":
+        return cls(name, type.element, type.shape)
 
-    def __str__(self) -> str:
-        return f"%{self.name}: {self.memref}"
+    @property
+    def type(self) -> pir.MemRefType:
+        return pir.memref(self.shape, self.element)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,27 +211,12 @@ class Module:
     functions: dict  # function name -> tuple[Arg, ...]
 
 
-def mlir_float(value: float) -> str:
-    """An fp32 value as an MLIR float literal that parses back to the same
-    bits (the shortest repr of the exact value, always with a '.')."""
-    exact = struct.unpack("<f", struct.pack("<f", float(value)))[0]
-    text = repr(exact)
-    if "e" in text and "." not in text.split("e")[0]:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}.0e{exponent}"
-    elif "." not in text and "e" not in text:
-        text += ".0"
-    return text
-
-
-def _hex_table(values: Iterable[float]) -> str:
-    """A dense f32 payload as little-endian hex, bit-exact."""
-    raw = b"".join(struct.pack("<f", float(v)) for v in values)
-    return '"0x' + raw.hex().upper() + '"'
-
-
-def _act(dtype: str) -> str:
-    return {"f16": "f16", "bf16": "bf16", "f32": "f32"}[dtype]
+def _module(module: pir.Module) -> Module:
+    """The text of ``module`` and its functions' arguments."""
+    return Module(str(module), {
+        function.name: tuple(Arg.of(value.name, value.type)
+                             for value in function.args)
+        for function in module.functions})
 
 
 # ---------------------------------------------------------------------------
@@ -236,177 +224,104 @@ def _act(dtype: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-def cache_type(config: Config, encoding: str, scale: str) -> str:
-    return (f"!pattn.cache<block_size = {config.block_size}, "
-            f"kv_heads = {config.kv_heads}, head_dim = {config.head_dim}, "
-            f"encoding = {encoding}, scale = {scale}, "
-            f"layout = {config.layout}>")
-
-
-def _paged_dims(config: Config, last: int) -> tuple[Optional[int], ...]:
-    if config.layout == "nhd":
-        return (None, config.block_size, config.kv_heads, last)
-    return (None, config.kv_heads, config.block_size, last)
+def cache_type(config: Config, encoding: str, scale: str) -> pir.CacheType:
+    """The cache type of one side of ``config`` (its layout written out)."""
+    return pir.cache(block_size=config.block_size, kv_heads=config.kv_heads,
+                     head_dim=config.head_dim, encoding=encoding,
+                     scale=scale, layout=config.layout)
 
 
 def cache_args(config: Config, prefix: str, encoding: str,
                scale: str) -> list[Arg]:
     """The buffers bound as one cache: pages, nvfp4 group scales, token
     scales (shapes as the verifier derives them)."""
-    args = [Arg(f"{prefix}_pages", "i8",
-                _paged_dims(config, row_bytes(encoding, config.head_dim)))]
-    if encoding == "nvfp4":
-        args.append(Arg(f"{prefix}_groups", "f8E4M3FN",
-                        _paged_dims(config, config.head_dim // 16)))
-    if scale == "token":
-        args.append(Arg(f"{prefix}_tokens", "f32",
-                        (None, config.block_size, config.kv_heads)))
+    cache = cache_type(config, encoding, scale)
+    args = [Arg.of(f"{prefix}_pages", cache.storage_type())]
+    if cache.group_scales_type() is not None:
+        args.append(Arg.of(f"{prefix}_groups", cache.group_scales_type()))
+    if cache.token_scales_type() is not None:
+        args.append(Arg.of(f"{prefix}_tokens", cache.token_scales_type()))
     return args
-
-
-def scale_arg(config: Config, prefix: str, scale: str) -> Optional[Arg]:
-    """The scale operand of a tensor/channel cache, or None."""
-    if scale == "tensor":
-        return Arg(f"{prefix}_scale", "f32", (1,))
-    if scale == "channel":
-        return Arg(f"{prefix}_scale", "f32", (config.kv_heads, config.head_dim))
-    return None
-
-
-def _bind(result: str, alias: str, args: Sequence[Arg]) -> str:
-    keywords = {"pages": "storage", "groups": "group_scales",
-                "tokens": "token_scales"}
-    operands = " ".join(
-        f"{keywords[a.name.rsplit('_', 1)[1]]}(%{a.name} : {a.memref})"
-        for a in args)
-    return f"  %{result} = pattn.bind_cache {operands} : {alias}"
-
-
-def _function(name: str, args: Sequence[Arg], body: Sequence[str]) -> str:
-    signature = ",\n    ".join(str(a) for a in args)
-    return (f"func.func @{name}(\n    {signature}) {{\n"
-            + "\n".join(body) + "\n  return\n}\n")
 
 
 def emit_paged(config: Config, k_table=None, v_table=None) -> Module:
     """The module of one paged-attention test case.
 
     ``k_table``/``v_table`` are the [kv_heads, head_dim] channel scales of a
-    ``static_tables`` config (flattened in row-major order); dynamic tables
-    are function arguments instead.
+    ``static_tables`` config (nested or flattened in row-major order);
+    dynamic tables are function arguments instead.
     """
-    header, globals_ = [], []
-    caches = {"k": (config.k_encoding, config.k_scale, k_table),
-              "v": (config.v_encoding, config.v_scale, v_table)}
-    for prefix, (encoding, scale, _) in caches.items():
-        header.append(
-            f"!{prefix}_cache = {cache_type(config, encoding, scale)}")
-
-    # Scale operands: function arguments, or globals for static tables.
-    scale_operands: dict[str, Optional[Arg]] = {}
-    static_loads: dict[str, list[str]] = {"k": [], "v": []}
-    for prefix, (encoding, scale, table) in caches.items():
-        arg = scale_arg(config, prefix, scale)
-        scale_operands[prefix] = arg
-        if arg is not None and scale == "channel" and config.static_tables:
+    module = pir.Module(comment=f"pattn GPU test: {config.id}")
+    sides = {"k": (config.k_encoding, config.k_scale, k_table),
+             "v": (config.v_encoding, config.v_scale, v_table)}
+    types = {prefix: module.alias(f"{prefix}_cache",
+                                  cache_type(config, encoding, scale))
+             for prefix, (encoding, scale, _) in sides.items()}
+    tables = {}
+    for prefix, (_, scale, table) in sides.items():
+        if scale == "channel" and config.static_tables:
             if table is None:
                 raise ValueError(f"static {prefix} table needs its values")
-            values = [float(v) for v in _flatten(table)]
-            if len(values) != config.kv_heads * config.head_dim:
-                raise ValueError(f"{prefix} table has {len(values)} entries")
-            globals_.append(
-                f'memref.global "private" constant @{prefix}_scale_table : '
-                f"{arg.memref} = dense<{_hex_table(values)}>")
-            static_loads[prefix] = [
-                f"  %{arg.name} = memref.get_global @{prefix}_scale_table : "
-                f"{arg.memref}"]
+            tables[prefix] = table
 
-    def dynamic(prefix: str) -> list[Arg]:
-        arg = scale_operands[prefix]
-        return [arg] if arg is not None and not static_loads[prefix] else []
+    def storage(function: pir.Function, prefix: str) -> list:
+        encoding, scale, _ = sides[prefix]
+        return [function.arg(arg.name, arg.type)
+                for arg in cache_args(config, prefix, encoding, scale)]
 
-    def scale_clause(keyword: str, prefix: str) -> str:
-        arg = scale_operands[prefix]
-        return "" if arg is None else f" {keyword}(%{arg.name} : {arg.memref})"
+    def scale_operand(function: pir.Function, prefix: str):
+        """The scale of a tensor/channel cache: a constant table read at
+        the top of the body, or an argument; None for other caches."""
+        scale = types[prefix].scale_type()
+        if scale is None:
+            return None
+        if prefix in tables:
+            return function.constant_table(
+                f"{prefix}_scale", tables[prefix], scale.shape,
+                symbol=f"{prefix}_scale_table")
+        return function.arg(f"{prefix}_scale", scale)
 
-    act = _act(config.dtype)
-    functions, bodies = {}, []
-    slots = Arg("slots", "i64", (None,))
+    def bind(function: pir.Function, prefix: str, buffers: list):
+        keywords = {"groups": "group_scales", "tokens": "token_scales"}
+        return function.bind_cache(
+            buffers[0], types[prefix], name=prefix,
+            **{keywords[b.name.rsplit("_", 1)[1]]: b for b in buffers[1:]})
 
+    act = config.dtype
+    rows = (None, config.kv_heads, config.head_dim)
     # write_k / write_v: bind the cache and quantize new rows into slots.
-    for prefix, (encoding, scale, _) in caches.items():
-        storage = cache_args(config, prefix, encoding, scale)
-        new = Arg(f"{prefix}_new", act,
-                  (None, config.kv_heads, config.head_dim))
-        args = storage + [new, slots] + dynamic(prefix)
-        body = static_loads[prefix] + [
-            _bind(prefix, f"!{prefix}_cache", storage),
-            f"  pattn.write_cache values(%{new.name} : {new.memref}) "
-            f"into(%{prefix} : !{prefix}_cache)\n"
-            f"      slots(%slots : {slots.memref})"
-            f"{scale_clause('scale', prefix)}"]
-        functions[f"write_{prefix}"] = tuple(args)
-        bodies.append(_function(f"write_{prefix}", args, body))
+    for prefix in sides:
+        function = module.function(f"write_{prefix}")
+        buffers = storage(function, prefix)
+        new = function.arg(f"{prefix}_new", pir.memref(rows, act))
+        slots = function.arg("slots", pir.memref((None,), "i64"))
+        scale = scale_operand(function, prefix)
+        function.write_cache(new, bind(function, prefix, buffers), slots,
+                             scale=scale)
 
     # decode: bind both caches and attend.
-    query = Arg("query", act, (None, config.num_heads, config.head_dim))
-    out = Arg("out", act, (None, config.num_heads, config.head_dim))
-    k_storage = cache_args(config, "k", config.k_encoding, config.k_scale)
-    v_storage = cache_args(config, "v", config.v_encoding, config.v_scale)
-    block_table = Arg("block_table", "i32", (None, config.max_blocks))
-    seq_lens = Arg("seq_lens", "i32", (None,))
-    query_start = Arg("query_start", "i32", (None,)) \
-        if config.query_tokens > 1 else None
-    sinks = Arg("sinks", "f32", (config.num_heads,)) if config.sinks else None
-    args = [query] + k_storage + v_storage + [block_table, seq_lens]
-    args += [query_start] if query_start else []
-    args += dynamic("k") + dynamic("v")
-    args += [sinks] if sinks else []
-    args += [out]
-
-    attributes = [f"num_heads = {config.num_heads} : i64"]
-    if config.query_tokens > 1:
-        attributes.append(f"max_query_len = {config.query_tokens} : i64")
-    if config.softmax_scale is not None:
-        attributes.append(
-            f"softmax_scale = {mlir_float(config.softmax_scale)} : f32")
-    if config.softcap:
-        attributes.append(f"softcap = {mlir_float(config.softcap)} : f32")
-    if config.window > 0:
-        attributes.append(f"window = {config.window} : i64")
-
-    optional = ""
-    if query_start:
-        optional += f"\n      query_start(%query_start : {query_start.memref})"
-    optional += scale_clause("k_scale", "k") + scale_clause("v_scale", "v")
-    if sinks:
-        optional += f" sinks(%sinks : {sinks.memref})"
-    body = static_loads["k"] + static_loads["v"] + [
-        _bind("k", "!k_cache", k_storage),
-        _bind("v", "!v_cache", v_storage),
-        f"  pattn.paged_attention query(%query : {query.memref})\n"
-        f"      key(%k : !k_cache) value(%v : !v_cache)\n"
-        f"      block_table(%block_table : {block_table.memref})\n"
-        f"      seq_lens(%seq_lens : {seq_lens.memref}){optional}\n"
-        f"      outs(%out : {out.memref})\n"
-        f"      {{{', '.join(attributes)}}}"]
-    functions["decode"] = tuple(args)
-    bodies.append(_function("decode", args, body))
-
-    text = (f"// pattn GPU test: {config.id}\n" + "\n".join(header) + "\n\n"
-            + "".join(g + "\n" for g in globals_)
-            + ("\n" if globals_ else "") + "\n".join(bodies))
-    return Module(text, functions)
-
-
-def _flatten(table) -> list:
-    if hasattr(table, "reshape"):
-        return list(table.reshape(-1))
-    flat = []
-    for item in table:
-        nested = isinstance(item, (list, tuple))
-        flat.extend(_flatten(item) if nested else [item])
-    return flat
+    function = module.function("decode")
+    heads = (None, config.num_heads, config.head_dim)
+    query = function.arg("query", pir.memref(heads, act))
+    k_buffers, v_buffers = storage(function, "k"), storage(function, "v")
+    block_table = function.arg("block_table",
+                               pir.memref((None, config.max_blocks), "i32"))
+    seq_lens = function.arg("seq_lens", pir.memref((None,), "i32"))
+    query_start = (function.arg("query_start", pir.memref((None,), "i32"))
+                   if config.query_tokens > 1 else None)
+    k_scale = scale_operand(function, "k")
+    v_scale = scale_operand(function, "v")
+    sinks = (function.arg("sinks", pir.memref((config.num_heads,), "f32"))
+             if config.sinks else None)
+    out = function.arg("out", pir.memref(heads, act))
+    function.paged_attention(
+        query, bind(function, "k", k_buffers), bind(function, "v", v_buffers),
+        block_table, seq_lens, out, num_heads=config.num_heads,
+        query_start=query_start, k_scale=k_scale, v_scale=v_scale,
+        sinks=sinks, max_query_len=config.query_tokens,
+        softmax_scale=config.softmax_scale, softcap=config.softcap,
+        window=config.window if config.window > 0 else -1)
+    return _module(module)
 
 
 # ---------------------------------------------------------------------------
@@ -414,65 +329,52 @@ def _flatten(table) -> list:
 # ---------------------------------------------------------------------------
 
 
-def record_cache_type(config: MlaConfig) -> str:
-    mode = "" if config.mode == "none" else f", {config.mode}"
-    return (f"!pattn.record_cache<block_size = {config.block_size}, "
-            f"record = !pattn.record<{config.preset}{mode}>>")
+def record_cache_type(config: MlaConfig) -> pir.RecordCacheType:
+    """The record cache of ``config`` (a mode other than none written
+    out)."""
+    mode = None if config.mode == "none" else config.mode
+    return pir.record_cache(config.block_size, pir.record(config.preset, mode))
 
 
 def emit_mla(config: MlaConfig) -> Module:
     """``@write_records(pages, latent, rope, slots, [outer_scale])`` and
     ``@mla(query, pages, block_table, seq_lens, [query_start],
     [outer_scale], out)``."""
-    act = _act(config.dtype)
-    pages = Arg("pages", "i8", (None, config.block_size, config.record_bytes))
-    outer = Arg("outer_scale", "f32", (1,)) if config.mode == "tensor" else None
-    outer_clause = \
-        f" outer_scale(%outer_scale : {outer.memref})" if outer else ""
-    bind = (f"  %cache = pattn.bind_cache storage(%pages : {pages.memref})"
-            " : !records")
+    module = pir.Module(comment=f"pattn GPU test: {config.id}")
+    records = module.alias("records", record_cache_type(config))
+    act = config.dtype
+    tensor_mode = config.mode == "tensor"
 
-    latent = Arg("latent", act, (None, config.latent))
-    rope = Arg("rope", act, (None, config.rope))
-    slots = Arg("slots", "i64", (None,))
-    write_args = [pages, latent, rope, slots] + ([outer] if outer else [])
-    write = _function("write_records", write_args, [
-        bind,
-        f"  pattn.write_record latent(%latent : {latent.memref})\n"
-        f"      rope(%rope : {rope.memref}) into(%cache : !records)\n"
-        f"      slots(%slots : {slots.memref}){outer_clause}"])
+    write = module.function("write_records")
+    pages = write.arg("pages", records.storage_type())
+    latent = write.arg("latent", pir.memref((None, config.latent), act))
+    rope = write.arg("rope", pir.memref((None, config.rope), act))
+    slots = write.arg("slots", pir.memref((None,), "i64"))
+    outer = (write.arg("outer_scale", pir.memref((1,), "f32"))
+             if tensor_mode else None)
+    write.write_record(latent, rope,
+                       write.bind_cache(pages, records, name="cache"), slots,
+                       outer_scale=outer)
 
+    mla = module.function("mla")
     width = config.latent + config.rope
-    query = Arg("query", act, (None, config.num_heads, width))
-    out = Arg("out", act, (None, config.num_heads, config.latent))
-    block_table = Arg("block_table", "i32", (None, config.max_blocks))
-    seq_lens = Arg("seq_lens", "i32", (None,))
-    query_start = Arg("query_start", "i32", (None,)) \
-        if config.query_tokens > 1 else None
-    mla_args = [query, pages, block_table, seq_lens]
-    mla_args += [query_start] if query_start else []
-    mla_args += [outer] if outer else []
-    mla_args += [out]
-    attributes = [f"num_heads = {config.num_heads} : i64",
-                  f"softmax_scale = {mlir_float(config.softmax_scale)} : f32"]
-    optional = ""
-    if query_start:
-        optional = f" query_start(%query_start : {query_start.memref})"
-        attributes.append(f"max_query_len = {config.query_tokens} : i64")
-    mla = _function("mla", mla_args, [
-        bind,
-        f"  pattn.mla_decode query(%query : {query.memref}) "
-        f"cache(%cache : !records)\n"
-        f"      block_table(%block_table : {block_table.memref})\n"
-        f"      seq_lens(%seq_lens : {seq_lens.memref}){optional}"
-        f"{outer_clause}\n"
-        f"      outs(%out : {out.memref})\n"
-        f"      {{{', '.join(attributes)}}}"])
-
-    text = (f"// pattn GPU test: {config.id}\n"
-            f"!records = {record_cache_type(config)}\n\n" + write + "\n" + mla)
-    return Module(text, {"write_records": tuple(write_args),
-                         "mla": tuple(mla_args)})
+    query = mla.arg("query", pir.memref((None, config.num_heads, width), act))
+    pages = mla.arg("pages", records.storage_type())
+    block_table = mla.arg("block_table",
+                          pir.memref((None, config.max_blocks), "i32"))
+    seq_lens = mla.arg("seq_lens", pir.memref((None,), "i32"))
+    query_start = (mla.arg("query_start", pir.memref((None,), "i32"))
+                   if config.query_tokens > 1 else None)
+    outer = (mla.arg("outer_scale", pir.memref((1,), "f32"))
+             if tensor_mode else None)
+    out = mla.arg("out", pir.memref((None, config.num_heads, config.latent),
+                                    act))
+    mla.mla_decode(query, mla.bind_cache(pages, records, name="cache"),
+                   block_table, seq_lens, out, num_heads=config.num_heads,
+                   query_start=query_start, outer_scale=outer,
+                   softmax_scale=config.softmax_scale,
+                   max_query_len=config.query_tokens)
+    return _module(module)
 
 
 # ---------------------------------------------------------------------------
