@@ -41,6 +41,14 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     result.failures.push_back(std::move(reason));
   };
 
+  // Row 0: MLA decode has no tensor-core kernel yet; the paged rows below
+  // (head_dim, rows per KV head) describe the paged kernel and do not apply.
+  if (config.mla) {
+    fail("MLA decode has no tensor-core kernel yet (the portable kernel "
+         "runs it)");
+    return result;
+  }
+
   // Row 1: mma.sync m16n8k16, cp.async and ldmatrix need sm_80.
   if (computeCapability(config.chip) < 80)
     fail(llvm::formatv("chip {0} below sm_80", stringifyChip(config.chip)));
@@ -147,5 +155,7 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "| channel V scale | moved to the output by the fold | applied in "
         "the kernel |\n"
      << "| query tokens per sequence | 1-8 | 1-8 with metadata bound |\n"
-     << "| softcap | supported | not supported on XQA |\n";
+     << "| softcap | supported | not supported on XQA |\n"
+     << "| MLA decode (latent + rope records) | portable only: no "
+        "tensor-core MLA kernel yet | no MLA |\n";
 }

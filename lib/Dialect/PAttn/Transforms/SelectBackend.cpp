@@ -112,6 +112,7 @@ static AttentionConfig describe(MlaDecodeOp op, ::pattn::Chip chip) {
   config.blockSize = op.getCache().getType().getBlockSize();
   config.keyEncoding = laneEncoding(latent);
   config.valueEncoding = laneEncoding(latent);
+  config.mla = true;
   return config;
 }
 

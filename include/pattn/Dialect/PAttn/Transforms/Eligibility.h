@@ -59,6 +59,8 @@ struct AttentionConfig {
   float softcap = 0.0f;
   /// V still has per-channel scales (the fold moves them to out_scale).
   bool valueChannelScales = false;
+  /// A `pattn.mla_decode` (latent + rope records) rather than a paged op.
+  bool mla = false;
 };
 
 /// The verdict: XQA when no condition failed. Each failure is one sentence
