@@ -34,7 +34,6 @@ import json
 import math
 import os
 import pathlib
-import statistics
 import sys
 from typing import Callable, Optional
 
@@ -44,6 +43,8 @@ if importlib.util.find_spec("pattn") is None:
 sys.path.insert(0, str(REPO / "python" / "tests" / "gpu"))  # ir.py
 
 import numpy as np  # noqa: E402
+
+from timing import Timing, time_calls  # noqa: E402,F401  (bench/timing.py)
 
 import ir  # noqa: E402
 
@@ -105,35 +106,6 @@ BAR = {"f16": 0.90, "i8": 0.90, "f8e4m3": 0.90, "i4": 0.85, "nvfp4": 0.85}
 # ---------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Timing:
-    median_us: float
-    p10_us: float
-    p90_us: float
-    runs: int
-
-    def tbps(self, nbytes: float) -> float:
-        return nbytes / (self.median_us * 1e-6) / 1e12
-
-
-def time_calls(torch, calls: list[Callable[[], None]], warmup: int,
-               iters: int) -> Timing:
-    """Times calls[i % len(calls)] one by one with CUDA events; median."""
-    for i in range(warmup):
-        calls[i % len(calls)]()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True),
-               torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for i, (start, end) in enumerate(events):
-        start.record()
-        calls[i % len(calls)]()
-        end.record()
-    torch.cuda.synchronize()
-    samples = sorted(start.elapsed_time(end) * 1e3 for start, end in events)
-    return Timing(statistics.median(samples), samples[len(samples) // 10],
-                  samples[(9 * len(samples)) // 10], len(samples))
 
 
 def copy_ceiling(torch, warmup: int) -> float:

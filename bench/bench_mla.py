@@ -57,7 +57,6 @@ import math
 import os
 import pathlib
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -70,6 +69,7 @@ if importlib.util.find_spec("ir") is None:  # one on PYTHONPATH wins
     sys.path.insert(0, str(REPO / "python" / "tests" / "gpu"))  # ir.py
 
 import ir  # noqa: E402
+from timing import time_calls as timing_loop  # noqa: E402  (bench/timing.py)
 
 #: DeepSeek-style decode: 16 heads per GPU (128 over TP8), latent 512 +
 #: rope 64, 64-token pages, 32 sequences of 8K tokens (97-172 MB of
@@ -152,24 +152,22 @@ def copies_for(nbytes: float) -> int:
     return min(64, max(2, math.ceil(2 * L2_BYTES / max(nbytes, 1))))
 
 
+def _record_error(torch, row: dict, error: Exception) -> None:
+    """Records a failed row (it stays in the table, with the error) and lets
+    the device finish whatever the failure left queued."""
+    row["error"] = f"{type(error).__name__}: {error}"[:600]
+    row["trace"] = traceback.format_exc()[-1500:]
+    try:
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def time_calls(torch, calls: list, warmup: int, iters: int) -> dict:
-    """CUDA events around every call, calls rotated; medians. With one call
-    this is the loop this script always timed pattn with."""
-    for i in range(warmup):
-        calls[i % len(calls)]()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True),
-               torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for i, (start, end) in enumerate(events):
-        start.record()
-        calls[i % len(calls)]()
-        end.record()
-    torch.cuda.synchronize()
-    samples = sorted(s.elapsed_time(e) * 1e3 for s, e in events)
-    return {"median_us": statistics.median(samples),
-            "p10_us": samples[len(samples) // 10],
-            "p90_us": samples[(9 * len(samples)) // 10],
-            "runs": len(samples), "copies": len(calls)}
+    """timing.time_calls as a row's dict; with one call this is the loop this
+    script always timed pattn with."""
+    timing = timing_loop(torch, calls, warmup, iters)
+    return {**dataclasses.asdict(timing), "copies": len(calls)}
 
 
 def graphs_of(torch, calls: list) -> list:
@@ -302,12 +300,7 @@ def bench_pattn(torch, shapes: list, args, generator) -> list:
                     _pattn_case(torch, pattn, ref, shape, preset, mode,
                                 tensors, libs, chip, row, args, generator)
                 except Exception as error:  # noqa: BLE001
-                    row["error"] = f"{type(error).__name__}: {error}"[:600]
-                    row["trace"] = traceback.format_exc()[-1500:]
-                    try:
-                        torch.cuda.synchronize()
-                    except Exception:  # noqa: BLE001
-                        pass
+                    _record_error(torch, row, error)
                 row["seconds"] = time.time() - started
                 print(_progress(row), flush=True)
             del tensors, pages
@@ -556,12 +549,7 @@ def bench_flashinfer(torch, shapes: list, args, generator, report) -> list:
                     row.update(measure(torch, calls, args))
                     row["copies"] = len(copies)
                 except Exception as error:  # noqa: BLE001
-                    row["error"] = f"{type(error).__name__}: {error}"[:600]
-                    row["trace"] = traceback.format_exc()[-1500:]
-                    try:
-                        torch.cuda.synchronize()
-                    except Exception:  # noqa: BLE001
-                        pass
+                    _record_error(torch, row, error)
                 row["seconds"] = time.time() - started
                 print(_progress(row), flush=True)
         del copies, ckv, kpe
