@@ -1,0 +1,63 @@
+"""One Llama-3-8B decode layer's GroupQueryAttention, from ONNX to pattn.
+
+    PYTHONPATH=python python3 examples/onnx/gqa_decode.py
+
+Builds the node as onnxruntime-genai's model builder writes it (32 query
+heads over 8 KV heads, head size 128, a BNSH past/present buffer of 4096
+tokens), imports it with pattn.onnx, compiles it for sm_90a and runs one
+decode step on torch tensors. Without a CUDA device (or without
+pattn-compile) it prints the MLIR and the manifest instead. docs/ONNX.md
+explains the mapping.
+"""
+
+import json
+
+import onnx
+from onnx import TensorProto as T, helper
+
+import pattn
+import pattn.onnx
+
+B, H, KV, D, S = 4, 32, 8, 128, 4096
+info = helper.make_tensor_value_info
+node = helper.make_node(
+    "GroupQueryAttention", ["query", "key", "value", "past_key_values.0.key",
+                            "past_key_values.0.value", "seqlens_k", "total_seq_len"],
+    ["attn_out", "present.0.key", "present.0.value"], name="attn",
+    domain="com.microsoft", num_heads=H, kv_num_heads=KV)
+graph = helper.make_graph([node], "layer0", [
+    info("query", T.FLOAT16, ["batch", 1, H * D]),
+    info("key", T.FLOAT16, ["batch", 1, KV * D]), info("value", T.FLOAT16, ["batch", 1, KV * D]),
+    info("past_key_values.0.key", T.FLOAT16, ["batch", KV, S, D]),
+    info("past_key_values.0.value", T.FLOAT16, ["batch", KV, S, D]),
+    info("seqlens_k", T.INT32, ["batch"]), info("total_seq_len", T.INT32, [])],
+    [info("attn_out", T.FLOAT16, ["batch", 1, H * D]),
+     info("present.0.key", T.FLOAT16, ["batch", KV, S, D]),
+     info("present.0.value", T.FLOAT16, ["batch", KV, S, D])])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("com.microsoft", 1)])
+
+module, manifest = pattn.onnx.import_model(model)   # or: python -m pattn.onnx model.onnx -o model.mlir
+
+try:
+    import torch
+    gpu = torch.cuda.is_available()
+except ImportError:
+    gpu = False
+if not gpu:
+    print(module)
+    print(json.dumps(manifest["functions"][0]["names"], indent=2))
+    raise SystemExit(0)
+
+lib = pattn.load(pattn.compile(module, chips=["sm_90a"]))
+f16 = dict(dtype=torch.float16, device="cuda")
+past_k, past_v = torch.zeros(B, KV, S, D, **f16), torch.zeros(B, KV, S, D, **f16)
+seqlens_k = torch.tensor([10, 200, 3000, 4095], dtype=torch.int32, device="cuda")  # total - 1
+query, key, value = (torch.randn(B, 1, n * D, **f16) for n in (H, KV, KV))
+out = torch.empty(B, 1, H * D, **f16)
+b = torch.arange(B, dtype=torch.int32, device="cuda")
+lib.attn(query=query.view(B, H, D), key=key.view(B, KV, D), value=value.view(B, KV, D),
+         past_key_values_0_key=past_k.view(torch.int8), past_key_values_0_value=past_v.view(torch.int8),
+         block_table=b.view(B, 1), slots=b * S + seqlens_k, total_seqlens=seqlens_k + 1,
+         attn_out=out.view(B, H, D))       # names from manifest["functions"][0]["args"]
+torch.cuda.synchronize()
+print("attn_out", tuple(out.shape), "finite:", bool(out.isfinite().all()))
