@@ -69,6 +69,11 @@ def _pip(*args, cwd):
     assert result.returncode == 0, result.stdout[-4000:]
 
 
+def archive_text(wheel, name: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(name).decode()
+
+
 def test_the_wheel_holds_the_package_at_the_repository_version(source_copy,
                                                                 tmp_path):
     _pip("wheel", "-w", str(tmp_path / "wheels"), ".", cwd=source_copy)
@@ -82,6 +87,10 @@ def test_the_wheel_holds_the_package_at_the_repository_version(source_copy,
         f"pattn/{p.name}" for p in (REPO / "python" / "pattn").glob("*.py"))
     assert f"Version: {VERSION}" in metadata
     assert "Provides-Extra: torch" in metadata
+    # The importer's command.
+    entry_points = archive_text(wheel, f"pattn-{VERSION}.dist-info/"
+                                "entry_points.txt")
+    assert "pattn-import-onnx = pattn.onnx:main" in entry_points
     # The build left CMake's build/ alone and its scratch in .build-python.
     assert sorted(os.listdir(source_copy / "build")) == ["bin"]
     assert (source_copy / ".build-python").is_dir()
@@ -119,6 +128,10 @@ def test_pip_install_target_imports_outside_the_checkout(source_copy,
     site = tmp_path / "site"
     _pip("install", "--target", str(site), ".", cwd=source_copy)
     assert (site / "pattn" / "__init__.py").is_file()
+    # pip writes the importer's command into the target's bin/.
+    command = site / "bin" / "pattn-import-onnx"
+    assert command.is_file() and os.access(command, os.X_OK)
+    assert "pattn.onnx" in command.read_text()
     empty = tmp_path / "empty-path"
     empty.mkdir()
     outcome = _run_installed(site, tmp_path, PATH=str(empty))
