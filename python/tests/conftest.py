@@ -2,7 +2,8 @@
 
 Puts this checkout's ``python/`` first on ``sys.path``, so the tests import
 the package they sit beside rather than an installed one, and provides the
-C compiler that tests use to build stand-in artifacts.
+C compiler that tests use to build stand-in artifacts, and pattn's own
+tools (pattn-opt, pattn-compile) where they are built.
 """
 
 import pathlib
@@ -25,3 +26,25 @@ def c_compiler():
         pytest.skip("no C compiler (cc, gcc or clang) on PATH to build test "
                     "artifacts")
     return compiler
+
+
+@pytest.fixture(scope="session")
+def opt():
+    """pattn-opt (pattn.find_opt); tests that need it skip, saying why,
+    where it is not built."""
+    import pattn
+    try:
+        return pattn.find_opt()
+    except pattn.CompileError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def compiler():
+    """pattn-compile (pattn.find_compiler); tests that need it skip, saying
+    why, where it is not built."""
+    import pattn
+    try:
+        return pattn.find_compiler()
+    except pattn.CompileError as error:
+        pytest.skip(str(error))

@@ -37,14 +37,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def opt():
-    try:
-        return pattn.find_opt()
-    except pattn.CompileError as error:
-        pytest.skip(str(error))
-
-
 def run_opt(opt, text, *flags):
     """pattn-opt's output for ``text``; the test fails with its
     diagnostics if it rejects it."""
@@ -1033,14 +1025,6 @@ def test_find_opt(monkeypatch, tmp_path):
     repo_opt = REPO / "build" / "bin" / "pattn-opt"
     if repo_opt.is_file():
         assert pattn.find_opt() == str(repo_opt)
-
-
-@pytest.fixture(scope="module")
-def compiler():
-    try:
-        return pattn.find_compiler()
-    except pattn.CompileError as error:
-        pytest.skip(str(error))
 
 
 def test_compile_takes_a_module(compiler, tmp_path, monkeypatch):

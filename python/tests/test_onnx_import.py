@@ -180,22 +180,6 @@ def gqa_model(heads=32, kv_heads=8, head_dim=128, seq=1, max_seq=4096,
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def opt():
-    try:
-        return pattn.find_opt()
-    except pattn.CompileError as error:
-        pytest.skip(str(error))
-
-
-@pytest.fixture(scope="module")
-def compiler():
-    try:
-        return pattn.find_compiler()
-    except pattn.CompileError as error:
-        pytest.skip(str(error))
-
-
 def only(manifest):
     (entry,) = manifest["functions"]
     return entry
