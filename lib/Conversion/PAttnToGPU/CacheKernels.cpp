@@ -15,6 +15,8 @@
 #include "KernelBuilder.h"
 #include "Kernels.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 using namespace mlir;
 using namespace pattn;
 
@@ -28,6 +30,15 @@ gpu::GPUFuncOp KernelModule::create(OpBuilder &builder, Location loc,
                                        workgroupBuffers, TypeRange());
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                   builder.getUnitAttr());
+  // Kernels read shared buffers with vector loads of up to 16 bytes; the
+  // lowering would otherwise align each buffer to its element only (4
+  // bytes), and where ptxas placed one off a 16-byte boundary those loads
+  // faulted (CUDA_ERROR_MISALIGNED_ADDRESS, head_dim 96 with one query head
+  // per KV head: bench/results/2026-12-02-h200-onnx-vs-ort.md).
+  for (unsigned index = 0; index < workgroupBuffers.size(); ++index)
+    kernel.setWorkgroupAttributionAttr(
+        index, LLVM::LLVMDialect::getAlignAttrName(),
+        builder.getI64IntegerAttr(kSharedBufferAlignment));
   builder.setInsertionPointToStart(&kernel.front());
   return kernel;
 }

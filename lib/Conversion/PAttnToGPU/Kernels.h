@@ -23,6 +23,9 @@ namespace pattn {
 
 /// Threads of every pattn kernel block: four warps.
 inline constexpr int64_t kBlockThreads = 128;
+/// The alignment of every static shared buffer of a kernel: the widest
+/// vector load the kernels issue on one.
+inline constexpr int64_t kSharedBufferAlignment = 16;
 
 /// The buffers behind a cache value, and the type it is read with (which
 /// differs from the bound type after pattn.rescale_view).

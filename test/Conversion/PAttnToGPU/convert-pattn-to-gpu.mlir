@@ -98,7 +98,9 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // per-head logits in shared memory.
 // A quantized decode declares 128 threads and 4 blocks per SM (ptxas then
 // keeps it within 128 registers).
-// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>>) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32}
+// Shared buffers are 16-byte aligned: the kernels read them with 16-byte
+// vector loads (misaligned at head_dim 96 before).
+// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK:   gpu.barrier
 // Without hardware fp8 (sm_80), e4m3 bytes q and q + 2 become one f16 pair:
 // magnitudes (& 0x007F007F) shifted into place, times 2^8 in f16x2.
