@@ -15,6 +15,10 @@
 // RUN: %ptxas -arch=sm_86 %t.portable.ptx -o %t.portable.cubin
 // XQA: .entry pattn_xqa_decode
 // XQA: mma.sync.aligned.m16n8k16.row.col.f32
+// XQA: .entry pattn_xqa_mla_decode
+// XQA: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// XQA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PORTABLE-NOT: pattn_xqa_mla_decode
 // PORTABLE-NOT: pattn_xqa_decode
 // PORTABLE-NOT: mma.sync
 

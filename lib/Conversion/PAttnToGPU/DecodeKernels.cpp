@@ -560,11 +560,12 @@ Value guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
   return kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(guardValue));
 }
 
-/// (sequence, query tokens of it, this token's position among them) of
-/// query token `token`.
-std::tuple<Value, Value, Value> findSequence(KernelBuilder &kb, Value token,
-                                             Value queryStart,
-                                             Value blockTable) {
+} // namespace
+
+std::tuple<Value, Value, Value> pattn::findQuerySequence(KernelBuilder &kb,
+                                                         Value token,
+                                                         Value queryStart,
+                                                         Value blockTable) {
   if (!queryStart)
     return {token, kb.i32(1), kb.i32(0)};
   // The batch is small (one entry per sequence): a linear scan is fine.
@@ -583,6 +584,8 @@ std::tuple<Value, Value, Value> findSequence(KernelBuilder &kb, Value token,
   Value end = kb.load(queryStart, {kb.add(sequence, kb.index(1))});
   return {sequence, kb.sub(end, begin), kb.sub(token32, begin)};
 }
+
+namespace {
 
 Value negInf(KernelBuilder &kb) {
   return kb.f32(-std::numeric_limits<float>::infinity());
@@ -705,7 +708,7 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
 
   kb.ifThen(guardAllows(kb, guard, p.guardValue), [&] {
     auto [sequence, queryTokens, position] =
-        findSequence(kb, token, queryStart, blockTable);
+        findQuerySequence(kb, token, queryStart, blockTable);
     Value length = kb.load(seqLens, {sequence});
     // Query token i of n sits at kv position L - n + i and sees keys up to
     // its own position (causal among the speculative tokens).
@@ -1107,10 +1110,8 @@ auto ::pattn::buildPagedMergeKernel(KernelModule &kernels, PagedAttentionOp op,
                           pagedParams(op), hostOperands);
 }
 
-auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
-                                    const RecordBuffers &cache,
-                                    PortablePlanAttr plan) -> DecodeKernels {
-  RecordSource source(cache, op.getOuterScale());
+/// What the kernels need to know about an MLA decode op.
+static DecodeParams mlaParams(MlaDecodeOp op, int64_t keyDim) {
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
   params.blockTable = op.getBlockTable();
@@ -1118,9 +1119,27 @@ auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
   params.queryStart = op.getQueryStart();
   params.out = op.getOut();
   params.numHeads = static_cast<int64_t>(op.getNumHeads());
-  params.blockSize = cache.type.getBlockSize();
+  params.blockSize = op.getCache().getType().getBlockSize();
   std::optional<APFloat> scale = op.getSoftmaxScale();
-  params.softmaxScale = scale ? scale->convertToFloat()
-                              : 1.0f / std::sqrt(float(source.keyDim()));
-  return buildDecodeKernels(kernels, source, params, plan);
+  params.softmaxScale =
+      scale ? scale->convertToFloat() : 1.0f / std::sqrt(float(keyDim));
+  return params;
+}
+
+auto ::pattn::buildMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
+                                    const RecordBuffers &cache,
+                                    PortablePlanAttr plan) -> DecodeKernels {
+  RecordSource source(cache, op.getOuterScale());
+  return buildDecodeKernels(kernels, source, mlaParams(op, source.keyDim()),
+                            plan);
+}
+
+auto ::pattn::buildMlaMergeKernel(KernelModule &kernels, MlaDecodeOp op,
+                                  SmallVectorImpl<Value> &hostOperands)
+    -> gpu::GPUFuncOp {
+  RecordType record = op.getCache().getType().getRecord();
+  int64_t latent = record.getLane("latent").getCount();
+  int64_t keyDim = latent + record.getLane("rope").getCount();
+  return buildMergeKernel(kernels, latent, /*kvHeads=*/1, mlaParams(op, keyDim),
+                          hostOperands);
 }

@@ -21,6 +21,8 @@
 
 namespace pattn {
 
+class KernelBuilder;
+
 /// Threads of every pattn kernel block: four warps.
 inline constexpr int64_t kBlockThreads = 128;
 /// The alignment of every static shared buffer of a kernel: the widest
@@ -159,6 +161,27 @@ DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
                                     pattn::MlaDecodeOp op,
                                     const RecordBuffers &cache,
                                     pattn::PortablePlanAttr plan);
+
+/// The split merge of an MLA decode (one latent head); its operands
+/// precede the workspace.
+mlir::gpu::GPUFuncOp
+buildMlaMergeKernel(KernelModule &kernels, pattn::MlaDecodeOp op,
+                    llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+
+/// The tensor-core MLA decode of an op planned for XQA (`plan`): grid
+/// (splits, tokens * num_heads / 16), 128 threads, plan.shared_bytes of
+/// dynamic shared memory; the splits are taken from gridDim.x. Its merge is
+/// the portable one.
+DecodeKernels buildXqaMlaDecodeKernels(KernelModule &kernels,
+                                       pattn::MlaDecodeOp op,
+                                       pattn::XqaMlaPlanAttr plan,
+                                       const RecordBuffers &cache);
+
+/// (sequence, query tokens of it, this token's position among them) of
+/// query token `token` (index), as i32 values but the sequence (index).
+std::tuple<mlir::Value, mlir::Value, mlir::Value>
+findQuerySequence(KernelBuilder &kb, mlir::Value token, mlir::Value queryStart,
+                  mlir::Value blockTable);
 
 } // namespace pattn
 

@@ -120,14 +120,23 @@ private:
   LogicalResult lower(FoldQueryOp op);
   LogicalResult lower(PagedAttentionOp op);
   LogicalResult lower(MlaDecodeOp op);
+  /// How a decode's blocks cover the work, per split.
+  struct DecodeGrid {
+    /// Portable: a fixed number of keys per split, and a block per (token,
+    /// head group); 0 for the tensor-core kernels.
+    int64_t splitKeys = 0;
+    /// Tensor-core kernels: as many splits of whole tiles of `tileKeys`
+    /// keys as fill the device, given `sharedBytes` per block; a block per
+    /// (sequence, KV head) when `blocksPerSequence` is set (paged XQA),
+    /// else per (token, head group) like the portable kernel (MLA).
+    int64_t tileKeys = 0, sharedBytes = 0;
+    int64_t blocksPerSequence = 0, blocksPerToken = 0;
+  };
   /// The workspace, then per kernel module the decode and merge launches of
-  /// the kernels `build` makes in that module. Portable decodes take
-  /// `splitKeys` keys per split and a block per (token, head group); XQA
-  /// decodes (`xqa`) a block per (sequence, KV head) and as many splits of
-  /// whole tiles as fill the device.
+  /// the kernels `build` makes in that module.
   void lowerDecode(Location loc, Value query, Value blockTable,
                    int64_t blockSize, int64_t valueDim, int64_t numHeads,
-                   int64_t splitKeys, XqaPlanAttr xqa, int64_t kvHeads,
+                   const DecodeGrid &grid,
                    function_ref<DecodeKernels(KernelModule &)> build);
   /// Launches the slot check, then `kernel` gated by its flag.
   void launchCheckedWrite(Location loc, KernelModule &module,
@@ -381,8 +390,8 @@ LogicalResult HostRewriter::lower(FoldQueryOp op) {
 
 void HostRewriter::lowerDecode(
     Location loc, Value query, Value blockTable, int64_t blockSize,
-    int64_t valueDim, int64_t numHeads, int64_t splitKeys, XqaPlanAttr xqa,
-    int64_t kvHeads, function_ref<DecodeKernels(KernelModule &)> build) {
+    int64_t valueDim, int64_t numHeads, const DecodeGrid &grid,
+    function_ref<DecodeKernels(KernelModule &)> build) {
   KernelBuilder kb(builder, loc);
   Value tokens = dim(loc, query, 0);
   ifPositive(loc, tokens, [&] {
@@ -391,16 +400,22 @@ void HostRewriter::lowerDecode(
     // data: the call stays graph-capturable.
     Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
     Value splits;
-    if (xqa) {
+    // Decode blocks per split of the tensor-core kernels.
+    Value blocksPerSplit;
+    if (grid.blocksPerSequence)
+      blocksPerSplit =
+          kb.mul(dim(loc, blockTable, 0), kb.index(grid.blocksPerSequence));
+    else if (grid.blocksPerToken)
+      blocksPerSplit = kb.mul(tokens, kb.index(grid.blocksPerToken));
+    if (grid.tileKeys) {
       // The split count s minimizes the decode's time in tile-times:
       // waves(s) x (tiles per split(s) + 1), where a wave is the blocks
       // that every SM holds at once (SMs x resident blocks per SM, the
       // latter from the plan's shared memory on the chips built for).
       // Ties keep the smaller s (less merge work). A loop over at most
       // kXqaMostSplits candidates on the host, on host-known sizes only.
-      int64_t tile = xqa.getKeysPerTile();
-      Value sequences = kb.mul(dim(loc, blockTable, 0), kb.index(kvHeads));
-      sequences = kb.maxs(sequences, kb.index(1));
+      int64_t tile = grid.tileKeys;
+      Value sequences = kb.maxs(blocksPerSplit, kb.index(1));
       auto ceilDiv = [&](Value a, Value b) {
         return arith::CeilDivSIOp::create(builder, loc, a, b).getResult();
       };
@@ -411,7 +426,7 @@ void HostRewriter::lowerDecode(
                                TypeRange{builder.getI32Type()}, ValueRange{})
               .getResult(0);
       multiprocessors = kb.toIndex(kb.maxs(multiprocessors, kb.i32(1)));
-      int64_t resident = xqaResidentBlocks(xqa.getSharedBytes(), chips);
+      int64_t resident = xqaResidentBlocks(grid.sharedBytes, chips);
       Value wave = kb.mul(multiprocessors, kb.index(resident));
       Value one = kb.index(1);
       Value tiles = ceilDiv(maxKeys, kb.index(tile));
@@ -438,7 +453,7 @@ void HostRewriter::lowerDecode(
           });
       splits = best[0];
     } else {
-      Value perSplit = kb.index(splitKeys);
+      Value perSplit = kb.index(grid.splitKeys);
       Value bySize =
           arith::CeilDivSIOp::create(builder, loc, maxKeys, perSplit);
       Value one = kb.index(1);
@@ -464,7 +479,8 @@ void HostRewriter::lowerDecode(
       SmallVector<Value> decodeOperands(decode.decodeOperands);
       decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
       Value decodeRows =
-          xqa ? kb.mul(dim(loc, blockTable, 0), kb.index(kvHeads))
+          blocksPerSplit
+              ? blocksPerSplit
               : kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
       launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
              decodeOperands, decode.sharedBytes);
@@ -492,21 +508,25 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
     plan = op.getBackend() == Backend::xqa
                ? Attribute(planXqaDecode(op, chips, kDefaultXqaKeysPerSplit))
                : Attribute(planPortableDecode(op, keysPerSplit));
-  int64_t kvHeads = key->type.getKvHeads();
   if (auto xqa = dyn_cast<XqaPlanAttr>(plan)) {
+    DecodeGrid grid;
+    grid.tileKeys = xqa.getKeysPerTile();
+    grid.sharedBytes = xqa.getSharedBytes();
+    grid.blocksPerSequence = key->type.getKvHeads();
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 key->type.getBlockSize(), value->type.getHeadDim(),
-                static_cast<int64_t>(op.getNumHeads()), 0, xqa, kvHeads,
+                static_cast<int64_t>(op.getNumHeads()), grid,
                 [&](KernelModule &module) {
                   return buildXqaDecodeKernels(module, op, xqa, *key, *value);
                 });
     return success();
   }
   auto portable = cast<PortablePlanAttr>(plan);
+  DecodeGrid grid;
+  grid.splitKeys = portable.getKeysPerSplit();
   lowerDecode(
       op.getLoc(), op.getQuery(), op.getBlockTable(), key->type.getBlockSize(),
-      value->type.getHeadDim(), static_cast<int64_t>(op.getNumHeads()),
-      portable.getKeysPerSplit(), XqaPlanAttr(), kvHeads,
+      value->type.getHeadDim(), static_cast<int64_t>(op.getNumHeads()), grid,
       [&](KernelModule &module) {
         return buildPagedDecodeKernels(module, op, *key, *value, portable);
       });
@@ -517,15 +537,35 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   FailureOr<RecordBuffers> cache = resolveRecords(op, op.getCache());
   if (failed(cache))
     return failure();
-  auto plan = dyn_cast_or_null<PortablePlanAttr>(op.getPlanAttr());
+  // As for paged attention: the recorded backend decides, and an op
+  // without a plan gets its backend's default plan.
+  Attribute plan = op.getPlanAttr();
   if (!plan)
-    plan = planPortableDecode(op, keysPerSplit);
+    plan = op.getBackend() == Backend::xqa
+               ? Attribute(planXqaMlaDecode(op, chips))
+               : Attribute(planPortableDecode(op, keysPerSplit));
   RecordType record = cache->type.getRecord();
+  int64_t latent = record.getLane("latent").getCount();
+  int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
+  if (auto xqa = dyn_cast<XqaMlaPlanAttr>(plan)) {
+    DecodeGrid grid;
+    grid.tileKeys = xqa.getKeysPerTile();
+    grid.sharedBytes = xqa.getSharedBytes();
+    grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
+    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+                cache->type.getBlockSize(), latent, numHeads, grid,
+                [&](KernelModule &module) {
+                  return buildXqaMlaDecodeKernels(module, op, xqa, *cache);
+                });
+    return success();
+  }
+  auto portable = cast<PortablePlanAttr>(plan);
+  DecodeGrid grid;
+  grid.splitKeys = portable.getKeysPerSplit();
   lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-              cache->type.getBlockSize(), record.getLane("latent").getCount(),
-              static_cast<int64_t>(op.getNumHeads()), plan.getKeysPerSplit(),
-              XqaPlanAttr(), 1, [&](KernelModule &module) {
-                return buildMlaDecodeKernels(module, op, *cache, plan);
+              cache->type.getBlockSize(), latent, numHeads, grid,
+              [&](KernelModule &module) {
+                return buildMlaDecodeKernels(module, op, *cache, portable);
               });
   return success();
 }

@@ -36,6 +36,7 @@
 #include "Codecs.h"
 #include "KernelBuilder.h"
 #include "Kernels.h"
+#include "TensorCore.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -50,8 +51,6 @@ using namespace mlir;
 using namespace pattn;
 
 namespace {
-
-constexpr int64_t kWarpSize = 32;
 
 /// One side (K or V) of the cache as the XQA kernel reads it.
 struct XqaSide {
@@ -68,8 +67,8 @@ public:
   XqaBuilder(KernelModule &kernels, PagedAttentionOp op, XqaPlanAttr plan,
              const CacheBuffers &key, const CacheBuffers &value)
       : kernels(kernels), op(op), plan(plan), keyBuffers(key),
-        valueBuffers(value), builder(op.getContext()),
-        kb(builder, op.getLoc()) {}
+        valueBuffers(value), builder(op.getContext()), kb(builder, op.getLoc()),
+        tc(kb, /*bf16=*/false) {}
 
   gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
 
@@ -80,6 +79,7 @@ private:
   const CacheBuffers &keyBuffers, &valueBuffers;
   OpBuilder builder;
   KernelBuilder kb;
+  MmaBuilder tc;
 
   // Static facts.
   bool bf16 = false;
@@ -121,9 +121,7 @@ private:
     return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
   }
 
-  Type operandType() {
-    return bf16 ? builder.getBF16Type() : builder.getF16Type();
-  }
+  Type operandType() { return tc.operandType(); }
   Value index(int64_t v) { return kb.index(v); }
 
   /// A typed view of dynamic shared memory at byte `offset`.
@@ -203,17 +201,8 @@ private:
   Value tokenScalePair(const XqaSide &side, Value stageBase, Value keyLow);
   /// `pair` times `scales` in fp32, rounded once to the operand type.
   Value scaledPair(Value pair, Value scales);
-  /// A decoded pair as an mma operand register.
-  Value operand(Value pair);
   /// A word of f16 or bf16 codes as a pair of that type.
   Value rawPair(Value word, Encoding encoding);
-  /// A pair of the operand type, or its bits (a query fragment), as an mma
-  /// operand register: itself for f16, an i32 for bf16.
-  Value bitsOperand(Value halves);
-  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> b,
-                         ArrayRef<Value> c);
-  Value packPair(Value lowF32, Value highF32);
-  Value shuffleXor(Value v, int32_t mask);
   /// The A registers of query k-step `step` (16 columns) of m-tile `mt`:
   /// kept in registers from the start when they are few, else read from
   /// the query tile at each use.
@@ -221,32 +210,9 @@ private:
   SmallVector<SmallVector<Value>> queryFragments;
   SmallVector<Value> fragmentScratch;
   SmallVector<Value> loadQueryFragment(int64_t step, int64_t mt);
-  /// 2^x (ex2.approx: the logits are kept in base 2).
-  Value exp2(Value x);
   /// The value channel of n-tile `nTile` (of this warp), column `n`.
   Value valueChannel(int64_t nTile, Value n);
 };
-
-Value XqaBuilder::shuffleXor(Value v, int32_t mask) {
-  Value offset = kb.i32(mask);
-  Value width = kb.i32(kWarpSize);
-  return gpu::ShuffleOp::create(builder, kb.loc, v, offset, width,
-                                gpu::ShuffleMode::XOR)
-      .getShuffleResult();
-}
-
-Value XqaBuilder::operand(Value pair) {
-  auto pairType = cast<VectorType>(pair.getType());
-  Type element = operandType();
-  if (pairType.getElementType() != element) {
-    // f16 codes read as bf16 operands: through f32 (exact), then RNE.
-    Value wide = arith::ExtFOp::create(
-        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
-    pair = arith::TruncFOp::create(builder, kb.loc,
-                                   VectorType::get({2}, element), wide);
-  }
-  return bitsOperand(pair);
-}
 
 Value XqaBuilder::rawPair(Value word, Encoding encoding) {
   Type element = encoding == Encoding::bf16 ? Type(builder.getBF16Type())
@@ -255,46 +221,6 @@ Value XqaBuilder::rawPair(Value word, Encoding encoding) {
       builder, kb.loc, VectorType::get({1}, builder.getI32Type()), word);
   return vector::BitCastOp::create(builder, kb.loc,
                                    VectorType::get({2}, element), wide);
-}
-
-Value XqaBuilder::bitsOperand(Value halves) {
-  if (!bf16)
-    return halves;
-  // bf16 mma operands are i32 registers.
-  Value word = vector::BitCastOp::create(
-      builder, kb.loc, VectorType::get({1}, builder.getI32Type()), halves);
-  return vector::ExtractOp::create(builder, kb.loc, word, 0);
-}
-
-/// Two fp32 values rounded to the operand type and packed (low first).
-Value XqaBuilder::packPair(Value lowF32, Value highF32) {
-  Type element = operandType();
-  Value low = arith::TruncFOp::create(builder, kb.loc, element, lowF32);
-  Value high = arith::TruncFOp::create(builder, kb.loc, element, highF32);
-  Value pair = vector::FromElementsOp::create(
-      builder, kb.loc, VectorType::get({2}, element), ValueRange{low, high});
-  return operand(pair);
-}
-
-SmallVector<Value> XqaBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> b,
-                                   ArrayRef<Value> c) {
-  MLIRContext *context = builder.getContext();
-  Type f32 = builder.getF32Type();
-  auto resultType =
-      LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
-  std::optional<std::array<NVVM::MMATypes, 2>> types;
-  if (bf16)
-    types = std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
-                                          NVVM::MMATypes::bf16};
-  Value d = NVVM::MmaOp::create(
-      builder, kb.loc, resultType, a, b, c, ArrayRef<int64_t>{16, 8, 16},
-      std::nullopt, std::nullopt, types,
-      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                     NVVM::MMALayout::col});
-  SmallVector<Value> result;
-  for (int64_t i = 0; i < 4; ++i)
-    result.push_back(LLVM::ExtractValueOp::create(builder, kb.loc, d, i));
-  return result;
 }
 
 Value XqaBuilder::ringRows(const XqaSide &side, Value slot) {
@@ -310,23 +236,14 @@ SmallVector<Value> XqaBuilder::loadSegments(Value rowsView, Value key0,
   // + (lane % 8) of segment `segment` + m / 2.
   Value matrix = kb.divs(lane, index(8));
   Value half = kb.rems(matrix, index(2));
-  Value keyOffset = kb.add(kb.mul(half, index(8)), kb.rems(lane, index(8)));
+  Value keyOffset = kb.mul(half, index(8));
+  Value laneRow = kb.rems(lane, index(8));
+  keyOffset = kb.add(keyOffset, laneRow);
   Value row = kb.add(key0, keyOffset);
   Value segmentOffset = kb.divs(matrix, index(2));
-  Value column = kb.mul(kb.add(segment, segmentOffset), index(8));
-  int64_t tiles = pair ? 4 : 2;
-  Value fragment = nvgpu::LdMatrixOp::create(
-      builder, kb.loc, VectorType::get({tiles, 2}, builder.getF16Type()),
-      rowsView, ValueRange{row, column}, builder.getBoolAttr(transpose),
-      builder.getI32IntegerAttr(int32_t(tiles)));
-  SmallVector<Value> words;
-  auto wordType = VectorType::get({1}, builder.getI32Type());
-  for (int64_t m = 0; m < tiles; ++m) {
-    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, m);
-    Value word = vector::BitCastOp::create(builder, kb.loc, wordType, halves);
-    words.push_back(vector::ExtractOp::create(builder, kb.loc, word, 0));
-  }
-  return words;
+  Value column = kb.add(segment, segmentOffset);
+  column = kb.mul(column, index(8));
+  return tc.ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
 }
 
 SmallVector<Value> XqaBuilder::decodeHalves(const XqaSide &side, Value word,
@@ -365,7 +282,7 @@ SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
   SmallVector<Value> registers;
   for (int64_t r = 0; r < 4; ++r) {
     Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
-    registers.push_back(bitsOperand(halves));
+    registers.push_back(tc.bitsOperand(halves));
   }
   return registers;
 }
@@ -375,13 +292,6 @@ ArrayRef<Value> XqaBuilder::queryFragment(int64_t step, int64_t mt) {
     return queryFragments[step * mTiles + mt];
   fragmentScratch = loadQueryFragment(step, mt);
   return fragmentScratch;
-}
-
-Value XqaBuilder::exp2(Value x) {
-  return LLVM::CallIntrinsicOp::create(
-             builder, kb.loc, builder.getF32Type(),
-             builder.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
-      .getResult(0);
 }
 
 Value XqaBuilder::tokenScalePair(const XqaSide &side, Value stageBase,
@@ -712,10 +622,10 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
     SmallVector<int64_t> stepIndices;
     if (key.perWord == 2) {
       Encoding encoding = key.type.getEncoding();
-      steps.push_back({operand(rawPair(words[0], encoding)),
-                       operand(rawPair(words[2], encoding)),
-                       operand(rawPair(words[1], encoding)),
-                       operand(rawPair(words[3], encoding))});
+      steps.push_back({tc.operand(rawPair(words[0], encoding)),
+                       tc.operand(rawPair(words[2], encoding)),
+                       tc.operand(rawPair(words[1], encoding)),
+                       tc.operand(rawPair(words[3], encoding))});
       stepIndices.push_back(a / 2);
     } else {
       int64_t stepsPerSegment = key.perWord / 4;
@@ -737,8 +647,8 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
         }
         for (int64_t st = 0; st < stepsPerSegment; ++st) {
           steps.push_back(
-              {operand(pairs[0][2 * st]), operand(pairs[0][2 * st + 1]),
-               operand(pairs[1][2 * st]), operand(pairs[1][2 * st + 1])});
+              {tc.operand(pairs[0][2 * st]), tc.operand(pairs[0][2 * st + 1]),
+               tc.operand(pairs[1][2 * st]), tc.operand(pairs[1][2 * st + 1])});
           stepIndices.push_back((a + sigma) * stepsPerSegment + st);
         }
       }
@@ -749,7 +659,7 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
         for (int64_t nt = 0; nt < 2; ++nt) {
           int64_t at = (mt * 2 + nt) * 4;
           SmallVector<Value> c(scores.begin() + at, scores.begin() + at + 4);
-          SmallVector<Value> d = mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
+          SmallVector<Value> d = tc.mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
           std::copy(d.begin(), d.end(), scores.begin() + at);
         }
       }
@@ -870,8 +780,8 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
       Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
       Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
       Value rowMax = kb.fmax(low, high);
-      rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 1));
-      rowMax = kb.fmax(rowMax, shuffleXor(rowMax, 2));
+      rowMax = kb.fmax(rowMax, tc.shuffleXor(rowMax, 1));
+      rowMax = kb.fmax(rowMax, tc.shuffleXor(rowMax, 2));
       Value oldMax = s[maxAt(mt, h)];
       Value newMax = kb.fmax(oldMax, rowMax);
       // The exponents subtract a finite maximum (0 while the row has seen
@@ -880,12 +790,12 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
       // ex2.approx(-inf) = +0.
       Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
       Value finiteMax = kb.select(noKey, zeroF32, newMax);
-      Value alpha = exp2(kb.fsub(oldMax, finiteMax));
+      Value alpha = tc.exp2(kb.fsub(oldMax, finiteMax));
       Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
       for (int64_t nt = 0; nt < 2; ++nt)
         for (int64_t e2 = 0; e2 < 2; ++e2) {
           Value x = logits[atOf(nt, e2)];
-          Value w = exp2(kb.fsub(x, finiteMax));
+          Value w = tc.exp2(kb.fsub(x, finiteMax));
           sum = kb.fadd(sum, w);
           p[nt * 4 + 2 * h + e2] = w;
         }
@@ -896,8 +806,8 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
       s[sumAt(mt, h)] = sum;
     }
     // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
-    pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
-                     packPair(p[4], p[5]), packPair(p[6], p[7])};
+    pOperands[mt] = {tc.packPair(p[0], p[1]), tc.packPair(p[2], p[3]),
+                     tc.packPair(p[4], p[5]), tc.packPair(p[6], p[7])};
   }
 
   // The accumulators decay by alpha = 2^(old max - new max) per
@@ -975,13 +885,13 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
       }
       for (int64_t j = 0; j < valueHalf; ++j) {
         int64_t nt = (a + sigma) * valueHalf + j;
-        Value b0 = operand(halves[0][j]);
-        Value b1 = operand(halves[1][j]);
+        Value b0 = tc.operand(halves[0][j]);
+        Value b1 = tc.operand(halves[1][j]);
         for (int64_t mt = 0; mt < mTiles; ++mt) {
           SmallVector<Value> c;
           for (int64_t e = 0; e < 4; ++e)
             c.push_back(s[accAt(mt, nt, e)]);
-          SmallVector<Value> d = mma(pOperands[mt], {b0, b1}, c);
+          SmallVector<Value> d = tc.mma(pOperands[mt], {b0, b1}, c);
           for (int64_t e = 0; e < 4; ++e)
             s[accAt(mt, nt, e)] = d[e];
         }
@@ -1011,8 +921,8 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
       Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
       Value base = kb.mul(groupRow, index(mergeStride));
       Value sum = state[sumAt(mt, h)];
-      sum = kb.fadd(sum, shuffleXor(sum, 1));
-      sum = kb.fadd(sum, shuffleXor(sum, 2));
+      sum = kb.fadd(sum, tc.shuffleXor(sum, 1));
+      sum = kb.fadd(sum, tc.shuffleXor(sum, 2));
       kb.ifThen(writesStats, [&] {
         kb.store(state[maxAt(mt, h)], merge, {kb.add(base, index(valueDim))});
         kb.store(sum, merge, {kb.add(base, index(valueDim + 1))});
@@ -1047,7 +957,7 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
                 kb.mul(kb.add(row, index(g * rows)), index(mergeStride));
             Value m = kb.load(merge, {kb.add(base, index(valueDim))});
             Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, m, negInf);
-            Value weight = exp2(kb.fsub(m, globalMax));
+            Value weight = tc.exp2(kb.fsub(m, globalMax));
             Value w = kb.select(empty, zeroF32, weight);
             Value partial = kb.load(merge, {kb.add(base, channel)});
             total = kb.fma(partial, w, total);
@@ -1098,6 +1008,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Type queryElement =
       cast<MemRefType>(op.getQuery().getType()).getElementType();
   bf16 = xqaUsesBf16(queryElement, keyBuffers.type, valueBuffers.type);
+  tc.bf16 = bf16;
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
                            stages, keyWarps);
   kb.hardwareFp8 = kernels.hardwareFp8;
@@ -1193,8 +1104,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
   // Block and lane coordinates.
   tid = kb.threadId();
-  Value warp = kb.divs(tid, index(kWarpSize));
-  lane = kb.rems(tid, index(kWarpSize));
+  Value warp = kb.divs(tid, index(kWarpThreads));
+  lane = kb.rems(tid, index(kWarpThreads));
   groupId = kb.divs(lane, index(4));
   threadInGroup = kb.rems(lane, index(4));
   keyGroup = kb.rems(warp, index(keyWarps));

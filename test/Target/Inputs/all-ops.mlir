@@ -91,3 +91,30 @@ func.func @mla_nvfp4_ds_mla_fp8_rope(%p: memref<?x64x368xi8>, %l: memref<?x512xf
   pattn.mla_decode query(%q : memref<?x16x576xf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x16x512xf16>) {num_heads = 16 : i64}
   return
 }
+
+// The tensor-core MLA decode (bf16 queries, 16 x k heads): each record
+// preset, a bf16 latent with an unscaled e4m3 rope, 128 heads and
+// speculative decode.
+func.func @mla_xqa_fp8_ds_mla(%p: memref<?x64x656xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
+  %c = pattn.bind_cache storage(%p : memref<?x64x656xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+func.func @mla_xqa_nvfp4_ds_mla(%p: memref<?x64x432xi8>, %os: memref<1xf32>, %q: memref<?x128x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x128x512xbf16>) {
+  %c = pattn.bind_cache storage(%p : memref<?x64x432xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
+  pattn.mla_decode query(%q : memref<?x128x576xbf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>) outer_scale(%os : memref<1xf32>) outs(%o : memref<?x128x512xbf16>) {num_heads = 128 : i64, max_query_len = 4 : i64}
+  return
+}
+
+func.func @mla_xqa_nvfp4_ds_mla_fp8_rope(%p: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
+  %c = pattn.bind_cache storage(%p : memref<?x64x368xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+func.func @mla_xqa_bf16_latent(%p: memref<?x16x1088xi8>, %q: memref<?x32x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x512xbf16>) {
+  %c = pattn.bind_cache storage(%p : memref<?x16x1088xi8>) : !pattn.record_cache<block_size = 16, record = !pattn.record<1088 bytes, none, {latent: 512 x bf16 at 0, rope: 64 x f8E4M3FN at 1024}>>
+  pattn.mla_decode query(%q : memref<?x32x576xbf16>) cache(%c : !pattn.record_cache<block_size = 16, record = !pattn.record<1088 bytes, none, {latent: 512 x bf16 at 0, rope: 64 x f8E4M3FN at 1024}>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x32x512xbf16>) {num_heads = 32 : i64}
+  return
+}

@@ -112,6 +112,21 @@ LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+XqaMlaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       int64_t headsPerBlock, int64_t keysPerTile,
+                       int64_t sharedBytes) {
+  if (headsPerBlock != 16)
+    return emitError() << "heads_per_block " << headsPerBlock
+                       << " must be 16 (one m16 tile)";
+  if (keysPerTile != 32)
+    return emitError() << "keys_per_tile " << keysPerTile
+                       << " must be 32 (8 keys per warp)";
+  if (sharedBytes < 0)
+    return emitError() << "shared_bytes " << sharedBytes << " is negative";
+  return success();
+}
+
 LogicalResult LaneAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringRef name, Type elementType, uint32_t count,
                                uint32_t offset, StringRef scaleLane) {

@@ -397,12 +397,17 @@ static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
     return op->emitOpError()
            << "has a decode plan but no backend (run --pattn-select-backend "
               "before --pattn-plan-decode)";
-  bool xqaPlan = isa<XqaPlanAttr>(plan);
-  if (xqaPlan != (*backend == Backend::xqa))
+  // MLA has its own tensor-core kernel and plan.
+  bool mla = isa<MlaDecodeOp>(op);
+  bool matches = *backend == Backend::xqa ? (mla ? isa<XqaMlaPlanAttr>(plan)
+                                                 : isa<XqaPlanAttr>(plan))
+                                          : isa<PortablePlanAttr>(plan);
+  if (!matches)
     return op->emitOpError()
            << "backend " << stringifyBackend(*backend) << " needs a "
-           << (*backend == Backend::xqa ? "#pattn.xqa_plan"
-                                        : "#pattn.portable_plan")
+           << (*backend == Backend::xqa
+                   ? (mla ? "#pattn.xqa_mla_plan" : "#pattn.xqa_plan")
+                   : "#pattn.portable_plan")
            << ", got " << plan;
   return success();
 }

@@ -23,6 +23,7 @@
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 
@@ -30,10 +31,13 @@ using namespace mlir;
 using ::pattn::Backend;
 using ::pattn::CacheType;
 using ::pattn::Encoding;
+using ::pattn::LaneAttr;
 using ::pattn::MlaDecodeOp;
 using ::pattn::PagedAttentionOp;
 using ::pattn::PortablePlanAttr;
+using ::pattn::RecordType;
 using ::pattn::ScaleGranularity;
+using ::pattn::XqaMlaPlanAttr;
 using ::pattn::XqaPlanAttr;
 
 namespace pattn {
@@ -169,6 +173,97 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
   return XqaPlanAttr::get(op.getContext(), rows, minTile, 2, keyWarps,
                           valueWarps, split, layout.total);
+}
+
+MlaRecordLayout describeMlaRecord(RecordType record) {
+  MlaRecordLayout layout;
+  LaneAttr latent = record.getLane("latent"), rope = record.getLane("rope");
+  layout.latent = latent.getCount();
+  layout.rope = rope.getCount();
+  layout.recordBytes = record.getBytes();
+  layout.latentOffset = latent.getOffset();
+  layout.ropeOffset = rope.getOffset();
+  auto text = [&](LaneAttr lane) {
+    std::string result;
+    llvm::raw_string_ostream os(result);
+    os << lane.getCount() << " x " << lane.getElementType();
+    if (lane.isScaled()) {
+      LaneAttr scale = record.getLane(lane.getScaleLane());
+      os << " scaled_by " << scale.getCount() << " x "
+         << scale.getElementType();
+    }
+    return result;
+  };
+  layout.latentText = text(latent);
+  layout.ropeText = text(rope);
+
+  Type latentType = latent.getElementType();
+  LaneAttr latentScale =
+      latent.isScaled() ? record.getLane(latent.getScaleLane()) : LaneAttr();
+  layout.latentFormat = MlaLatentFormat::Unsupported;
+  if (latentType.isBF16() && !latentScale)
+    layout.latentFormat = MlaLatentFormat::BF16;
+  else if (isa<Float8E4M3FNType>(latentType) && !latentScale)
+    layout.latentFormat = MlaLatentFormat::E4M3;
+  else if (isa<Float8E4M3FNType>(latentType) &&
+           latentScale.getElementType().isF32()) {
+    layout.latentFormat = MlaLatentFormat::E4M3BlockScaled;
+    layout.latentScaleGroup = latent.getCount() / latentScale.getCount();
+  } else if (isa<Float4E2M1FNType>(latentType) && latentScale &&
+             isa<Float8E4M3FNType>(latentScale.getElementType()) &&
+             latent.getCount() / latentScale.getCount() == 16)
+    layout.latentFormat = MlaLatentFormat::E2M1GroupScaled;
+
+  Type ropeType = rope.getElementType();
+  LaneAttr ropeScale =
+      rope.isScaled() ? record.getLane(rope.getScaleLane()) : LaneAttr();
+  layout.ropeFormat = MlaRopeFormat::Unsupported;
+  if (ropeType.isBF16() && !ropeScale)
+    layout.ropeFormat = MlaRopeFormat::BF16;
+  else if (isa<Float8E4M3FNType>(ropeType) && !ropeScale)
+    layout.ropeFormat = MlaRopeFormat::E4M3;
+  else if (isa<Float8E4M3FNType>(ropeType) && ropeScale.getCount() == 1 &&
+           ropeScale.getElementType().isF32())
+    layout.ropeFormat = MlaRopeFormat::E4M3Scaled;
+  return layout;
+}
+
+XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
+                                      int64_t keysPerTile) {
+  auto align16 = [](int64_t bytes) -> int64_t {
+    return llvm::alignTo(bytes, 16);
+  };
+  XqaMlaSharedLayout layout;
+  int64_t keyDim = record.latent + record.rope;
+  layout.rowStride = keyDim + 8;
+  int64_t offset = 0;
+  layout.query = offset;
+  offset += align16(kXqaMlaHeadsPerBlock * layout.rowStride * 2);
+  layout.operands = offset;
+  offset += align16(keysPerTile * layout.rowStride * 2);
+  layout.raw = offset;
+  offset += align16(keysPerTile * record.recordBytes);
+  layout.logits = offset;
+  layout.logitStride = keysPerTile + 8;
+  offset += align16(kXqaMlaHeadsPerBlock * layout.logitStride * 4);
+  layout.pages = offset;
+  offset += align16(2 * keysPerTile * 4);
+  layout.live = offset;
+  offset += align16(keysPerTile * 4);
+  layout.scales = offset;
+  layout.scaleStride = record.latentBlocks() + 1;
+  offset += align16(keysPerTile * layout.scaleStride * 4);
+  layout.total = offset;
+  return layout;
+}
+
+XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
+  (void)chips; // one tiling fits every chip (the eligibility table checks)
+  MlaRecordLayout record =
+      describeMlaRecord(op.getCache().getType().getRecord());
+  XqaMlaSharedLayout layout = layoutXqaMlaShared(record, kXqaMlaKeysPerTile);
+  return XqaMlaPlanAttr::get(op.getContext(), kXqaMlaHeadsPerBlock,
+                             kXqaMlaKeysPerTile, layout.total);
 }
 
 PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit) {

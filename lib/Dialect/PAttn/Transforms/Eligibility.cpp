@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
+#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 #include "pattn/Numerics/Numerics.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -35,17 +36,101 @@ static bool isXqaHeadDim(int64_t headDim) {
 /// two m16 mma tiles.
 static constexpr int64_t kMaxRowsPerKvHead = 32;
 
+/// The rows of the tensor-core MLA kernel (XqaMlaDecodeKernels.cpp), in
+/// the order printEligibilityTable prints them.
+static void checkMlaRows(const AttentionConfig &config,
+                         llvm::function_ref<void(std::string)> fail) {
+  const MlaRecordLayout &record = config.mlaRecord;
+  // M1: mma.sync m16n8k16, cp.async and ldmatrix need sm_80.
+  if (computeCapability(config.chip) < 80)
+    fail(llvm::formatv("chip {0} below sm_80", stringifyChip(config.chip)));
+
+  // M2: bf16 operands. The per-key scales (fp8 block scales, the nvfp4
+  // outer scale) ride on P, which f16 would push into its subnormals, and a
+  // bf16 rope lane is not exact in f16.
+  if (!config.activation || !config.activation.isBF16()) {
+    std::string name;
+    llvm::raw_string_ostream os(name);
+    if (config.activation)
+      os << config.activation;
+    else
+      os << "<none>";
+    fail(llvm::formatv("MLA query {0} is not bf16", name));
+  }
+
+  // M3: 16 heads of one token are the M rows of one mma tile.
+  if (config.numHeads % 16 != 0)
+    fail(llvm::formatv("MLA num_heads {0} not a multiple of 16",
+                       config.numHeads));
+
+  // M4: each warp owns latent / 4 value channels (whole 16-channel
+  // ldmatrix tiles, at most 64 accumulators per thread); the key is
+  // latent + rope channels in 16-channel k-steps.
+  if (record.latent % 64 != 0 || record.latent > 512)
+    fail(llvm::formatv("MLA latent {0} not a multiple of 64 up to 512",
+                       record.latent));
+  if (record.rope % 16 != 0 || record.rope > 128)
+    fail(llvm::formatv("MLA rope {0} not a multiple of 16 up to 128",
+                       record.rope));
+
+  // M5: the latent formats the kernel dequantizes exactly into bf16 (a
+  // block scale must cover whole k-steps, and one warp's channels one
+  // block or a whole number of them).
+  int64_t warpChannels = record.latent / 4;
+  bool blockOk = record.latentScaleGroup > 0 &&
+                 record.latentScaleGroup % 16 == 0 &&
+                 (warpChannels % record.latentScaleGroup == 0 ||
+                  record.latentScaleGroup % warpChannels == 0);
+  if (record.latentFormat == MlaLatentFormat::Unsupported ||
+      (record.latentFormat == MlaLatentFormat::E4M3BlockScaled && !blockOk))
+    fail(llvm::formatv("MLA latent lane {0} not bf16, e4m3 (optionally with "
+                       "f32 scales per multiple of 16 channels) or e2m1 with "
+                       "e4m3 group-16 scales",
+                       record.latentText));
+  if (record.ropeFormat == MlaRopeFormat::Unsupported)
+    fail(llvm::formatv("MLA rope lane {0} not bf16 or e4m3 (optionally with "
+                       "one f32 scale)",
+                       record.ropeText));
+
+  // M6: each lane is read in 8-element pieces with one vector load.
+  auto pieceBytes = [](int64_t bitsPerElement) {
+    return 8 * bitsPerElement / 8;
+  };
+  int64_t latentBits =
+      record.latentFormat == MlaLatentFormat::BF16
+          ? 16
+          : (record.latentFormat == MlaLatentFormat::E2M1GroupScaled ? 4 : 8);
+  int64_t ropeBits = record.ropeFormat == MlaRopeFormat::BF16 ? 16 : 8;
+  if (record.latentOffset % pieceBytes(latentBits) != 0 ||
+      record.ropeOffset % pieceBytes(ropeBits) != 0)
+    fail(llvm::formatv("MLA lanes at bytes {0} and {1} not aligned to their "
+                       "8-element pieces",
+                       record.latentOffset, record.ropeOffset));
+
+  // M7: speculative decode up to 8 query tokens per sequence.
+  if (config.queryTokens < 1 || config.queryTokens > 8)
+    fail(llvm::formatv("query tokens {0} not in [1, 8]", config.queryTokens));
+
+  // M8: the tile's operands, raw records and logits fit the chip's
+  // shared memory.
+  int64_t shared = layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total;
+  int64_t limit = getTargetDescription(config.chip).sharedMemoryPerBlock;
+  if (shared > limit)
+    fail(llvm::formatv("MLA tile needs {0} bytes of shared memory > {1} on "
+                       "{2}",
+                       shared, limit, stringifyChip(config.chip)));
+}
+
 Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
   Eligibility result;
   auto fail = [&](std::string reason) {
     result.failures.push_back(std::move(reason));
   };
 
-  // Row 0: MLA decode has no tensor-core kernel yet; the paged rows below
-  // (head_dim, rows per KV head) describe the paged kernel and do not apply.
+  // MLA decode has its own kernel and rows (checkMlaRows); the paged rows
+  // below (head_dim, rows per KV head, encodings) do not apply to it.
   if (config.mla) {
-    fail("MLA decode has no tensor-core kernel yet (the portable kernel "
-         "runs it)");
+    checkMlaRows(config, fail);
     return result;
   }
 
@@ -156,6 +241,15 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
         "the kernel |\n"
      << "| query tokens per sequence | 1-8 | 1-8 with metadata bound |\n"
      << "| softcap | supported | not supported on XQA |\n"
-     << "| MLA decode (latent + rope records) | portable only: no "
-        "tensor-core MLA kernel yet | no MLA |\n";
+     << "| MLA: chip | >= sm_80 | no MLA |\n"
+     << "| MLA: query | bf16 | no MLA |\n"
+     << "| MLA: num_heads | a multiple of 16 | no MLA |\n"
+     << "| MLA: latent, rope | latent a multiple of 64 up to 512, rope a "
+        "multiple of 16 up to 128 | no MLA |\n"
+     << "| MLA: lanes | latent bf16, e4m3 (f32 scales per multiple of 16 "
+        "channels) or e2m1 + e4m3 group-16 scales; rope bf16 or e4m3 (one f32 "
+        "scale) | no MLA |\n"
+     << "| MLA: lane offsets | aligned to 8-element pieces | no MLA |\n"
+     << "| MLA: query tokens per sequence | 1-8 | no MLA |\n"
+     << "| MLA: shared memory | the tile fits the chip | no MLA |\n";
 }

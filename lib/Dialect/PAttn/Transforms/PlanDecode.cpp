@@ -82,10 +82,7 @@ void PlanDecodePass::runOnOperation() {
       });
     else if (auto mla = dyn_cast<MlaDecodeOp>(op))
       plan(op, mla.getBackend(), [&]() -> Attribute {
-        mla.emitOpError() << "has backend xqa, which MLA decode does not "
-                             "have yet";
-        ok = false;
-        return ::pattn::planPortableDecode(op, keysPerSplit);
+        return ::pattn::planXqaMlaDecode(mla, targets);
       });
   });
   if (!ok)

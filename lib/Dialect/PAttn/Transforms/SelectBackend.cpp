@@ -13,6 +13,7 @@
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
+#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 #include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
 #include "pattn/Dialect/PAttn/Transforms/Passes.h"
 #include "pattn/Numerics/Numerics.h"
@@ -113,6 +114,7 @@ static AttentionConfig describe(MlaDecodeOp op, ::pattn::Chip chip) {
   config.keyEncoding = laneEncoding(latent);
   config.valueEncoding = laneEncoding(latent);
   config.mla = true;
+  config.mlaRecord = ::pattn::describeMlaRecord(record);
   return config;
 }
 

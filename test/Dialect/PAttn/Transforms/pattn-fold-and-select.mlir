@@ -79,10 +79,10 @@ func.func @dynamic_guarded(%k: !ic, %v: !kc, %q: memref<3x12x256xbf16>, %bt: mem
 // MLA (DeepSeek: 128 heads): one latent KV head of 512 + 64 channels,
 // every head in one group.
 // CHECK-LABEL: func.func @mla
-// CHECK: pattn.mla_decode {{.*}}backend = #pattn.backend<portable>
+// CHECK: pattn.mla_decode {{.*}}backend = #pattn.backend<xqa>
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @mla(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
-  // expected-remark @below {{portable: MLA decode has no tensor-core kernel yet (the portable kernel runs it)}}
+  // expected-remark @below {{xqa: eligible on sm_80}}
   pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64}
   return
 }

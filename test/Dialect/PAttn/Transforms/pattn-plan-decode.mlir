@@ -53,9 +53,12 @@ func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memre
   return
 }
 
-// MLA stays portable (its tensor-core kernel is not built yet).
+// MLA on tensor cores: 16 heads of one token per block, 32-key tiles; the
+// 368-byte records take 32 x 368 bytes of the 71 KB of shared memory.
 // H200-LABEL: func.func @mla
-// H200: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 512>
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 71040>
+// PORT-LABEL: func.func @mla
+// PORT: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 1024>
 !rec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
 func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
   %r = pattn.bind_cache storage(%c : memref<?x64x368xi8>) : !rec

@@ -29,7 +29,8 @@
 // TABLE: | condition | pattn XQA | ONNX Runtime XQA (anchor) |
 // TABLE: | head_dim | 64, 128, 256 | 64/128/256; INT4: 256 only |
 // TABLE: | softcap | supported | not supported on XQA |
-// TABLE: | MLA decode (latent + rope records) | portable only: no tensor-core MLA kernel yet | no MLA |
+// TABLE: | MLA: query | bf16 | no MLA |
+// TABLE: | MLA: shared memory | the tile fits the chip | no MLA |
 
 // CHIPS: remark: xqa: eligible on [[CHIP]]
 // CHIPS: remark: portable: head_dim 80 not in

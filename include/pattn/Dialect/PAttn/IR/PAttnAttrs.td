@@ -185,6 +185,41 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
   let genVerifyDecl = 1;
 }
 
-def PAttn_DecodePlanAttr : AnyAttrOf<[PAttn_PortablePlanAttr, PAttn_XqaPlanAttr]>;
+def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
+  let mnemonic = "xqa_mla_plan";
+  let summary = "How the tensor-core (XQA) MLA decode is tiled";
+  let description = [{
+    Written by `--pattn-plan-decode` on `pattn.mla_decode` ops whose backend
+    is `xqa`, and obeyed by `--convert-pattn-to-gpu`. One block of four
+    warps serves `heads_per_block` (16) query heads of one query token and
+    one split of its keys: those heads are the 16 M rows of
+    `mma.sync.m16n8k16` (bf16 operands, fp32 accumulation). Per tile of
+    `keys_per_tile` keys the records are copied raw into shared memory with
+    `cp.async`, dequantized once into one bf16 operand tile that serves as
+    K (latent ‖ rope) and as V (latent), and then
+
+    - S = Q Kᵀ is split over the warps by keys (each warp computes its
+      keys' logits once for all 16 heads),
+    - the logits meet in shared memory, every warp runs the same online
+      softmax over the whole tile,
+    - O += P V is split over the warps by latent channels.
+
+    The host picks the split count from the SM count and the blocks that
+    `shared_bytes` of dynamic shared memory leave resident per SM.
+
+    Example:
+    ```mlir
+    #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
+                        shared_bytes = 60416>
+    ```
+  }];
+  let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
+                        "int64_t":$shared_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def PAttn_DecodePlanAttr : AnyAttrOf<[PAttn_PortablePlanAttr, PAttn_XqaPlanAttr,
+                                      PAttn_XqaMlaPlanAttr]>;
 
 #endif // PATTN_DIALECT_PATTN_IR_PATTNATTRS_TD

@@ -16,6 +16,7 @@
 #define PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
 #include "pattn/Target/TargetDescription.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -66,6 +67,39 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
                                  llvm::ArrayRef<Chip> chips,
                                  int64_t maxKeysPerSplit);
+
+/// The latent and rope lanes of an MLA record as the eligibility table and
+/// the tensor-core MLA kernel read them.
+MlaRecordLayout describeMlaRecord(pattn::RecordType record);
+
+/// Byte offsets into the tensor-core MLA kernel's dynamic shared memory
+/// (all 16-byte aligned): the block's 16 query rows and the tile's operand
+/// rows, both bf16 with rows padded by 8 elements (so that ldmatrix rows
+/// fall in different banks); the raw records of the tile as cp.async
+/// copied them; the tile's logits; the page of each key of two tiles (the
+/// next copy and the one after) and whether each key of the decoded tile is
+/// live; and per key its post-mma scales.
+struct XqaMlaSharedLayout {
+  int64_t query = 0, operands = 0, rowStride = 0; ///< rowStride: elements
+  int64_t raw = 0;
+  int64_t logits = 0, logitStride = 0; ///< logitStride: f32 elements
+  int64_t pages = 0, live = 0;         ///< i32 per key
+  /// Per key: latentBlocks() latent scales, then the rope scale.
+  int64_t scales = 0, scaleStride = 0;
+  int64_t total = 0;
+};
+
+XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
+                                      int64_t keysPerTile);
+
+/// The tensor-core MLA plan of `op` for every chip of `chips`.
+pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
+                                       llvm::ArrayRef<Chip> chips);
+
+/// Keys per tile of the tensor-core MLA kernel: 8 per warp.
+inline constexpr int64_t kXqaMlaKeysPerTile = 32;
+/// Query heads per block of the tensor-core MLA kernel: one m16 tile.
+inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
 
 /// The portable plan of a paged_attention or mla_decode op.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,

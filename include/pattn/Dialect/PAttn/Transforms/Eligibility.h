@@ -43,6 +43,47 @@ enum class KeyScaleFold : uint8_t {
   GuardedFallback, ///< the unfolded half of a device-guarded pair
 };
 
+/// How an MLA record's latent lane is stored, as the tensor-core MLA kernel
+/// sees it.
+enum class MlaLatentFormat : uint8_t {
+  BF16,            ///< bf16 values, unscaled
+  E4M3,            ///< e4m3 codes, unscaled
+  E4M3BlockScaled, ///< e4m3 codes times one f32 scale per block of channels
+  E2M1GroupScaled, ///< e2m1 codes times e4m3 group-16 scales (nvfp4)
+  Unsupported,
+};
+
+/// How an MLA record's rope lane is stored.
+enum class MlaRopeFormat : uint8_t {
+  BF16,       ///< bf16 values, unscaled
+  E4M3,       ///< e4m3 codes, unscaled
+  E4M3Scaled, ///< e4m3 codes times one f32 scale
+  Unsupported,
+};
+
+/// The lanes of an MLA record that the rule table looks at (plain numbers,
+/// so that an embedder can ask without building a record type).
+struct MlaRecordLayout {
+  int64_t latent = 512, rope = 64, recordBytes = 656;
+  MlaLatentFormat latentFormat = MlaLatentFormat::E4M3BlockScaled;
+  /// Latent channels per f32 block scale (E4M3BlockScaled only).
+  int64_t latentScaleGroup = 128;
+  MlaRopeFormat ropeFormat = MlaRopeFormat::BF16;
+  /// Byte offsets of the lanes in the record.
+  int64_t latentOffset = 0, ropeOffset = 528;
+  /// The lanes as written in the record type, for messages
+  /// ("512 x f8E4M3FN scaled_by 4 x f32").
+  std::string latentText, ropeText;
+
+  /// Post-mma latent scales per key: the f32 blocks, else one (the nvfp4
+  /// outer scale, or 1).
+  int64_t latentBlocks() const {
+    return latentFormat == MlaLatentFormat::E4M3BlockScaled
+               ? latent / latentScaleGroup
+               : 1;
+  }
+};
+
 /// Everything the rule table looks at.
 struct AttentionConfig {
   Chip chip = Chip::SM90a;
@@ -59,8 +100,11 @@ struct AttentionConfig {
   float softcap = 0.0f;
   /// V still has per-channel scales (the fold moves them to out_scale).
   bool valueChannelScales = false;
-  /// A `pattn.mla_decode` (latent + rope records) rather than a paged op.
+  /// A `pattn.mla_decode` (latent + rope records) rather than a paged op;
+  /// then its record's lanes. headDim, the encodings and the fold fields do
+  /// not apply to it.
   bool mla = false;
+  MlaRecordLayout mlaRecord;
 };
 
 /// The verdict: XQA when no condition failed. Each failure is one sentence

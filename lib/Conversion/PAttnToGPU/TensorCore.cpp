@@ -1,0 +1,102 @@
+//===- TensorCore.cpp - mma.sync building blocks --------------------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TensorCore.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace pattn;
+
+Type MmaBuilder::operandType() const {
+  return bf16 ? Type(kb.b.getBF16Type()) : Type(kb.b.getF16Type());
+}
+
+Value MmaBuilder::bitsOperand(Value halves) {
+  if (!bf16)
+    return halves;
+  // bf16 mma operands are i32 registers.
+  Value word = vector::BitCastOp::create(
+      kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), halves);
+  return vector::ExtractOp::create(kb.b, kb.loc, word, 0);
+}
+
+Value MmaBuilder::operand(Value pair) {
+  auto pairType = cast<VectorType>(pair.getType());
+  Type element = operandType();
+  if (pairType.getElementType() != element) {
+    // Through f32 (exact), then RNE.
+    Value wide = arith::ExtFOp::create(
+        kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()), pair);
+    pair = arith::TruncFOp::create(kb.b, kb.loc, VectorType::get({2}, element),
+                                   wide);
+  }
+  return bitsOperand(pair);
+}
+
+Value MmaBuilder::packPair(Value lowF32, Value highF32) {
+  Type element = operandType();
+  Value low = arith::TruncFOp::create(kb.b, kb.loc, element, lowF32);
+  Value high = arith::TruncFOp::create(kb.b, kb.loc, element, highF32);
+  Value pair = vector::FromElementsOp::create(
+      kb.b, kb.loc, VectorType::get({2}, element), ValueRange{low, high});
+  return bitsOperand(pair);
+}
+
+SmallVector<Value> MmaBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> b,
+                                   ArrayRef<Value> c) {
+  MLIRContext *context = kb.b.getContext();
+  Type f32 = kb.b.getF32Type();
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
+  std::optional<std::array<NVVM::MMATypes, 2>> types;
+  if (bf16)
+    types = std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                          NVVM::MMATypes::bf16};
+  Value d = NVVM::MmaOp::create(
+      kb.b, kb.loc, resultType, a, b, c, ArrayRef<int64_t>{16, 8, 16},
+      std::nullopt, std::nullopt, types,
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  SmallVector<Value> result;
+  for (int64_t i = 0; i < 4; ++i)
+    result.push_back(LLVM::ExtractValueOp::create(kb.b, kb.loc, d, i));
+  return result;
+}
+
+SmallVector<Value> MmaBuilder::ldmatrix(Value view, Value row, Value column,
+                                        int64_t tiles, bool transpose) {
+  Value fragment = nvgpu::LdMatrixOp::create(
+      kb.b, kb.loc, VectorType::get({tiles, 2}, kb.b.getF16Type()), view,
+      ValueRange{row, column}, kb.b.getBoolAttr(transpose),
+      kb.b.getI32IntegerAttr(int32_t(tiles)));
+  SmallVector<Value> words;
+  auto wordType = VectorType::get({1}, kb.b.getI32Type());
+  for (int64_t m = 0; m < tiles; ++m) {
+    Value halves = vector::ExtractOp::create(kb.b, kb.loc, fragment, m);
+    Value word = vector::BitCastOp::create(kb.b, kb.loc, wordType, halves);
+    words.push_back(vector::ExtractOp::create(kb.b, kb.loc, word, 0));
+  }
+  return words;
+}
+
+Value MmaBuilder::shuffleXor(Value v, int32_t mask) {
+  Value offset = kb.i32(mask);
+  Value width = kb.i32(kWarpThreads);
+  return gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, width,
+                                gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
+
+Value MmaBuilder::exp2(Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             kb.b, kb.loc, kb.b.getF32Type(),
+             kb.b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
+      .getResult(0);
+}
