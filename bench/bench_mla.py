@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""MLA decode benchmark: pattn's mla_decode over the three record presets,
-next to FlashInfer's MLA decode on a bf16 latent+rope cache.
+"""MLA decode benchmark: pattn's mla_decode over the three record presets on
+both of its backends, next to FlashInfer's MLA decode on a bf16 latent+rope
+cache.
 
 Shapes (one query token per sequence, 64-token pages, bf16 query):
 
@@ -11,10 +12,13 @@ Shapes (one query token per sequence, 64-token pages, bf16 query):
 
 pattn: for each preset this script fills a paged record cache with pattn's
 own write kernel (random, never-zero latent and rope), then times @mla with
-CUDA events (median of many calls after a warm-up). The record presets
-read 656 (fp8_ds_mla), 432 (nvfp4_ds_mla) and 368 (nvfp4_ds_mla_fp8_rope)
-bytes per token. The batch is a dynamic dimension of pattn's module, so B1
-runs the B32 module.
+CUDA events (median of many calls after a warm-up), compiled for each of
+--backends (default auto,portable) on the same cache and query: auto lowers
+these ops (bf16 query, 16*k heads) to the tensor-core XQA kernel (rows
+"pattn xqa <preset>"), portable forces the fp32 CUDA-core kernel (rows
+"pattn portable <preset>"). The record presets read 656 (fp8_ds_mla), 432
+(nvfp4_ds_mla) and 368 (nvfp4_ds_mla_fp8_rope) bytes per token. The batch
+is a dynamic dimension of pattn's module, so B1 runs the B32 module.
 
 FlashInfer (the peer): BatchMLAPagedAttentionWrapper on a bf16 cache of
 the same shape, ckv [pages, 64, 512] and kpe [pages, 64, 64] (1152 bytes
@@ -32,18 +36,30 @@ until a copy is re-read only after 2x L2 and the copies are rotated. Each
 configuration is timed launched plainly and replayed from one CUDA graph
 per copy. Effective bandwidth = cache bytes read / time. Each output is
 checked on sequence 0 (all heads) against float64 attention over the same
-(dequantized) cache; the largest error is recorded. Correctness proper is
-the GPU suite's job (python/tests/gpu: test_mla_decode_matches_reference).
+(dequantized) cache; the largest error is recorded. With both backends,
+the largest |xqa - portable| over the whole output (every sequence and
+head) is recorded too, as a share of the same bf16 tolerance with the
+portable output in the reference's place. Correctness proper is the GPU
+suite's job (python/tests/gpu: test_mla_decode_matches_reference).
 
-    # where the compiler is
+The table (every row) is followed by a summary per shape and preset: the
+backends' times side by side, TB/s, TFLOPS (128 heads), PERF.md's bar (B32
+L8K 16 heads >= 2.5 TB/s per preset, i.e. <= 69 / 45 / 39 us for 656 /
+432 / 368-byte records; 128 heads >= 400 TFLOPS; B1 L8K <= 30 us under
+graph replay) and whether the xqa row meets it and is ahead of FlashInfer
+fa3 in time per token.
+
+    # where the compiler is: every module for every backend
     PATTN_ARTIFACT_DIR=.gpu-artifacts python3 bench/bench_mla.py --precompile sm_90a
     # optional, where nvcc is: FlashInfer's MLA modules, ahead of time
     FLASHINFER_CUDA_ARCH_LIST=9.0 python3 bench/bench_mla.py --build-flashinfer AOT
     # on the GPU (with .gpu-artifacts carried)
     PATTN_ARTIFACT_DIR=.gpu-artifacts python3 bench/bench_mla.py --write-results out.md
 
-Comparing two compilers: precompile into two artifact directories and time
-each (the table's first line names the directory).
+--precompile and the timed run need the same --backends (and --shapes):
+the GPU machine has no compiler. Comparing two compilers: precompile into
+two artifact directories and time each (the table's first line names the
+directory).
 """
 
 from __future__ import annotations
@@ -81,6 +97,10 @@ L2_BYTES = 60 * 2 ** 20  # H200
 LATENT, ROPE = 512, 64
 FI_BYTES_PER_TOKEN = (LATENT + ROPE) * 2  # bf16 ckv + kpe
 FI_BACKENDS = ("fa3", "fa2")
+FA3 = "FlashInfer fa3 bf16"  # the row the xqa rows are held to
+#: pattn.compile's backend= values timed (--backends) and their rows' names:
+#: auto lowers every op here (bf16 query, 16*k heads) to the XQA kernel.
+LABELS = {"auto": "xqa", "portable": "portable"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +124,12 @@ SHAPES = [Shape("B32-L8K-H16", BATCH, SEQ_LEN, HEADS),
           Shape("B32-L8K-H128", BATCH, SEQ_LEN, 128),
           Shape("B1-L8K-H16", 1, SEQ_LEN, HEADS)]
 
+#: PERF.md's bars per shape, held by the xqa rows: (what, bound). B32 16
+#: heads: effective TB/s for every preset; 128 heads: TFLOPS; B1: µs under
+#: graph replay.
+BARS = {"B32-L8K-H16": ("tbps", 2.5), "B32-L8K-H128": ("tflops", 400.0),
+        "B1-L8K-H16": ("graph_us", 30.0)}
+
 
 def config(preset: str, mode: str, heads: int = HEADS) -> ir.MlaConfig:
     # The module's text depends on the heads and the longest sequence only
@@ -124,7 +150,16 @@ def select_shapes(names: str) -> list:
     return [s for s in SHAPES if s.name in wanted]
 
 
-def precompile(chip: str, shapes: list) -> int:
+def select_backends(names: str) -> list:
+    wanted = list(dict.fromkeys(names.split(",")))
+    unknown = [n for n in wanted if n not in LABELS]
+    if unknown:
+        raise SystemExit(f"bench_mla: unknown backends {unknown}; "
+                         f"known: {list(LABELS)}")
+    return wanted
+
+
+def precompile(chip: str, shapes: list, backends: list) -> int:
     import pattn
     if not os.environ.get("PATTN_ARTIFACT_DIR"):
         print("bench_mla: --precompile needs PATTN_ARTIFACT_DIR",
@@ -133,10 +168,11 @@ def precompile(chip: str, shapes: list) -> int:
     heads = sorted({s.heads for s in shapes})
     for h in heads:
         for preset, mode in PRESETS:
-            pattn.compile(ir.emit_mla(config(preset, mode, h)).text,
-                          chips=[chip])
-    print(f"{len(PRESETS) * len(heads)} MLA benchmark modules for {chip} "
-          f"(heads {heads})")
+            text = ir.emit_mla(config(preset, mode, h)).text
+            for backend in backends:
+                pattn.compile(text, chips=[chip], backend=backend)
+    print(f"{len(PRESETS) * len(heads) * len(backends)} MLA benchmark "
+          f"modules for {chip} (heads {heads}, backends {backends})")
     return 0
 
 
@@ -189,7 +225,7 @@ def graphs_of(torch, calls: list) -> list:
 
 
 def measure(torch, calls: list, args, graph: bool = True) -> dict:
-    # A slow configuration (pattn's 128 heads on CUDA cores) gets fewer runs:
+    # A slow configuration (pattn portable at 128 heads) gets fewer runs:
     # about a second each, never fewer than 10.
     iters = args.iters
     started = time.time()
@@ -259,7 +295,8 @@ def signed(torch, generator, *shape):
 # pattn
 # ---------------------------------------------------------------------------
 
-def bench_pattn(torch, shapes: list, args, generator) -> list:
+def bench_pattn(torch, shapes: list, backends: list, args,
+                generator) -> list:
     import pattn
     from pattn import reference as ref
     rows = []
@@ -290,32 +327,52 @@ def bench_pattn(torch, shapes: list, args, generator) -> list:
                 device="cuda").view(batch, per_seq)
             tensors["block_table"][:, per_seq:] = -1
             for shape in [s for s in shapes if s.batch == batch]:
-                row = {"shape": shape.name, "kernel": f"pattn {preset}",
-                       "preset": f"{preset} ({mode})",
-                       "bytes_per_token": cfg.record_bytes,
-                       "mb": tokens * cfg.record_bytes / 1e6}
-                rows.append(row)
-                started = time.time()
-                try:
-                    _pattn_case(torch, pattn, ref, shape, preset, mode,
-                                tensors, libs, chip, row, args, generator)
-                except Exception as error:  # noqa: BLE001
-                    _record_error(torch, row, error)
-                row["seconds"] = time.time() - started
-                print(_progress(row), flush=True)
+                # One query for every backend, so that their outputs compare.
+                tensors["query"] = signed(torch, generator, shape.batch,
+                                          shape.heads, cfg.latent + cfg.rope)
+                outs, shape_rows = {}, []
+                for backend in backends:
+                    row = {"shape": shape.name,
+                           "kernel": f"pattn {LABELS[backend]} {preset}",
+                           "backend": backend,
+                           "preset": f"{preset} ({mode})",
+                           "bytes_per_token": cfg.record_bytes,
+                           "mb": tokens * cfg.record_bytes / 1e6}
+                    rows.append(row)
+                    shape_rows.append(row)
+                    started = time.time()
+                    try:
+                        outs[backend] = _pattn_case(
+                            torch, pattn, ref, shape, preset, mode, backend,
+                            tensors, libs, chip, row, args)
+                    except Exception as error:  # noqa: BLE001
+                        _record_error(torch, row, error)
+                    row["seconds"] = time.time() - started
+                    print(_progress(row), flush=True)
+                if {"auto", "portable"} <= outs.keys():
+                    agreement = compare(torch, outs["auto"],
+                                        outs["portable"].to(torch.float64))
+                    for row in shape_rows:
+                        row["xqa_vs_portable"] = agreement
+                    print(f"{shape.name} {preset}: max |xqa - portable| "
+                          f"{agreement['max_abs_err']:.2e} "
+                          f"(x{agreement['err_over_tol']:.2f} of tol)",
+                          flush=True)
             del tensors, pages
             torch.cuda.empty_cache()
     return rows
 
 
-def _pattn_case(torch, pattn, ref, shape, preset, mode, tensors, libs, chip,
-                row, args, generator):
+def _pattn_case(torch, pattn, ref, shape, preset, mode, backend, tensors,
+                libs, chip, row, args):
+    """Checks and times one backend on one shape; returns its output (of
+    the last timed call: the same inputs every call)."""
     cfg = config(preset, mode, shape.heads)
     module = ir.emit_mla(cfg)
-    if shape.heads not in libs:
-        libs[shape.heads] = pattn.load(pattn.compile(module.text,
-                                                     chips=[chip]))
-    lib = libs[shape.heads]
+    if (shape.heads, backend) not in libs:
+        libs[shape.heads, backend] = pattn.load(pattn.compile(
+            module.text, chips=[chip], backend=backend))
+    lib = libs[shape.heads, backend]
 
     def call(name, **override):
         names = [arg.name for arg in module.functions[name]]
@@ -331,8 +388,6 @@ def _pattn_case(torch, pattn, ref, shape, preset, mode, tensors, libs, chip,
         nbytes = shape.tokens * cfg.record_bytes
         tensors["copies"] = [tensors["pages"]] + [
             tensors["pages"].clone() for _ in range(copies_for(nbytes) - 1)]
-    tensors["query"] = signed(torch, generator, shape.batch, shape.heads,
-                              cfg.latent + cfg.rope)
     tensors["out"] = torch.empty(shape.batch, shape.heads, cfg.latent,
                                  dtype=torch.bfloat16, device="cuda")
     copies = tensors["copies"]
@@ -355,8 +410,9 @@ def _pattn_case(torch, pattn, ref, shape, preset, mode, tensors, libs, chip,
     row["check"] = compare(torch, tensors["out"][0], want)
 
     row.update(measure(torch, calls, args))
-    out = tensors["out"].float()
-    row["finite"] = bool(torch.isfinite(out).all())
+    out = tensors["out"]
+    row["finite"] = bool(torch.isfinite(out.float()).all())
+    return out
 
 
 def _chip(torch) -> str:
@@ -599,14 +655,54 @@ def derive(rows: list, shapes: list) -> None:
                 row["vs_fi"] = best(row)["median_us"] / \
                     best(fastest)["median_us"]
                 row["vs_fi_kernel"] = fastest["kernel"]
+    fa3 = {r["shape"]: r for r in rows if r["kernel"] == FA3 and best(r)}
+    for row in rows:
+        if not row["kernel"].startswith("pattn"):
+            continue
+        row["bar"], row["meets_bar"] = bar_of(row, by_name[row["shape"]])
+        peer = fa3.get(row["shape"])
+        if best(row) and peer:
+            row["ahead_of_fa3"] = row["ns_per_token"] < peer["ns_per_token"]
+
+
+def bar_of(row: dict, shape: Shape) -> tuple:
+    """PERF.md's bar for a pattn row's shape, as text, and whether the row
+    meets it (None where it has no timing; for B1, no graph replay)."""
+    what, bound = BARS[shape.name]
+    if what == "tbps":
+        us = shape.tokens * row["bytes_per_token"] / (bound * 1e12) * 1e6
+        return (f"≥ {bound} TB/s (≤ {us:.0f} µs)",
+                row["tbps"] >= bound if "tbps" in row else None)
+    if what == "tflops":
+        return (f"≥ {bound:.0f} TFLOPS",
+                row["tflops"] >= bound if "tflops" in row else None)
+    graph = row.get("graph")
+    return (f"≤ {bound:.0f} µs under graph replay",
+            graph["median_us"] <= bound if graph else None)
+
+
+def _err(c: dict) -> str:
+    return (f"{c['max_abs_err']:.2e} (×{c['err_over_tol']:.2f})"
+            + ("" if c["ok"] else " **over**"))
+
+
+def _us(t) -> str:
+    return f"{t['median_us']:.1f}" if t else "—"
+
+
+def _yes(flag) -> str:
+    return "—" if flag is None else ("yes" if flag else "no")
 
 
 def markdown(report: dict) -> str:
     fi = report.get("flashinfer")
+    backends = report["backends"]
     lines = [
         f"pattn MLA decode — {report['date']}, {report['gpu']}, torch "
         f"{report['torch']}, artifacts {report['artifacts']}, commit "
-        f"{report['commit']}, flashinfer {fi or '—'} "
+        f"{report['commit']}, pattn backends "
+        + ", ".join(f"{b} ({LABELS[b]})" for b in backends)
+        + f", flashinfer {fi or '—'} "
         f"({report.get('flashinfer_import', '-')}), copy "
         f"{report['copy_tbps']:.2f} TB/s, {BLOCK}-token pages, L{SEQ_LEN}, "
         f"bf16 query, medians of {report['iters']} calls (fewer where one "
@@ -616,35 +712,96 @@ def markdown(report: dict) -> str:
         "FlashInfer backend's time on that shape. Derived figures use graph "
         "replay where it ran, else the plain launch. Error: largest "
         "|out − float64 reference| on sequence 0 (all heads), and its "
-        "share of the bf16 tolerance (2e-3·max|ref| + 1e-2·|ref|).", "",
+        "share of the bf16 tolerance (2e-3·max|ref| + 1e-2·|ref|). xqa vs "
+        "portable: largest |xqa − portable| over the whole output (every "
+        "sequence and head, same cache and query), and its share of that "
+        "tolerance with the portable output as the reference.", "",
         "| shape | kernel | B/token | MB read | copies | plain µs | graph µs "
-        "| TB/s | TFLOPS | ns/token | ×fastest FI | max err (×tol) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        "| TB/s | TFLOPS | ns/token | ×fastest FI | max err (×tol) "
+        "| xqa vs portable (×tol) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in report["rows"]:
         head = (f"| {row['shape']} | {row['kernel']} | "
                 f"{row['bytes_per_token']} | {row['mb']:.1f} |")
         if "plain" not in row:
             err = row.get("error", "?").replace("|", "/").replace("\n", " ")
-            lines.append(head + f" — | failed: {err[:300]} | | | | | | |")
+            lines.append(head + f" — | failed: {err[:300]} | | | | | | | |")
             continue
         graph = row.get("graph", {}).get("median_us")
         gcell = f"{graph:.1f}" if graph is not None else \
             f"failed: {row.get('graph_error', 'not run')[:120]}"
-        c = row["check"]
         vs = f"{row['vs_fi']:.2f}" if "vs_fi" in row else "—"
+        agreement = row.get("xqa_vs_portable")
         lines.append(
             head + f" {row['plain']['copies']} | "
             f"{row['plain']['median_us']:.1f} | {gcell} | "
             f"{row['tbps']:.2f} | {row['tflops']:.1f} | "
-            f"{row['ns_per_token']:.3f} | {vs} | "
-            f"{c['max_abs_err']:.2e} (×{c['err_over_tol']:.2f})"
-            + ("" if c["ok"] else " **over**") + " |")
+            f"{row['ns_per_token']:.3f} | {vs} | {_err(row['check'])} | "
+            f"{_err(agreement) if agreement else '—'} |")
+    lines += ["", "Summary: µs of graph replay where it ran, else the plain "
+              "launch; TFLOPS on the 128-head shape; PERF.md's bar is held "
+              "by the xqa rows; ahead of fa3: xqa's ns/token below FlashInfer "
+              "fa3's on the same shape.", ""] + summary(report)
     return "\n".join(lines) + "\n"
+
+
+def summary(report: dict) -> list:
+    """Per shape and preset: each backend's time, TB/s and TFLOPS side by
+    side, PERF.md's bar and the xqa row's verdicts, FlashInfer fa3's time
+    and the largest |xqa - portable|."""
+    backends = report["backends"]
+    both = {"auto", "portable"} <= set(backends)
+    xqa = "auto" in backends
+    names = [LABELS[b] for b in backends]
+    rows = {(r["shape"], r["kernel"]): r for r in report["rows"]}
+    header = (["shape", "preset"] + [f"{n} µs" for n in names]
+              + (["portable ÷ xqa"] if both else [])
+              + [f"{n} TB/s" for n in names]
+              + [f"{n} TFLOPS" for n in names] + ["PERF.md bar"]
+              + (["xqa meets it"] if xqa else []) + ["FlashInfer fa3 µs"]
+              + (["xqa ahead of fa3 per token"] if xqa else [])
+              + (["xqa vs portable (×tol)"] if both else []))
+    numeric = ("µs", "TB/s", "TFLOPS", "÷ xqa")
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---:" if h.endswith(numeric) else "---"
+                            for h in header) + "|"]
+    for shape in report["shapes"]:
+        name = shape["name"]
+        peer = rows.get((name, FA3), {})
+        for preset, _ in PRESETS:
+            by = {b: rows[name, f"pattn {LABELS[b]} {preset}"]
+                  for b in backends}
+            runs = list(by.values())
+            cells = [name, preset] + [_us(best(r)) for r in runs]
+            if both:
+                a, b = best(by["auto"]), best(by["portable"])
+                cells.append(f"{b['median_us'] / a['median_us']:.2f}x"
+                             if a and b else "—")
+            cells += [f"{r['tbps']:.2f}" if "tbps" in r else "—"
+                      for r in runs]
+            cells += [f"{r['tflops']:.1f}" if "tflops" in r
+                      and shape["heads"] == 128 else "—" for r in runs]
+            cells.append(runs[0]["bar"])
+            if xqa:
+                cells.append(_yes(by["auto"]["meets_bar"]))
+            cells.append(_us(best(peer)))
+            if xqa:
+                ahead = by["auto"].get("ahead_of_fa3")
+                cells.append(
+                    _yes(ahead) + ("" if ahead is None else
+                                   f" ({by['auto']['ns_per_token']:.3f} vs "
+                                   f"{peer['ns_per_token']:.3f} ns)"))
+            if both:
+                agreement = by["auto"].get("xqa_vs_portable")
+                cells.append(_err(agreement) if agreement else "—")
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def run(args) -> int:
     import torch
     shapes = select_shapes(args.shapes)
+    backends = select_backends(args.backends)
     generator = torch.Generator(device="cuda").manual_seed(7)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime(
@@ -653,11 +810,12 @@ def run(args) -> int:
         "artifacts": os.environ.get("PATTN_ARTIFACT_DIR", "-"),
         "commit": os.environ.get("PATTN_COMMIT", "?"),
         "iters": args.iters, "warmup": args.warmup, "l2_bytes": L2_BYTES,
-        "shapes": [dataclasses.asdict(s) for s in shapes]}
+        "shapes": [dataclasses.asdict(s) for s in shapes],
+        "backends": backends}
     report["copy_tbps"] = copy_ceiling(torch)
     print(f"device-to-device copy: {report['copy_tbps']:.2f} TB/s",
           flush=True)
-    rows = bench_pattn(torch, shapes, args, generator)
+    rows = bench_pattn(torch, shapes, backends, args, generator)
     if not args.no_flashinfer:
         rows += bench_flashinfer(torch, shapes, args, generator, report)
     order = {s.name: i for i, s in enumerate(shapes)}
@@ -676,7 +834,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--precompile", metavar="CHIP")
     parser.add_argument("--build-flashinfer", metavar="AOT_DIR",
                         help="only build FlashInfer's MLA modules into "
@@ -684,6 +842,10 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=0)
     parser.add_argument("--shapes", default="all",
                         help=",".join(s.name for s in SHAPES))
+    parser.add_argument("--backends", default=",".join(LABELS),
+                        help="pattn backends to time (auto: rows 'pattn "
+                        "xqa', portable: rows 'pattn portable'); "
+                        "--precompile compiles for each")
     parser.add_argument("--fi-backends", default=",".join(FI_BACKENDS))
     parser.add_argument("--no-flashinfer", action="store_true")
     parser.add_argument("--no-graph", action="store_true")
@@ -693,7 +855,8 @@ def main(argv=None) -> int:
     parser.add_argument("--write-results", metavar="PATH")
     args = parser.parse_args(argv)
     if args.precompile:
-        return precompile(args.precompile, select_shapes(args.shapes))
+        return precompile(args.precompile, select_shapes(args.shapes),
+                          select_backends(args.backends))
     if args.build_flashinfer:
         return build_flashinfer(args)
     return run(args)

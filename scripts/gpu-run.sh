@@ -27,8 +27,10 @@ part suite && for backend in auto portable; do
     2>&1 | grep -E "^FAILED|^SKIPPED|passed|failed" | tail -8
 done
 
-# Every encoding, HND and NHD, split and unsplit, windows, sinks, D256.
-cases="decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)"
+# Every encoding, HND and NHD, split and unsplit, windows, sinks, D256; the
+# MLA decode of every record preset with bf16 queries (the tensor-core
+# kernel on auto).
+cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (mla_decode_matches and bf16)"
 part sanitize && for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool python3 -m pytest python/tests/gpu -q \
     -p no:cacheprovider -k "$cases" 2>&1 | grep -E "SUMMARY|passed|failed" | tail -2

@@ -59,9 +59,11 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         paths = list(pool.map(
             lambda text: pattn.compile(text, chips=[args.chip], backend=suite.BACKEND), unique))
-    # test_backends_agree: the same programs on the other backend.
+    # test_backends_agree, test_mla_backends_agree: the same programs on the
+    # other backend.
     decode_texts = list(dict.fromkeys(
-        case.plan().module.text for case in suite.GRID + suite.NAMED))
+        [case.plan().module.text for case in suite.GRID + suite.NAMED] +
+        [suite.mla_plan(config).module.text for config in suite.MLA_CASES]))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(lambda text: pattn.compile(
             text, chips=[args.chip], backend=suite.OTHER_BACKEND),

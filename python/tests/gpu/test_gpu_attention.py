@@ -1218,7 +1218,24 @@ MLA_CASES = [
         (("nvfp4_ds_mla_fp8_rope", "token"), 1, "f16", (130, 1, 0)),
         (("nvfp4_ds_mla_fp8_rope", "token"), 8, "bf16", (8, 140)),
     ]
+] + [
+    # bf16 queries take the tensor-core kernel (auto): many 32-key tiles
+    # and splits, partial last tiles, 16-token pages, 128 heads.
+    ir.MlaConfig(preset="fp8_ds_mla", mode="none", dtype="bf16",
+                 seq_lens=(1500, 33, 64, 0)),
+    ir.MlaConfig(preset="nvfp4_ds_mla", mode="tensor", dtype="bf16",
+                 num_heads=128, seq_lens=(300, 97)),
+    ir.MlaConfig(preset="nvfp4_ds_mla_fp8_rope", mode="token", dtype="bf16",
+                 block_size=16, query_tokens=4, seq_lens=(2100, 5)),
 ]
+
+#: One bf16 case per preset: the tensor-core kernel on the auto backend.
+MLA_XQA_CASES = [config for config in MLA_CASES
+                 if config.dtype == "bf16" and config.query_tokens == 1
+                 and config.num_heads == 16] + \
+    [config for config in MLA_CASES if config.num_heads == 128] + \
+    [config for config in MLA_CASES
+     if config.dtype == "bf16" and config.block_size == 16]
 
 
 @dataclasses.dataclass
@@ -1361,3 +1378,72 @@ def test_mla_decode_matches_reference(config, gpu_results):
     for b in empty:  # zero-length sequences give exact zeros
         rows = slice(b * config.query_tokens, (b + 1) * config.query_tokens)
         assert not out[rows].any()
+
+
+def _mla_decode(module, plan: MlaPlan, tensors: dict) -> torch.Tensor:
+    """Runs @mla of `module` into a poisoned output; returns its bits."""
+    config = plan.config
+    tensors["out"] = poisoned((plan.query.shape[0], config.num_heads,
+                               config.latent), config.dtype)
+    invoke(module, "mla", plan.module.functions["mla"], tensors)
+    torch.cuda.synchronize()
+    return _bits(tensors["out"])
+
+
+@pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
+def test_mla_backends_agree(config, gpu_results):
+    """The other backend's MLA decode of the same records and query agrees
+    within SPEC §8 (tensor cores vs the fp32 kernel for bf16 queries; the
+    portable kernel twice where the op is not eligible)."""
+    plan, module, tensors, _ = mla_run(config)
+    ours = _mla_decode(module, plan, tensors)
+    other = pattn.load(pattn.compile(plan.module.text, chips=[CHIP],
+                                     backend=OTHER_BACKEND))
+    theirs = _mla_decode(other, plan, tensors)
+    as_values = lambda bits: activation_values(  # noqa: E731
+        bits.cpu().numpy().view(np.uint16), config.dtype)
+    assert_close(as_values(ours), as_values(theirs), config.dtype,
+                 f"mla {BACKEND} vs {OTHER_BACKEND}", gpu_results,
+                 ("backends agree (mla)",))
+
+
+@pytest.mark.parametrize("config", MLA_XQA_CASES, ids=lambda c: c.id)
+def test_mla_cuda_graph_replay_matches_eager(config):
+    """The MLA decode captured in a CUDA graph replays bit for bit like the
+    eager call, also after the query changes in place (its split count
+    depends on host-known sizes and the SM count only)."""
+    plan, module, tensors, _ = mla_run(config)
+    signature = plan.module.functions["mla"]
+    eager = _mla_decode(module, plan, tensors)
+    out = tensors["out"]
+
+    def decode():
+        invoke(module, "mla", signature, tensors)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        decode()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        decode()
+
+    def replay() -> torch.Tensor:
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        return _bits(out)
+
+    assert torch.equal(replay(), eager), "replay differs from the eager call"
+    query = tensors["query"].clone()
+    rng = np.random.default_rng(29)
+    tensors["query"].copy_(upload(activation_bits(
+        signed_uniform(rng, plan.query.shape), config.dtype), config.dtype))
+    replayed = replay()
+    out.fill_(float("nan"))
+    decode()
+    torch.cuda.synchronize()
+    assert torch.equal(replayed, _bits(out)), "replay after a new query"
+    assert not torch.equal(replayed, eager), "the new query changed nothing"
+    tensors["query"].copy_(query)

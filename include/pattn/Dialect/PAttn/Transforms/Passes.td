@@ -95,7 +95,11 @@ def PAttnSelectBackend : Pass<"pattn-select-backend"> {
        reported before any op is visited.
     2. For each op, describe it as an `AttentionConfig`: activation type,
        head_dim, g, query tokens, block size, encodings, softcap, and the
-       state of its K channel scales (folded, guarded, or not yet folded).
+       state of its K channel scales (folded, guarded, or not yet folded);
+       for `pattn.mla_decode`, its record's latent and rope lanes, checked
+       by the MLA rows (bf16 query, 16 x k heads, lane formats):
+
+         remark: portable: MLA query f16 is not bf16
     3. `force=auto` records the verdict; `force=portable` records portable
        for every op; `force=xqa` records xqa, and is an error naming the
        failed conditions on an ineligible op.
@@ -132,8 +136,10 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     For every `pattn.paged_attention` and `pattn.mla_decode` whose backend
     `--pattn-select-backend` recorded, writes `plan`: a `#pattn.xqa_plan`
     (rows, keys per tile, ring stages, key and value warps, keys per split,
-    shared memory bytes) for `xqa` ops, a `#pattn.portable_plan` (heads per
-    block, keys per split) for `portable` ones. `--convert-pattn-to-gpu`
+    shared memory bytes) for `xqa` paged ops, a `#pattn.xqa_mla_plan` (16
+    heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA ops,
+    a `#pattn.portable_plan` (heads per block, keys per split) for
+    `portable` ones. `--convert-pattn-to-gpu`
     builds exactly what the plan says, so a schedule change shows here, in
     this pass's lit test, as a one-line diff.
 
