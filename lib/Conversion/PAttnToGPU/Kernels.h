@@ -133,6 +133,8 @@ struct DecodeKernels {
   int64_t blockSize;
   /// Dynamic shared memory of a decode block (XQA), 0 for none.
   int64_t sharedBytes = 0;
+  /// Threads of a decode block.
+  int64_t blockThreads = kBlockThreads;
 };
 
 DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
@@ -169,7 +171,7 @@ buildMlaMergeKernel(KernelModule &kernels, pattn::MlaDecodeOp op,
                     llvm::SmallVectorImpl<mlir::Value> &hostOperands);
 
 /// The tensor-core MLA decode of an op planned for XQA (`plan`): grid
-/// (splits, tokens * num_heads / 16), 128 threads, plan.shared_bytes of
+/// (splits, tokens * num_heads / 16), 256 threads, plan.shared_bytes of
 /// dynamic shared memory; the splits are taken from gridDim.x. Its merge is
 /// the portable one.
 DecodeKernels buildXqaMlaDecodeKernels(KernelModule &kernels,

@@ -103,7 +103,8 @@ private:
   /// Launches `kernel` on the stream with 128 threads per block and
   /// `sharedBytes` of dynamic shared memory.
   void launch(Location loc, gpu::GPUFuncOp kernel, gpu::KernelDim3 grid,
-              ValueRange operands, int64_t sharedBytes = 0);
+              ValueRange operands, int64_t sharedBytes = 0,
+              int64_t threads = kBlockThreads);
   void launch(Location loc, const Kernel &kernel, gpu::KernelDim3 grid) {
     launch(loc, kernel.func, grid, kernel.operands);
   }
@@ -128,8 +129,9 @@ private:
     /// Tensor-core kernels: as many splits of whole tiles of `tileKeys`
     /// keys as fill the device, given `sharedBytes` per block; a block per
     /// (sequence, KV head) when `blocksPerSequence` is set (paged XQA),
-    /// else per (token, head group) like the portable kernel (MLA).
-    int64_t tileKeys = 0, sharedBytes = 0;
+    /// else per (token, head group) like the portable kernel (MLA);
+    /// `residentBlocks` of them fit on an SM.
+    int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
     int64_t blocksPerSequence = 0, blocksPerToken = 0;
   };
   /// The workspace, then per kernel module the decode and merge launches of
@@ -264,10 +266,10 @@ static void readGlobalsOnDevice(gpu::GPUFuncOp kernel, ValueRange operands) {
 
 void HostRewriter::launch(Location loc, gpu::GPUFuncOp kernel,
                           gpu::KernelDim3 grid, ValueRange operands,
-                          int64_t sharedBytes) {
+                          int64_t sharedBytes, int64_t blockThreads) {
   readGlobalsOnDevice(kernel, operands);
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-  Value threads = arith::ConstantIndexOp::create(builder, loc, kBlockThreads);
+  Value threads = arith::ConstantIndexOp::create(builder, loc, blockThreads);
   Value shared;
   if (sharedBytes > 0)
     shared = arith::ConstantIntOp::create(builder, loc, builder.getI32Type(),
@@ -426,7 +428,7 @@ void HostRewriter::lowerDecode(
                                TypeRange{builder.getI32Type()}, ValueRange{})
               .getResult(0);
       multiprocessors = kb.toIndex(kb.maxs(multiprocessors, kb.i32(1)));
-      int64_t resident = xqaResidentBlocks(grid.sharedBytes, chips);
+      int64_t resident = grid.residentBlocks;
       Value wave = kb.mul(multiprocessors, kb.index(resident));
       Value one = kb.index(1);
       Value tiles = ceilDiv(maxKeys, kb.index(tile));
@@ -483,7 +485,7 @@ void HostRewriter::lowerDecode(
               ? blocksPerSplit
               : kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
       launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
-             decodeOperands, decode.sharedBytes);
+             decodeOperands, decode.sharedBytes, decode.blockThreads);
       SmallVector<Value> mergeOperands(decode.mergeOperands);
       mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
       launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)},
@@ -512,6 +514,7 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
     DecodeGrid grid;
     grid.tileKeys = xqa.getKeysPerTile();
     grid.sharedBytes = xqa.getSharedBytes();
+    grid.residentBlocks = xqaResidentBlocks(grid.sharedBytes, chips);
     grid.blocksPerSequence = key->type.getKvHeads();
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 key->type.getBlockSize(), value->type.getHeadDim(),
@@ -551,6 +554,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
     DecodeGrid grid;
     grid.tileKeys = xqa.getKeysPerTile();
     grid.sharedBytes = xqa.getSharedBytes();
+    grid.residentBlocks = xqaMlaResidentBlocks(grid.sharedBytes, chips);
     grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 cache->type.getBlockSize(), latent, numHeads, grid,

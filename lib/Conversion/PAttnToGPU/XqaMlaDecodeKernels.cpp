@@ -49,8 +49,12 @@ using namespace pattn;
 
 namespace {
 
-/// Elements of a decode piece: one 16-byte store into the operand tile.
-constexpr int64_t kPiece = 8;
+/// Elements of a decode piece: two 16-byte stores into the operand tile.
+constexpr int64_t kPiece = 16;
+/// Elements of one 16-byte load of the query.
+constexpr int64_t kQueryPiece = 8;
+/// Threads of a block.
+constexpr int64_t kXqaMlaThreads = kXqaMlaWarps * kWarpThreads;
 
 class XqaMlaBuilder {
 public:
@@ -120,11 +124,20 @@ private:
   void scoreTile();
   /// The online softmax over the tile and O += P V; `s` is the loop state.
   void accumulateTile(SmallVectorImpl<Value> &s);
-  /// The post-mma scale `column` of key `key` (index).
-  Value keyScale(Value key, int64_t column) {
-    Value row = kb.mul(key, index(layout.scaleStride));
-    Value at = kb.add(row, index(column));
-    return kb.load(scales, {at});
+  /// The post-mma scales `column` of keys `key` and `key` + 1 (index, even),
+  /// as a vector<2xf32>: the table is [column][key].
+  Value keyScales(Value key, int64_t column) {
+    Value at = kb.add(key, index(column * tileKeys));
+    return vector::LoadOp::create(
+        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), scales,
+        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+  }
+  Value keyScales(Value key, Value column) {
+    Value at = kb.mul(column, index(tileKeys));
+    at = kb.add(at, key);
+    return vector::LoadOp::create(
+        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), scales,
+        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
   }
   /// The value block (post-mma latent scale column) of this warp's n-tile
   /// `nTile` of P V.
@@ -171,8 +184,8 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value slot) {
   int64_t chunks = tileKeys * chunksPerRecord;
   Value tileStart = kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
   Value rawBytes = view(0, {layout.total}, builder.getIntegerType(8));
-  for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass) {
-    Value chunk = kb.add(tid, index(pass * kBlockThreads));
+  for (int64_t pass = 0; pass * kXqaMlaThreads < chunks; ++pass) {
+    Value chunk = kb.add(tid, index(pass * kXqaMlaThreads));
     auto copy = [&] {
       Value key = kb.divs(chunk, index(chunksPerRecord));
       Value byte = kb.rems(chunk, index(chunksPerRecord));
@@ -192,7 +205,7 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value slot) {
           ValueRange{safePage, kb.toIndex(offset), byte},
           builder.getIndexAttr(16), copied, builder.getUnitAttr());
     };
-    if ((pass + 1) * kBlockThreads <= chunks)
+    if ((pass + 1) * kXqaMlaThreads <= chunks)
       copy();
     else
       kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks)), copy);
@@ -212,24 +225,19 @@ Value XqaMlaBuilder::decodePiece(LaneAttr lane, LaneAttr groupScales, Value key,
   byte = kb.add(byte, within);
   int64_t pieceWords = kPiece * bits / 32;
   auto wordsType = VectorType::get({pieceWords}, builder.getI32Type());
+  Value firstWord = kb.divs(byte, index(4));
   Value loaded = vector::LoadOp::create(
-      builder, kb.loc, wordsType, words, ValueRange{kb.divs(byte, index(4))},
-      /*nontemporal=*/false, llvm::MaybeAlign(pieceWords * 4));
-  auto bf16 = builder.getBF16Type();
-  auto f32Pair = VectorType::get({2}, builder.getF32Type());
-  auto bf16Pair = VectorType::get({2}, bf16);
-  SmallVector<Value> out(kPiece);
-  if (type.isBF16()) {
-    // Already operands: the words are the piece.
-    Value halves = vector::BitCastOp::create(
-        builder, kb.loc, VectorType::get({kPiece}, builder.getF16Type()),
-        loaded);
-    return halves;
-  }
+      builder, kb.loc, wordsType, words, ValueRange{firstWord},
+      /*nontemporal=*/false,
+      llvm::MaybeAlign(std::min<int64_t>(16, pieceWords * 4)));
+  auto halvesType = VectorType::get({kPiece}, builder.getF16Type());
+  if (type.isBF16()) // already operands: the words are the piece
+    return vector::BitCastOp::create(builder, kb.loc, halvesType, loaded);
+
   Encoding encoding =
       isa<Float4E2M1FNType>(type) ? Encoding::nvfp4 : Encoding::f8e4m3;
-  // The e4m3 group scale of an e2m1 piece (8 elements of one 16-group), as
-  // an f16 pair: code x scale is exact in f16 (at most 6 significant bits,
+  // The e4m3 group scale of an e2m1 piece (16 elements, one group), as an
+  // f16 pair: code x scale is exact in f16 (at most 6 significant bits,
   // within [2^-10, 2688]) and then in bf16.
   Value groupScale;
   if (groupScales) {
@@ -237,28 +245,66 @@ Value XqaMlaBuilder::decodePiece(LaneAttr lane, LaneAttr groupScales, Value key,
     Value scaleByte = kb.add(recordBase, index(groupScales.getOffset()));
     scaleByte = kb.add(scaleByte, group);
     Value code = kb.loadByte(bytes, {scaleByte});
-    Value both = kb.ori(code, kb.shl(code, kb.i32(16)));
+    Value high = kb.shl(code, kb.i32(16));
+    Value both = kb.ori(code, high);
     groupScale = decodeWordHalves(kb, Encoding::f8e4m3, both)[0];
   }
+  // f16 -> bf16 without a round trip through f32: every value here is a
+  // normal f16 (or zero) with at most 6 significant bits, so its exponent
+  // and top mantissa bits, shifted into bf16's fields, are the value times
+  // 2^-112, and one exact bf16 multiply by 2^112 restores it.
+  Value restore = arith::ConstantOp::create(
+      builder, kb.loc,
+      DenseElementsAttr::get(VectorType::get({2}, builder.getBF16Type()),
+                             APFloat(APFloat::BFloat(), "0x1p112")));
+  auto toBf16Word = [&](Value halves) {
+    Value word = vector::BitCastOp::create(
+        builder, kb.loc, VectorType::get({1}, builder.getI32Type()), halves);
+    word = vector::ExtractOp::create(builder, kb.loc, word, 0);
+    Value shifted = kb.shru(word, kb.i32(3));
+    Value magnitude = kb.andi(shifted, kb.i32(0x0FFF0FFF));
+    Value sign = kb.andi(word, kb.i32(int32_t(0x80008000u)));
+    Value bits = kb.ori(magnitude, sign);
+    Value pair = vector::BitCastOp::create(
+        builder, kb.loc, VectorType::get({2}, builder.getBF16Type()),
+        vector::BroadcastOp::create(
+            builder, kb.loc, VectorType::get({1}, builder.getI32Type()), bits));
+    Value scaled = arith::MulFOp::create(builder, kb.loc, pair, restore);
+    Value result = vector::BitCastOp::create(
+        builder, kb.loc, VectorType::get({1}, builder.getI32Type()), scaled);
+    return vector::ExtractOp::create(builder, kb.loc, result, 0).getResult();
+  };
+  // Pairs of adjacent elements (the chips' conversions) are output words
+  // as they are; other pairs (the bit tricks: elements j, j + n/2) are
+  // split into their halves and re-paired.
   int64_t perWord = elementsPerWord(encoding);
+  SmallVector<Value> outWords(kPiece / 2);
+  SmallVector<Value> halves(kPiece);
   for (int64_t w = 0; w < pieceWords; ++w) {
     Value word = vector::ExtractOp::create(builder, kb.loc, loaded, w);
     for (const ChannelPair &pair : decodeWordPairs(kb, encoding, word)) {
-      Value halves = pair.pair;
+      Value values = pair.pair;
       if (groupScale)
-        halves = arith::MulFOp::create(builder, kb.loc, halves, groupScale);
-      Value wide = arith::ExtFOp::create(builder, kb.loc, f32Pair, halves);
-      Value narrow = arith::TruncFOp::create(builder, kb.loc, bf16Pair, wide);
-      out[w * perWord + pair.low] =
-          vector::ExtractOp::create(builder, kb.loc, narrow, 0);
-      out[w * perWord + pair.high] =
-          vector::ExtractOp::create(builder, kb.loc, narrow, 1);
+        values = arith::MulFOp::create(builder, kb.loc, values, groupScale);
+      Value bf16Word = toBf16Word(values);
+      int64_t low = w * perWord + pair.low, high = w * perWord + pair.high;
+      if (high == low + 1 && low % 2 == 0) {
+        outWords[low / 2] = bf16Word;
+        continue;
+      }
+      halves[low] = kb.andi(bf16Word, kb.i32(0xFFFF));
+      halves[high] = kb.shru(bf16Word, kb.i32(16));
     }
   }
+  for (int64_t k = 0; k < kPiece / 2; ++k)
+    if (!outWords[k]) {
+      Value high = kb.shl(halves[2 * k + 1], kb.i32(16));
+      outWords[k] = kb.ori(halves[2 * k], high);
+    }
   Value piece = vector::FromElementsOp::create(
-      builder, kb.loc, VectorType::get({kPiece}, bf16), out);
-  return vector::BitCastOp::create(
-      builder, kb.loc, VectorType::get({kPiece}, builder.getF16Type()), piece);
+      builder, kb.loc, VectorType::get({kPiece / 2}, builder.getI32Type()),
+      outWords);
+  return vector::BitCastOp::create(builder, kb.loc, halvesType, piece);
 }
 
 void XqaMlaBuilder::decodeTile(Value slot) {
@@ -294,29 +340,47 @@ void XqaMlaBuilder::decodeTile(Value slot) {
     keyScales.push_back(ropeScaleLane ? rawF32(ropeScaleLane, 0) : one);
     for (auto [column, scale] : llvm::enumerate(keyScales)) {
       Value kept = kb.select(isLive, scale, zero);
-      Value to = kb.mul(tid, index(layout.scaleStride));
-      to = kb.add(to, index(int64_t(column)));
+      Value to = kb.add(tid, index(int64_t(column) * tileKeys));
       kb.store(kept, scales, {to});
     }
   });
 
-  // The operand tile, a piece of 8 elements per item.
+  // The operand tile, a piece of 16 elements per item. Where a pass of the
+  // block's threads covers whole keys, a thread keeps its piece of every
+  // key it decodes, and the passes are unrolled.
   auto decodeLane = [&](LaneAttr lane, LaneAttr groupScales,
                         int64_t firstColumn) {
     int64_t piecesPerKey = lane.getCount() / kPiece;
+    auto decodeItem = [&](Value key, Value element) {
+      Value piece = decodePiece(lane, groupScales, key, element);
+      Value column = kb.add(element, index(firstColumn));
+      vector::StoreOp::create(builder, kb.loc, piece, operandTile,
+                              ValueRange{key, column},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    };
+    if (kXqaMlaThreads % piecesPerKey == 0) {
+      int64_t keysPerPass = kXqaMlaThreads / piecesPerKey;
+      Value firstKey = kb.divs(tid, index(piecesPerKey));
+      Value element = kb.rems(tid, index(piecesPerKey));
+      element = kb.mul(element, index(kPiece));
+      for (int64_t pass = 0; pass * keysPerPass < tileKeys; ++pass) {
+        Value key = kb.add(firstKey, index(pass * keysPerPass));
+        if ((pass + 1) * keysPerPass <= tileKeys)
+          decodeItem(key, element);
+        else
+          kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, key, index(tileKeys)),
+                    [&] { decodeItem(key, element); });
+      }
+      return;
+    }
     Value items = index(tileKeys * piecesPerKey);
-    Value stride = index(kBlockThreads);
+    Value stride = index(kXqaMlaThreads);
     kb.forLoop(tid, items, stride, {},
                [&](Value item, ValueRange) -> SmallVector<Value> {
                  Value key = kb.divs(item, index(piecesPerKey));
                  Value element = kb.rems(item, index(piecesPerKey));
                  element = kb.mul(element, index(kPiece));
-                 Value piece = decodePiece(lane, groupScales, key, element);
-                 Value column = kb.add(element, index(firstColumn));
-                 vector::StoreOp::create(builder, kb.loc, piece, operandTile,
-                                         ValueRange{key, column},
-                                         /*nontemporal=*/false,
-                                         llvm::MaybeAlign(16));
+                 decodeItem(key, element);
                  return {};
                });
   };
@@ -328,8 +392,9 @@ void XqaMlaBuilder::decodeTile(Value slot) {
 }
 
 void XqaMlaBuilder::scoreTile() {
-  // Keys n0 + g (B operand columns) of this warp; element e of the result
-  // is row g + 8 (e / 2), key n0 + 2t + (e % 2).
+  // Warp w scores keys n0 + g (B operand columns), n0 = 8w; element e of
+  // the result is row g + 8 (e / 2), key n0 + 2t + (e % 2). Two accumulator
+  // chains (even and odd k-steps) per scale block keep two mma in flight.
   Value n0 = kb.mul(warp, index(8));
   int64_t steps = keyDim / 16;
   int64_t latentSteps = latent / 16;
@@ -337,23 +402,31 @@ void XqaMlaBuilder::scoreTile() {
   auto blockOf = [&](int64_t step) {
     return step < latentSteps ? step * 16 / latentGroup : blocks;
   };
-  Value keyLow = kb.add(n0, kb.mul(threadInGroup, index(2)));
-  Value keyHigh = kb.add(keyLow, index(1));
-  SmallVector<Value> total(4, zero), partial(4, zero);
-  int64_t current = blockOf(0);
-  auto flush = [&](int64_t block) {
-    Value low = keyScale(keyLow, block), high = keyScale(keyHigh, block);
-    for (int64_t e = 0; e < 4; ++e) {
-      total[e] = kb.fma(partial[e], e % 2 ? high : low, total[e]);
-      partial[e] = zero;
-    }
-  };
-  Value bRow = kb.add(n0, kb.rems(lane, index(8)));
+  Value keyLow = kb.mul(threadInGroup, index(2));
+  keyLow = kb.add(n0, keyLow);
+  Value bRow = kb.rems(lane, index(8));
+  bRow = kb.add(n0, bRow);
   Value bColumnOffset = kb.divs(lane, index(8));
   bColumnOffset = kb.mul(bColumnOffset, index(8));
   Value aRow = kb.rems(lane, index(16));
   Value aColumnOffset = kb.divs(lane, index(16));
   aColumnOffset = kb.mul(aColumnOffset, index(8));
+
+  SmallVector<Value> total(4, zero);
+  SmallVector<Value> chains[2] = {SmallVector<Value>(4, zero),
+                                  SmallVector<Value>(4, zero)};
+  int64_t current = blockOf(0);
+  auto flush = [&](int64_t block) {
+    // The block scales of keys 2t and 2t + 1, side by side.
+    Value pair = keyScales(keyLow, block);
+    Value low = vector::ExtractOp::create(builder, kb.loc, pair, 0);
+    Value high = vector::ExtractOp::create(builder, kb.loc, pair, 1);
+    for (int64_t e = 0; e < 4; ++e) {
+      Value sum = kb.fadd(chains[0][e], chains[1][e]);
+      total[e] = kb.fma(sum, e % 2 ? high : low, total[e]);
+      chains[0][e] = chains[1][e] = zero;
+    }
+  };
   SmallVector<Value> b;
   for (int64_t step = 0; step < steps; ++step) {
     if (step % 2 == 0) {
@@ -368,24 +441,35 @@ void XqaMlaBuilder::scoreTile() {
     Value aColumn = kb.add(aColumnOffset, index(16 * step));
     SmallVector<Value> a =
         tc.ldmatrix(queryTile, aRow, aColumn, 4, /*transpose=*/false);
-    int64_t half = step % 2;
-    partial = tc.mma(a, {b[2 * half], b[2 * half + 1]}, partial);
+    SmallVector<Value> &chain = chains[step % 2];
+    chain = tc.mma(a, {b[2 * (step % 2)], b[2 * (step % 2) + 1]}, chain);
   }
   flush(current);
 
-  // Base-2 logits, -inf for dead keys (outside the split, the causal
-  // range, or on an unmapped page).
-  Value flagLow = kb.load(live, {keyLow});
-  Value liveLow = kb.cmpi(arith::CmpIPredicate::ne, flagLow, kb.i32(0));
-  Value flagHigh = kb.load(live, {keyHigh});
-  Value liveHigh = kb.cmpi(arith::CmpIPredicate::ne, flagHigh, kb.i32(0));
-  for (int64_t e = 0; e < 4; ++e) {
-    Value x = kb.finiteLogit(kb.fmul(total[e], softmaxScale));
-    x = kb.select(e % 2 ? liveHigh : liveLow, x, negInf);
-    Value row = kb.add(groupId, index(8 * (e / 2)));
+  // Base-2 logits, -inf for dead keys (outside the split or the causal
+  // range, on an unmapped page), as float2 per row.
+  auto livePair = vector::LoadOp::create(
+      builder, kb.loc, VectorType::get({2}, builder.getI32Type()), live,
+      ValueRange{keyLow}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+  SmallVector<Value> isLive(2);
+  for (int64_t k = 0; k < 2; ++k) {
+    Value flag = vector::ExtractOp::create(builder, kb.loc, livePair, k);
+    isLive[k] = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
+  }
+  for (int64_t h = 0; h < 2; ++h) {
+    SmallVector<Value> pair(2);
+    for (int64_t k = 0; k < 2; ++k) {
+      Value scaled = kb.fmul(total[2 * h + k], softmaxScale);
+      Value x = kb.finiteLogit(scaled);
+      pair[k] = kb.select(isLive[k], x, negInf);
+    }
+    Value row = kb.add(groupId, index(8 * h));
     Value at = kb.mul(row, index(layout.logitStride));
-    at = kb.add(at, e % 2 ? keyHigh : keyLow);
-    kb.store(x, logits, {at});
+    at = kb.add(at, keyLow);
+    Value both = vector::FromElementsOp::create(
+        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
+    vector::StoreOp::create(builder, kb.loc, both, logits, ValueRange{at},
+                            /*nontemporal=*/false, llvm::MaybeAlign(8));
   }
 }
 
@@ -399,12 +483,17 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     return kb.add(key, index(8 * nt + e % 2));
   };
   for (int64_t nt = 0; nt < keyTiles; ++nt)
-    for (int64_t e = 0; e < 4; ++e) {
-      Value row = kb.add(groupId, index(8 * (e / 2)));
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = kb.add(groupId, index(8 * h));
       Value rowStart = kb.mul(row, index(layout.logitStride));
-      Value key = keyOf(nt, e);
+      Value key = keyOf(nt, 0);
       Value at = kb.add(rowStart, key);
-      x[nt * 4 + e] = kb.load(logits, {at});
+      Value pair = vector::LoadOp::create(
+          builder, kb.loc, VectorType::get({2}, builder.getF32Type()), logits,
+          ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+      for (int64_t k = 0; k < 2; ++k)
+        x[nt * 4 + 2 * h + k] =
+            vector::ExtractOp::create(builder, kb.loc, pair, k);
     }
 
   // The online softmax (as the paged XQA kernel: a finite maximum, so that
@@ -465,19 +554,14 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
       keys[nt * 2 + e] = keyOf(nt, e);
   auto pOperands = [&](Value block) {
     SmallVector<Value> scaled(keyTiles * 4);
-    for (int64_t nt = 0; nt < keyTiles; ++nt)
+    for (int64_t nt = 0; nt < keyTiles; ++nt) {
+      Value pair = keyScales(keys[nt * 2], block);
       for (int64_t e = 0; e < 2; ++e) {
-        Value scale;
-        if (record.latentBlocks() > 1) {
-          Value at = kb.mul(keys[nt * 2 + e], index(layout.scaleStride));
-          at = kb.add(at, block);
-          scale = kb.load(scales, {at});
-        } else {
-          scale = keyScale(keys[nt * 2 + e], 0);
-        }
+        Value scale = vector::ExtractOp::create(builder, kb.loc, pair, e);
         scaled[nt * 4 + e] = kb.fmul(p[nt * 4 + e], scale);
         scaled[nt * 4 + e + 2] = kb.fmul(p[nt * 4 + e + 2], scale);
       }
+    }
     SmallVector<SmallVector<Value>> steps(keySteps);
     for (int64_t ks = 0; ks < keySteps; ++ks) {
       int64_t lo = 2 * ks * 4, hi = (2 * ks + 1) * 4;
@@ -579,7 +663,7 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   latentGroup = record.latentFormat == MlaLatentFormat::E4M3BlockScaled
                     ? record.latentScaleGroup
                     : latent;
-  warpChannels = latent / 4;
+  warpChannels = latent / kXqaMlaWarps;
   warpTiles = warpChannels / 8;
   layout = layoutXqaMlaShared(record, tileKeys);
   kb.hardwareFp8 = kernels.hardwareFp8;
@@ -602,9 +686,10 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
   gpu::GPUFuncOp kernel =
       kernels.create(builder, loc, "pattn_xqa_mla_decode", argTypes, {});
-  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                  builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
-  int64_t resident = xqaResidentBlocks(plan.getSharedBytes(), kernels.chips);
+  kernel->setAttr(
+      NVVM::NVVMDialect::getMaxntidAttrName(),
+      builder.getDenseI32ArrayAttr({int32_t(kXqaMlaThreads), 1, 1}));
+  int64_t resident = xqaMlaResidentBlocks(plan.getSharedBytes(), kernels.chips);
   kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                   builder.getI32IntegerAttr(int32_t(resident)));
   unsigned next = 0;
@@ -669,19 +754,19 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
   // The 16 query rows as bf16 operands, 8 elements per load.
   Type queryElement = cast<MemRefType>(query.getType()).getElementType();
-  Value queryItems = index(16 * keyDim / kPiece);
-  Value itemStride = index(kBlockThreads);
+  Value queryItems = index(16 * keyDim / kQueryPiece);
+  Value itemStride = index(kXqaMlaThreads);
   kb.forLoop(tid, queryItems, itemStride, {},
              [&](Value item, ValueRange) -> SmallVector<Value> {
-               Value r = kb.divs(item, index(keyDim / kPiece));
-               Value column = kb.rems(item, index(keyDim / kPiece));
-               column = kb.mul(column, index(kPiece));
+               Value r = kb.divs(item, index(keyDim / kQueryPiece));
+               Value column = kb.rems(item, index(keyDim / kQueryPiece));
+               column = kb.mul(column, index(kQueryPiece));
                Value head = kb.add(firstHead, r);
                Value loaded = vector::LoadOp::create(
-                   builder, loc, VectorType::get({kPiece}, queryElement), query,
-                   ValueRange{token, head, column});
+                   builder, loc, VectorType::get({kQueryPiece}, queryElement),
+                   query, ValueRange{token, head, column});
                Value halves = vector::BitCastOp::create(
-                   builder, loc, VectorType::get({kPiece}, f16), loaded);
+                   builder, loc, VectorType::get({kQueryPiece}, f16), loaded);
                vector::StoreOp::create(
                    builder, loc, halves, queryTile, ValueRange{r, column},
                    /*nontemporal=*/false, llvm::MaybeAlign(16));
@@ -752,5 +837,6 @@ auto ::pattn::buildXqaMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
   result.blockSize = cache.type.getBlockSize();
   result.decodeBlocksPerToken = result.numHeads / plan.getHeadsPerBlock();
   result.sharedBytes = plan.getSharedBytes();
+  result.blockThreads = kXqaMlaThreads;
   return result;
 }

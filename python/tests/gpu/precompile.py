@@ -9,6 +9,9 @@ the same PATTN_ARTIFACT_DIR makes pattn.compile load them instead of
 compiling.
 
     PATTN_ARTIFACT_DIR=.gpu-artifacts python3 python/tests/gpu/precompile.py --chip sm_90a
+
+--only-mla compiles the MLA cases alone, for `pytest -k mla` while the MLA
+kernel changes.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def main() -> int:
     parser.add_argument("--chip", default="sm_90a",
                         help="sm_80, sm_86, sm_89, sm_90a, sm_100a or sm_120a")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--only-mla", action="store_true",
+                        help="only the MLA cases (for `pytest -k mla`)")
     args = parser.parse_args()
     if not os.environ.get("PATTN_ARTIFACT_DIR"):
         parser.error("set PATTN_ARTIFACT_DIR to the cache directory")
@@ -51,10 +56,13 @@ def main() -> int:
     import test_torch_op
 
     assert suite.CHIP == args.chip, (suite.CHIP, args.chip)
-    texts = [case.plan().module.text
-             for case in suite.GRID + suite.NAMED + suite.SPECIAL]
-    texts += [suite.mla_plan(config).module.text for config in suite.MLA_CASES]
-    texts += [case.plan().module.text for case in test_torch_op.CASES]
+    mla_texts = [suite.mla_plan(config).module.text
+                 for config in suite.MLA_CASES]
+    paged = [] if args.only_mla else \
+        suite.GRID + suite.NAMED + suite.SPECIAL
+    texts = [case.plan().module.text for case in paged] + mla_texts
+    if not args.only_mla:
+        texts += [case.plan().module.text for case in test_torch_op.CASES]
     unique = list(dict.fromkeys(texts))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         paths = list(pool.map(
@@ -62,17 +70,20 @@ def main() -> int:
     # test_backends_agree, test_mla_backends_agree: the same programs on the
     # other backend.
     decode_texts = list(dict.fromkeys(
-        [case.plan().module.text for case in suite.GRID + suite.NAMED] +
-        [suite.mla_plan(config).module.text for config in suite.MLA_CASES]))
+        [case.plan().module.text
+         for case in ([] if args.only_mla else suite.GRID + suite.NAMED)] +
+        mla_texts))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(lambda text: pattn.compile(
             text, chips=[args.chip], backend=suite.OTHER_BACKEND),
             decode_texts))
-    pattn.compile(suite.DISPATCH_CASE.plan().module.text,
-                  chips=suite.DISPATCH_CHIPS, backend=suite.BACKEND)
-    for text in (suite.NAMED[1].plan().module.text,
-                 suite.NAMED[3].plan().module.text,
-                 suite.mla_plan(suite.MLA_CASES[0]).module.text):
+    soft = [suite.mla_plan(suite.MLA_CASES[0]).module.text]
+    if not args.only_mla:
+        pattn.compile(suite.DISPATCH_CASE.plan().module.text,
+                      chips=suite.DISPATCH_CHIPS, backend=suite.BACKEND)
+        soft += [suite.NAMED[1].plan().module.text,
+                 suite.NAMED[3].plan().module.text]
+    for text in soft:
         pattn.compile(text, chips=[args.chip], hardware_conversions=False,
                       backend=suite.BACKEND)
     print(f"{len(unique)} modules for {args.chip} in "

@@ -7,7 +7,8 @@
 //
 // Host: the split count comes from the SM count and host-known sizes (the
 // XQA search over candidate counts), then a block per (split, token x
-// 16-head group) with the plan's 80640 bytes of dynamic shared memory, and
+// 16-head group) of 128 threads with the plan's 80640 bytes of dynamic
+// shared memory, and
 // the portable merge over the 512 latent channels.
 // CHECK-LABEL: func.func @mla
 // CHECK:   call @pattnRuntimeDeviceMultiprocessors()
@@ -16,10 +17,10 @@
 // CHECK-SAME: memref<?x?x512xf32>
 // CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
 //
-// Kernel: 128 threads, 2 blocks per SM (80640 bytes each of the H200's
+// Kernel: 4 warps, 2 blocks per SM (80640 bytes each of the H200's
 // 228 KiB). The layout: the query tile [16][576 + 8], the operand tile
-// [32][576 + 8], 32 raw records, the logits [16][32 + 8], pages, live flags
-// and per key 4 block scales + the rope scale.
+// [32][576 + 8], 32 raw records, the logits [16][32 + 8], pages, live
+// flags and per key 4 block scales + the rope scale.
 // CHECK: gpu.func @pattn_xqa_mla_decode_0({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32}
 // CHECK:   memref.view {{.*}}[%c0{{.*}} to memref<16x584xf16, #gpu.address_space<workgroup>>
 // Prologue: tile 0's pages, then 16-byte cp.async copies of whole records
@@ -33,12 +34,12 @@
 // CHECK:     nvvm.cp.async.wait.group 0
 // CHECK:     gpu.barrier
 // CHECK:     nvvm.convert.f8x2.to.f16x2
-// CHECK:     vector.store {{.*}} : memref<32x584xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK:     vector.store {{.*}} : memref<32x584xf16, #gpu.address_space<workgroup>>, vector<16xf16>
 // CHECK:     gpu.barrier
 // CHECK:     nvgpu.device_async_copy
 // CHECK:     nvvm.cp.async.commit.group
 // S = Q Kᵀ: the warp's 8 keys (ldmatrix of the operand tile) times the
-// query tile, bf16 mma with fp32 accumulation.
+// query tile, bf16 mma with fp32 accumulation (two chains).
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<32x584xf16
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x584xf16
 // CHECK:     nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>

@@ -257,6 +257,10 @@ XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
   return layout;
 }
 
+int64_t xqaMlaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
+  return xqaResidentBlocks(sharedBytes, chips);
+}
+
 XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   (void)chips; // one tiling fits every chip (the eligibility table checks)
   MlaRecordLayout record =

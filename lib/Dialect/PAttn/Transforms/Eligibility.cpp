@@ -63,9 +63,9 @@ static void checkMlaRows(const AttentionConfig &config,
     fail(llvm::formatv("MLA num_heads {0} not a multiple of 16",
                        config.numHeads));
 
-  // M4: each warp owns latent / 4 value channels (whole 16-channel
-  // ldmatrix tiles, at most 64 accumulators per thread); the key is
-  // latent + rope channels in 16-channel k-steps.
+  // M4: each of the 4 warps owns latent / 4 value channels (whole
+  // 16-channel ldmatrix tiles, at most 64 accumulators per thread); the
+  // key is latent + rope channels in 16-channel k-steps.
   if (record.latent % 64 != 0 || record.latent > 512)
     fail(llvm::formatv("MLA latent {0} not a multiple of 64 up to 512",
                        record.latent));
@@ -76,7 +76,7 @@ static void checkMlaRows(const AttentionConfig &config,
   // M5: the latent formats the kernel dequantizes exactly into bf16 (a
   // block scale must cover whole k-steps, and one warp's channels one
   // block or a whole number of them).
-  int64_t warpChannels = record.latent / 4;
+  int64_t warpChannels = record.latent / kXqaMlaWarps;
   bool blockOk = record.latentScaleGroup > 0 &&
                  record.latentScaleGroup % 16 == 0 &&
                  (warpChannels % record.latentScaleGroup == 0 ||
@@ -92,19 +92,20 @@ static void checkMlaRows(const AttentionConfig &config,
                        "one f32 scale)",
                        record.ropeText));
 
-  // M6: each lane is read in 8-element pieces with one vector load.
-  auto pieceBytes = [](int64_t bitsPerElement) {
-    return 8 * bitsPerElement / 8;
+  // M6: each lane is read in 16-element pieces with 16-byte (8 for e2m1)
+  // aligned loads.
+  auto alignment = [](int64_t bitsPerElement) {
+    return std::min<int64_t>(16, 16 * bitsPerElement / 8);
   };
   int64_t latentBits =
       record.latentFormat == MlaLatentFormat::BF16
           ? 16
           : (record.latentFormat == MlaLatentFormat::E2M1GroupScaled ? 4 : 8);
   int64_t ropeBits = record.ropeFormat == MlaRopeFormat::BF16 ? 16 : 8;
-  if (record.latentOffset % pieceBytes(latentBits) != 0 ||
-      record.ropeOffset % pieceBytes(ropeBits) != 0)
+  if (record.latentOffset % alignment(latentBits) != 0 ||
+      record.ropeOffset % alignment(ropeBits) != 0)
     fail(llvm::formatv("MLA lanes at bytes {0} and {1} not aligned to their "
-                       "8-element pieces",
+                       "16-element pieces",
                        record.latentOffset, record.ropeOffset));
 
   // M7: speculative decode up to 8 query tokens per sequence.
@@ -249,7 +250,8 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "| MLA: lanes | latent bf16, e4m3 (f32 scales per multiple of 16 "
         "channels) or e2m1 + e4m3 group-16 scales; rope bf16 or e4m3 (one f32 "
         "scale) | no MLA |\n"
-     << "| MLA: lane offsets | aligned to 8-element pieces | no MLA |\n"
+     << "| MLA: lane offsets | aligned to 16-element pieces (16 bytes, 8 "
+        "for e2m1) | no MLA |\n"
      << "| MLA: query tokens per sequence | 1-8 | no MLA |\n"
      << "| MLA: shared memory | the tile fits the chip | no MLA |\n";
 }

@@ -16,50 +16,50 @@ func.func @latent96(%c: !r, %q: memref<2x16x112xbf16>, %bt: memref<2x4xi32>, %sl
 // -----
 
 // M4: rope a multiple of 16 up to 128.
-!r = !pattn.record_cache<block_size = 16, record = !pattn.record<96 bytes, none, {latent: 64 x f8E4M3FN at 0, rope: 8 x bf16 at 64}>>
-func.func @rope8(%c: !r, %q: memref<2x16x72xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x64xbf16>) {
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<144 bytes, none, {latent: 128 x f8E4M3FN at 0, rope: 8 x bf16 at 128}>>
+func.func @rope8(%c: !r, %q: memref<2x16x136xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x128xbf16>) {
   // expected-remark @below {{portable: MLA rope 8 not a multiple of 16 up to 128}}
-  pattn.mla_decode query(%q : memref<2x16x72xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x64xbf16>) {num_heads = 16 : i64}
+  pattn.mla_decode query(%q : memref<2x16x136xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x128xbf16>) {num_heads = 16 : i64}
   return
 }
 
 // -----
 
 // M5: an i8 latent has no exact bf16 operand form here.
-!r = !pattn.record_cache<block_size = 16, record = !pattn.record<112 bytes, none, {latent: 64 x i8 at 0 scaled_by s, s: 1 x f32 at 64, rope: 16 x bf16 at 80}>>
-func.func @i8_latent(%c: !r, %q: memref<2x16x80xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x64xbf16>) {
-  // expected-remark @below {{portable: MLA latent lane 64 x i8 scaled_by 1 x f32 not bf16, e4m3 (optionally with f32 scales per multiple of 16 channels) or e2m1 with e4m3 group-16 scales}}
-  pattn.mla_decode query(%q : memref<2x16x80xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x64xbf16>) {num_heads = 16 : i64}
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<176 bytes, none, {latent: 128 x i8 at 0 scaled_by s, s: 1 x f32 at 128, rope: 16 x bf16 at 144}>>
+func.func @i8_latent(%c: !r, %q: memref<2x16x144xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x128xbf16>) {
+  // expected-remark @below {{portable: MLA latent lane 128 x i8 scaled_by 1 x f32 not bf16, e4m3 (optionally with f32 scales per multiple of 16 channels) or e2m1 with e4m3 group-16 scales}}
+  pattn.mla_decode query(%q : memref<2x16x144xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x128xbf16>) {num_heads = 16 : i64}
   return
 }
 
 // -----
 
 // M5: an f32 block scale per 8 channels splits a k-step.
-!r = !pattn.record_cache<block_size = 16, record = !pattn.record<128 bytes, none, {latent: 64 x f8E4M3FN at 0 scaled_by s, s: 8 x f32 at 64, rope: 16 x bf16 at 96}>>
-func.func @blocks_of_8(%c: !r, %q: memref<2x16x80xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x64xbf16>) {
-  // expected-remark @below {{portable: MLA latent lane 64 x f8E4M3FN scaled_by 8 x f32 not bf16, e4m3}}
-  pattn.mla_decode query(%q : memref<2x16x80xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x64xbf16>) {num_heads = 16 : i64}
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<224 bytes, none, {latent: 128 x f8E4M3FN at 0 scaled_by s, s: 16 x f32 at 128, rope: 16 x bf16 at 192}>>
+func.func @blocks_of_8(%c: !r, %q: memref<2x16x144xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x128xbf16>) {
+  // expected-remark @below {{portable: MLA latent lane 128 x f8E4M3FN scaled_by 16 x f32 not bf16, e4m3}}
+  pattn.mla_decode query(%q : memref<2x16x144xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x128xbf16>) {num_heads = 16 : i64}
   return
 }
 
 // -----
 
 // M5: an f16 rope lane.
-!r = !pattn.record_cache<block_size = 16, record = !pattn.record<96 bytes, none, {latent: 64 x f8E4M3FN at 0, rope: 16 x f16 at 64}>>
-func.func @f16_rope(%c: !r, %q: memref<2x16x80xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x64xbf16>) {
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<160 bytes, none, {latent: 128 x f8E4M3FN at 0, rope: 16 x f16 at 128}>>
+func.func @f16_rope(%c: !r, %q: memref<2x16x144xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x128xbf16>) {
   // expected-remark @below {{portable: MLA rope lane 16 x f16 not bf16 or e4m3 (optionally with one f32 scale)}}
-  pattn.mla_decode query(%q : memref<2x16x80xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x64xbf16>) {num_heads = 16 : i64}
+  pattn.mla_decode query(%q : memref<2x16x144xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x128xbf16>) {num_heads = 16 : i64}
   return
 }
 
 // -----
 
 // M6: a bf16 rope lane off a 16-byte boundary.
-!r = !pattn.record_cache<block_size = 16, record = !pattn.record<112 bytes, none, {latent: 64 x f8E4M3FN at 0, rope: 16 x bf16 at 72}>>
-func.func @rope_at_72(%c: !r, %q: memref<2x16x80xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x64xbf16>) {
-  // expected-remark @below {{portable: MLA lanes at bytes 0 and 72 not aligned to their 8-element pieces}}
-  pattn.mla_decode query(%q : memref<2x16x80xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x64xbf16>) {num_heads = 16 : i64}
+!r = !pattn.record_cache<block_size = 16, record = !pattn.record<176 bytes, none, {latent: 128 x f8E4M3FN at 0, rope: 16 x bf16 at 136}>>
+func.func @rope_at_136(%c: !r, %q: memref<2x16x144xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x128xbf16>) {
+  // expected-remark @below {{portable: MLA lanes at bytes 0 and 136 not aligned to their 16-element pieces}}
+  pattn.mla_decode query(%q : memref<2x16x144xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x128xbf16>) {num_heads = 16 : i64}
   return
 }
 

@@ -84,7 +84,8 @@ struct XqaMlaSharedLayout {
   int64_t raw = 0;
   int64_t logits = 0, logitStride = 0; ///< logitStride: f32 elements
   int64_t pages = 0, live = 0;         ///< i32 per key
-  /// Per key: latentBlocks() latent scales, then the rope scale.
+  /// [column][key]: latentBlocks() columns of latent scales, then the rope
+  /// scale.
   int64_t scales = 0, scaleStride = 0;
   int64_t total = 0;
 };
@@ -98,6 +99,13 @@ pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
 
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;
+/// Warps of a tensor-core MLA block: 4 key groups for S, 4 slices of the
+/// latent for P V.
+inline constexpr int64_t kXqaMlaWarps = 4;
+
+/// Tensor-core MLA blocks of `sharedBytes` that one SM of every chip holds
+/// at once (at most 4).
+int64_t xqaMlaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 /// Query heads per block of the tensor-core MLA kernel: one m16 tile.
 inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
 
