@@ -49,8 +49,9 @@ using namespace pattn;
 
 namespace {
 
-/// Elements of a decode piece: two 16-byte stores into the operand tile.
-constexpr int64_t kPiece = 16;
+/// Elements of a decode piece: one 16-byte store into the operand tile
+/// (consecutive threads store consecutive pieces: no bank conflicts).
+constexpr int64_t kPiece = 8;
 /// Elements of one 16-byte load of the query.
 constexpr int64_t kQueryPiece = 8;
 /// Threads of a block.
@@ -236,8 +237,8 @@ Value XqaMlaBuilder::decodePiece(LaneAttr lane, LaneAttr groupScales, Value key,
 
   Encoding encoding =
       isa<Float4E2M1FNType>(type) ? Encoding::nvfp4 : Encoding::f8e4m3;
-  // The e4m3 group scale of an e2m1 piece (16 elements, one group), as an
-  // f16 pair: code x scale is exact in f16 (at most 6 significant bits,
+  // The e4m3 group scale of an e2m1 piece (8 elements of one 16-group), as
+  // an f16 pair: code x scale is exact in f16 (at most 6 significant bits,
   // within [2^-10, 2688]) and then in bf16.
   Value groupScale;
   if (groupScales) {
@@ -345,7 +346,7 @@ void XqaMlaBuilder::decodeTile(Value slot) {
     }
   });
 
-  // The operand tile, a piece of 16 elements per item. Where a pass of the
+  // The operand tile, a piece of 8 elements per item. Where a pass of the
   // block's threads covers whole keys, a thread keeps its piece of every
   // key it decodes, and the passes are unrolled.
   auto decodeLane = [&](LaneAttr lane, LaneAttr groupScales,

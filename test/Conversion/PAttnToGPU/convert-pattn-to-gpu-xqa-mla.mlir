@@ -34,7 +34,7 @@
 // CHECK:     nvvm.cp.async.wait.group 0
 // CHECK:     gpu.barrier
 // CHECK:     nvvm.convert.f8x2.to.f16x2
-// CHECK:     vector.store {{.*}} : memref<32x584xf16, #gpu.address_space<workgroup>>, vector<16xf16>
+// CHECK:     vector.store {{.*}} : memref<32x584xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK:     gpu.barrier
 // CHECK:     nvgpu.device_async_copy
 // CHECK:     nvvm.cp.async.commit.group

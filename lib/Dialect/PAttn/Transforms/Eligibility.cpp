@@ -92,10 +92,10 @@ static void checkMlaRows(const AttentionConfig &config,
                        "one f32 scale)",
                        record.ropeText));
 
-  // M6: each lane is read in 16-element pieces with 16-byte (8 for e2m1)
-  // aligned loads.
+  // M6: each lane is read in 8-element pieces with one aligned load (16,
+  // 8 or 4 bytes).
   auto alignment = [](int64_t bitsPerElement) {
-    return std::min<int64_t>(16, 16 * bitsPerElement / 8);
+    return 8 * bitsPerElement / 8;
   };
   int64_t latentBits =
       record.latentFormat == MlaLatentFormat::BF16
@@ -105,7 +105,7 @@ static void checkMlaRows(const AttentionConfig &config,
   if (record.latentOffset % alignment(latentBits) != 0 ||
       record.ropeOffset % alignment(ropeBits) != 0)
     fail(llvm::formatv("MLA lanes at bytes {0} and {1} not aligned to their "
-                       "16-element pieces",
+                       "8-element pieces",
                        record.latentOffset, record.ropeOffset));
 
   // M7: speculative decode up to 8 query tokens per sequence.
@@ -250,8 +250,8 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "| MLA: lanes | latent bf16, e4m3 (f32 scales per multiple of 16 "
         "channels) or e2m1 + e4m3 group-16 scales; rope bf16 or e4m3 (one f32 "
         "scale) | no MLA |\n"
-     << "| MLA: lane offsets | aligned to 16-element pieces (16 bytes, 8 "
-        "for e2m1) | no MLA |\n"
+     << "| MLA: lane offsets | aligned to 8-element pieces (16 bytes for "
+        "bf16, 8 for e4m3, 4 for e2m1) | no MLA |\n"
      << "| MLA: query tokens per sequence | 1-8 | no MLA |\n"
      << "| MLA: shared memory | the tile fits the chip | no MLA |\n";
 }

@@ -58,7 +58,7 @@ func.func @f16_rope(%c: !r, %q: memref<2x16x144xbf16>, %bt: memref<2x4xi32>, %sl
 // M6: a bf16 rope lane off a 16-byte boundary.
 !r = !pattn.record_cache<block_size = 16, record = !pattn.record<176 bytes, none, {latent: 128 x f8E4M3FN at 0, rope: 16 x bf16 at 136}>>
 func.func @rope_at_136(%c: !r, %q: memref<2x16x144xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x16x128xbf16>) {
-  // expected-remark @below {{portable: MLA lanes at bytes 0 and 136 not aligned to their 16-element pieces}}
+  // expected-remark @below {{portable: MLA lanes at bytes 0 and 136 not aligned to their 8-element pieces}}
   pattn.mla_decode query(%q : memref<2x16x144xbf16>) cache(%c : !r) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x16x128xbf16>) {num_heads = 16 : i64}
   return
 }
