@@ -542,16 +542,6 @@ struct DecodeParams {
   int64_t window = -1;
 };
 
-MemRefType workspaceOutputType(MLIRContext *context, int64_t valueDim) {
-  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
-                         Float32Type::get(context));
-}
-
-MemRefType workspaceStatsType(MLIRContext *context) {
-  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2},
-                         Float32Type::get(context));
-}
-
 /// True when the guard (if any) lets this launch run.
 Value guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
   if (!guard)
@@ -561,6 +551,25 @@ Value guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
 }
 
 } // namespace
+
+MemRefType pattn::workspaceOutputType(MLIRContext *context, int64_t valueDim) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
+                         Float32Type::get(context));
+}
+
+MemRefType pattn::workspaceStatsType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2},
+                         Float32Type::get(context));
+}
+
+void pattn::setLaunchBounds(gpu::GPUFuncOp kernel, int64_t threads,
+                            int64_t blocksPerSM) {
+  Builder builder(kernel.getContext());
+  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                  builder.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  builder.getI32IntegerAttr(int32_t(blocksPerSM)));
+}
 
 std::tuple<Value, Value, Value> pattn::findQuerySequence(KernelBuilder &kb,
                                                          Value token,
@@ -662,13 +671,8 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   // only 3 blocks. A light f16 kernel (~72 registers) is left alone: with
   // the bound ptxas spends registers up to 128 and loses occupancy.
   // (H200, bench/results/2026-11-29-h200-portable-decode.md.)
-  if (!source.decodesCheaply() || heads * accumulators >= 64) {
-    kernel->setAttr(
-        NVVM::NVVMDialect::getMaxntidAttrName(),
-        builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
-    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    builder.getI32IntegerAttr(kDecodeBlocksPerSM));
-  }
+  if (!source.decodesCheaply() || heads * accumulators >= 64)
+    setLaunchBounds(kernel, kBlockThreads, kDecodeBlocksPerSM);
   KernelBuilder kb(builder, p.loc);
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;

@@ -88,6 +88,17 @@ private:
   unsigned counter = 0;
 };
 
+/// The split-KV workspace of a decode: unnormalized partial outputs
+/// [splits, rows, valueDim] and their (max, sum) [splits, rows, 2], f32.
+mlir::MemRefType workspaceOutputType(mlir::MLIRContext *context,
+                                     int64_t valueDim);
+mlir::MemRefType workspaceStatsType(mlir::MLIRContext *context);
+
+/// Declares a kernel's launch bounds (nvvm.maxntid, nvvm.minctasm): ptxas
+/// then keeps its registers within 65536 / (threads x blocksPerSM).
+void setLaunchBounds(mlir::gpu::GPUFuncOp kernel, int64_t threads,
+                     int64_t blocksPerSM);
+
 /// The bit a rejected slot raises in the runtime's device error word
 /// (PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE in pattn/Runtime/Runtime.h).
 constexpr int32_t kSlotOutOfRangeBit = 1;

@@ -1046,22 +1046,16 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   addSide(valueBuffers, op.getVScale(), positions[1]);
   SmallVector<Type> argTypes = llvm::to_vector(
       llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
-  Type f32 = builder.getF32Type();
-  argTypes.push_back(MemRefType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, valueDim}, f32));
-  argTypes.push_back(
-      MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2}, f32));
+  argTypes.push_back(workspaceOutputType(context, valueDim));
+  argTypes.push_back(workspaceStatsType(context));
 
   gpu::GPUFuncOp kernel =
       kernels.create(builder, loc, "pattn_xqa_decode", argTypes, {});
-  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                  builder.getDenseI32ArrayAttr({int32_t(kBlockThreads), 1, 1}));
   // As many blocks per SM as the shared memory allows: ptxas keeps the
   // registers within 65536 / (blocks x 128) (the host's split count
   // assumes the same residency).
   resident = xqaResidentBlocks(plan.getSharedBytes(), kernels.chips);
-  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                  builder.getI32IntegerAttr(int32_t(resident)));
+  setLaunchBounds(kernel, kBlockThreads, resident);
   auto arg = [&](int position) {
     return position < 0 ? Value() : kernel.getArgument(position);
   };

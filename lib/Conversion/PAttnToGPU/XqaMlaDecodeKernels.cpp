@@ -680,19 +680,13 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   SmallVector<Type> argTypes = llvm::to_vector(
       llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
   Type f32 = builder.getF32Type();
-  argTypes.push_back(MemRefType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, latent}, f32));
-  argTypes.push_back(
-      MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2}, f32));
+  argTypes.push_back(workspaceOutputType(context, latent));
+  argTypes.push_back(workspaceStatsType(context));
 
   gpu::GPUFuncOp kernel =
       kernels.create(builder, loc, "pattn_xqa_mla_decode", argTypes, {});
-  kernel->setAttr(
-      NVVM::NVVMDialect::getMaxntidAttrName(),
-      builder.getDenseI32ArrayAttr({int32_t(kXqaMlaThreads), 1, 1}));
-  int64_t resident = xqaMlaResidentBlocks(plan.getSharedBytes(), kernels.chips);
-  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                  builder.getI32IntegerAttr(int32_t(resident)));
+  setLaunchBounds(kernel, kXqaMlaThreads,
+                  xqaMlaResidentBlocks(plan.getSharedBytes(), kernels.chips));
   unsigned next = 0;
   Value query = kernel.getArgument(next++);
   blockTable = kernel.getArgument(next++);

@@ -1133,6 +1133,20 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view(torch.int16).clone()
 
 
+def _capture(call) -> "torch.cuda.CUDAGraph":
+    """`call` captured in a CUDA graph, after a warm-up on a side stream
+    (the torch.cuda.graph recipe)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph
+
+
 @pytest.mark.parametrize("case", GRAPH_CASES, ids=_ids)
 def test_cuda_graph_replay_matches_eager(case, gpu_results):
     """Decode captured in a CUDA graph replays bit for bit like the eager
@@ -1150,16 +1164,7 @@ def test_cuda_graph_replay_matches_eager(case, gpu_results):
     decode()
     torch.cuda.synchronize()
     eager = _bits(out)
-
-    # Warm up on a side stream, then capture (the torch.cuda.graph recipe).
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        decode()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        decode()
+    graph = _capture(decode)
 
     def replay() -> torch.Tensor:
         out.fill_(float("nan"))
@@ -1420,14 +1425,7 @@ def test_mla_cuda_graph_replay_matches_eager(config):
     def decode():
         invoke(module, "mla", signature, tensors)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        decode()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        decode()
+    graph = _capture(decode)
 
     def replay() -> torch.Tensor:
         out.fill_(float("nan"))

@@ -36,6 +36,16 @@ static bool isXqaHeadDim(int64_t headDim) {
 /// two m16 mma tiles.
 static constexpr int64_t kMaxRowsPerKvHead = 32;
 
+/// A type as written in IR, or "<none>".
+static std::string typeName(mlir::Type type) {
+  if (!type)
+    return "<none>";
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << type;
+  return name;
+}
+
 /// The rows of the tensor-core MLA kernel (XqaMlaDecodeKernels.cpp), in
 /// the order printEligibilityTable prints them.
 static void checkMlaRows(const AttentionConfig &config,
@@ -48,15 +58,9 @@ static void checkMlaRows(const AttentionConfig &config,
   // M2: bf16 operands. The per-key scales (fp8 block scales, the nvfp4
   // outer scale) ride on P, which f16 would push into its subnormals, and a
   // bf16 rope lane is not exact in f16.
-  if (!config.activation || !config.activation.isBF16()) {
-    std::string name;
-    llvm::raw_string_ostream os(name);
-    if (config.activation)
-      os << config.activation;
-    else
-      os << "<none>";
-    fail(llvm::formatv("MLA query {0} is not bf16", name));
-  }
+  if (!config.activation || !config.activation.isBF16())
+    fail(llvm::formatv("MLA query {0} is not bf16",
+                       typeName(config.activation)));
 
   // M3: 16 heads of one token are the M rows of one mma tile.
   if (config.numHeads % 16 != 0)
@@ -141,15 +145,9 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
 
   // Row 2: the tensor-core path multiplies f16 or bf16 operands.
   if (!config.activation ||
-      !(config.activation.isF16() || config.activation.isBF16())) {
-    std::string name;
-    llvm::raw_string_ostream os(name);
-    if (config.activation)
-      os << config.activation;
-    else
-      os << "<none>";
-    fail(llvm::formatv("activation {0} not in {{f16, bf16}", name));
-  }
+      !(config.activation.isF16() || config.activation.isBF16()))
+    fail(llvm::formatv("activation {0} not in {{f16, bf16}",
+                       typeName(config.activation)));
 
   // Row 2b: the operands are the activation's 16-bit type, so a 16-bit
   // cache of the other type would be rounded (bf16 keeps 3 bits fewer than
