@@ -78,8 +78,9 @@ __all__ = [
     "IRError", "IRTypeError", "LANE_ELEMENTS", "LAYOUTS", "Lane",
     "MemRefType", "Module", "Operation", "PRESETS", "PortablePlan",
     "RECORD_MODES", "RecordCacheType", "RecordType", "SCALES", "Type",
-    "Value", "VerifyError", "XqaPlan", "cache", "f32_literal", "lane",
-    "memref", "portable_plan", "record", "record_cache", "xqa_plan",
+    "Value", "VerifyError", "XqaMlaPlan", "XqaPlan", "cache", "f32_literal",
+    "lane", "memref", "portable_plan", "record", "record_cache",
+    "xqa_mla_plan", "xqa_plan",
 ]
 
 #: Element types a memref may hold, as MLIR spells them.
@@ -673,6 +674,29 @@ class XqaPlan(_Frozen):
         return f"<ir.XqaPlan {self}>"
 
 
+class XqaMlaPlan(_Frozen):
+    """``#pattn.xqa_mla_plan<...>``, the tiling ``--pattn-plan-decode``
+    writes on ``pattn.mla_decode`` ops of the XQA backend (the tensor-core
+    MLA kernel). Built by :func:`xqa_mla_plan`."""
+
+    __slots__ = ("heads_per_block", "keys_per_tile", "shared_bytes")
+
+    def __init__(self, heads_per_block: int, keys_per_tile: int,
+                 shared_bytes: int):
+        values = dict(heads_per_block=heads_per_block,
+                      keys_per_tile=keys_per_tile, shared_bytes=shared_bytes)
+        self._set(**{name: _int("ir.xqa_mla_plan", name, value)
+                     for name, value in values.items()})
+
+    def __str__(self) -> str:
+        fields = ", ".join(f"{name} = {getattr(self, name)}"
+                           for name in self.__slots__)
+        return f"#pattn.xqa_mla_plan<{fields}>"
+
+    def __repr__(self) -> str:
+        return f"<ir.XqaMlaPlan {self}>"
+
+
 class PortablePlan(_Frozen):
     """``#pattn.portable_plan<...>``, the tiling of the portable backend.
     Built by :func:`portable_plan`."""
@@ -701,6 +725,14 @@ def xqa_plan(*, rows: int, keys_per_tile: int, stages: int, key_warps: int,
     """An XQA decode plan (``plan=`` of ``backend="xqa"`` ops)."""
     return XqaPlan(rows, keys_per_tile, stages, key_warps, value_warps,
                    keys_per_split, shared_bytes)
+
+
+@_rejects_bad_calls(IRTypeError, "ir.xqa_mla_plan")
+def xqa_mla_plan(*, heads_per_block: int, keys_per_tile: int,
+                 shared_bytes: int) -> XqaMlaPlan:
+    """A tensor-core MLA decode plan (``plan=`` of ``pattn.mla_decode`` with
+    ``backend="xqa"``)."""
+    return XqaMlaPlan(heads_per_block, keys_per_tile, shared_bytes)
 
 
 @_rejects_bad_calls(IRTypeError, "ir.portable_plan")
@@ -1109,20 +1141,24 @@ class Function:
 
     @staticmethod
     def _check_plan(where: str, backend: Optional[str],
-                    plan: Optional[object]) -> None:
+                    plan: Optional[object], mla: bool = False) -> None:
+        # MLA decode has its own tensor-core kernel and plan.
+        xqa, xqa_name = (XqaMlaPlan, "xqa_mla_plan") if mla else \
+            (XqaPlan, "xqa_plan")
         if plan is None:
             return
-        if not isinstance(plan, (XqaPlan, PortablePlan)):
+        if not isinstance(plan, (XqaPlan, XqaMlaPlan, PortablePlan)):
             raise IRTypeError(f"{where}: argument 'plan' must be an "
-                              "ir.xqa_plan(...) or ir.portable_plan(...), "
+                              f"ir.{xqa_name}(...) or ir.portable_plan(...), "
                               f"got {_describe(plan)}")
-        wanted = {"xqa": XqaPlan, "portable": PortablePlan}.get(backend)
+        wanted = {"xqa": (xqa, xqa_name),
+                  "portable": (PortablePlan, "portable_plan")}.get(backend)
         if wanted is None:
             raise IRError(f"{where}: argument 'plan' needs backend='xqa' or "
                           "'portable' (the backend it plans)")
-        if not isinstance(plan, wanted):
+        if not isinstance(plan, wanted[0]):
             raise IRError(f"{where}: backend {backend!r} needs an "
-                          f"ir.{backend}_plan(...), got {plan}")
+                          f"ir.{wanted[1]}(...), got {plan}")
 
     @_rejects_bad_calls(IRTypeError, "pattn.paged_attention")
     def paged_attention(self, query: Value, key: Value, value: Value,
@@ -1200,7 +1236,7 @@ class Function:
         plan."""
         where = "pattn.mla_decode"
         heads = self._num_heads(where, num_heads, query)
-        self._check_plan(where, backend, plan)
+        self._check_plan(where, backend, plan, mla=True)
         attributes = self._attributes(where, [
             ("num_heads", heads, "i64", None),
             ("softmax_scale", softmax_scale, "f32", None),

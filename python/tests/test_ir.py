@@ -202,6 +202,27 @@ def test_plans_print_as_the_dialect_does():
         "shared_bytes = 41984>")
     assert str(ir.portable_plan(heads_per_block=4, keys_per_split=512)) == \
         "#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>"
+    assert str(ir.xqa_mla_plan(heads_per_block=16, keys_per_tile=32,
+                               shared_bytes=80640)) == (
+        "#pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, "
+        "shared_bytes = 80640>")
+
+
+def test_mla_decode_takes_its_own_xqa_plan():
+    """pattn.mla_decode's tensor-core kernel has its own plan: the paged
+    XQA plan is refused for it, as the dialect's verifier refuses it."""
+    m = ir.Module()
+    f = m.function("mla")
+    record = ir.record("fp8_ds_mla")
+    args = [f.arg("q", ir.memref([2, 16, 576], "bf16")),
+            f.arg("c", ir.record_cache(64, record)),
+            f.arg("bt", ir.memref([2, 8], "i32")),
+            f.arg("sl", ir.memref([2], "i32")),
+            f.arg("o", ir.memref([2, 16, 512], "bf16"))]
+    with pytest.raises(ir.IRError, match=r"backend 'xqa' needs an "
+                       r"ir.xqa_mla_plan\(...\), got #pattn.xqa_plan"):
+        f.mla_decode(*args, backend="xqa", plan=XQA)
+    f.mla_decode(*args, backend="xqa", plan=XQA_MLA)
 
 
 def test_floats_print_exactly():
@@ -560,6 +581,8 @@ PORTABLE = ir.portable_plan(heads_per_block=4, keys_per_split=512)
 ATTENTION_OPERANDS = ("query", "key", "value", "block_table", "seq_lens",
                       "query_start", "k_scale", "v_scale", "sinks",
                       "out_scale", "guard", "query_exponents", "out")
+XQA_MLA = ir.xqa_mla_plan(heads_per_block=16, keys_per_tile=32,
+                          shared_bytes=80640)
 
 
 def _scaled_cache(scale):
@@ -717,7 +740,7 @@ def test_mla_decode_every_operand_and_attribute_combination(opt):
             kwargs["backend"] = name
             expected["backend"] = f"#pattn.backend<{name}>"
             if backend.endswith("+plan"):
-                kwargs["plan"] = XQA if name == "xqa" else PORTABLE
+                kwargs["plan"] = XQA_MLA if name == "xqa" else PORTABLE
                 expected["plan"] = str(kwargs["plan"])
         f.mla_decode(given["query"], given["cache"], given["block_table"],
                      given["seq_lens"], given["out"],

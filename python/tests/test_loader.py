@@ -814,9 +814,16 @@ def test_real_compiler_checks_the_backend(tmp_path):
         compiler = pattn.find_compiler()
     except pattn.CompileError as error:
         pytest.skip(str(error))
+    # The MLA example with an f16 query: the tensor-core MLA kernel takes
+    # bf16 queries only.
+    source = (REPO / "examples" / "mla_nvfp4.mlir").read_text()
+    source = source.replace("x576xbf16>", "x576xf16>").replace(
+        "x16x512xbf16>", "x16x512xf16>")
+    (tmp_path / "mla.mlir").write_text(source)
     with pytest.raises(pattn.CompileError,
-                       match="force=xqa, but the op is not eligible") as caught:
-        pattn.compile(REPO / "examples" / "mla_nvfp4.mlir", chips="sm_90a",
+                       match="force=xqa, but the op is not eligible for XQA "
+                       "on sm_90a: MLA query f16 is not bf16") as caught:
+        pattn.compile(tmp_path / "mla.mlir", chips="sm_90a",
                       output=tmp_path / "mla.so", compiler=compiler,
                       backend="xqa")
     assert "--backend=xqa" in caught.value.command
