@@ -545,7 +545,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   Attribute plan = op.getPlanAttr();
   if (!plan)
     plan = op.getBackend() == Backend::xqa
-               ? Attribute(planXqaMlaDecode(op, chips))
+               ? Attribute(planXqaMlaDecode(op))
                : Attribute(planPortableDecode(op, keysPerSplit));
   RecordType record = cache->type.getRecord();
   int64_t latent = record.getLane("latent").getCount();
@@ -554,7 +554,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
     DecodeGrid grid;
     grid.tileKeys = xqa.getKeysPerTile();
     grid.sharedBytes = xqa.getSharedBytes();
-    grid.residentBlocks = xqaMlaResidentBlocks(grid.sharedBytes, chips);
+    grid.residentBlocks = xqaResidentBlocks(grid.sharedBytes, chips);
     grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 cache->type.getBlockSize(), latent, numHeads, grid,

@@ -686,7 +686,7 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   gpu::GPUFuncOp kernel =
       kernels.create(builder, loc, "pattn_xqa_mla_decode", argTypes, {});
   setLaunchBounds(kernel, kXqaMlaThreads,
-                  xqaMlaResidentBlocks(plan.getSharedBytes(), kernels.chips));
+                  xqaResidentBlocks(plan.getSharedBytes(), kernels.chips));
   unsigned next = 0;
   Value query = kernel.getArgument(next++);
   blockTable = kernel.getArgument(next++);

@@ -1192,3 +1192,48 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
   pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
   return
 }
+
+// -----
+
+// MLA decode on tensor cores has its own plan: the paged one is refused.
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
+  // expected-error @below {{'pattn.mla_decode' op backend xqa needs a #pattn.xqa_mla_plan, got #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+  return
+}
+
+// -----
+
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
+  // expected-error @below {{'pattn.mla_decode' op backend portable needs a #pattn.portable_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}
+  return
+}
+
+// -----
+
+// The paged attention op refuses the MLA plan.
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}
+  return
+}
+
+// -----
+
+// #pattn.xqa_mla_plan: one m16 tile of heads, 8 keys per warp.
+// expected-error @below {{heads_per_block 32 must be 16 (one m16 tile)}}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 32, keys_per_tile = 32, shared_bytes = 80640>}
+
+// -----
+
+// expected-error @below {{keys_per_tile 64 must be 32 (8 keys per warp)}}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 64, shared_bytes = 80640>}
+
+// -----
+
+// expected-error @below {{shared_bytes -1 is negative}}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = -1>}

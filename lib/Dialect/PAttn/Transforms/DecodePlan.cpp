@@ -257,12 +257,7 @@ XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
   return layout;
 }
 
-int64_t xqaMlaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
-  return xqaResidentBlocks(sharedBytes, chips);
-}
-
-XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
-  (void)chips; // one tiling fits every chip (the eligibility table checks)
+XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op) {
   MlaRecordLayout record =
       describeMlaRecord(op.getCache().getType().getRecord());
   XqaMlaSharedLayout layout = layoutXqaMlaShared(record, kXqaMlaKeysPerTile);

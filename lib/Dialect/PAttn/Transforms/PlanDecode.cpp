@@ -82,7 +82,24 @@ void PlanDecodePass::runOnOperation() {
       });
     else if (auto mla = dyn_cast<MlaDecodeOp>(op))
       plan(op, mla.getBackend(), [&]() -> Attribute {
-        return ::pattn::planXqaMlaDecode(mla, targets);
+        // The selector checked one chip; the tile must fit every chip
+        // built for (a large custom record may not fit a 99 KiB one).
+        ::pattn::XqaMlaPlanAttr mlaPlan = ::pattn::planXqaMlaDecode(mla);
+        for (::pattn::Chip chip : targets) {
+          int64_t limit =
+              ::pattn::getTargetDescription(chip).sharedMemoryPerBlock;
+          if (mlaPlan.getSharedBytes() > limit) {
+            mla.emitOpError()
+                << "has backend xqa, but its tensor-core tile needs "
+                << mlaPlan.getSharedBytes() << " bytes of shared memory > "
+                << limit << " on " << ::pattn::stringifyChip(chip)
+                << "; select the backend for that chip or use "
+                   "force=portable";
+            ok = false;
+            break;
+          }
+        }
+        return mlaPlan;
       });
   });
   if (!ok)

@@ -93,9 +93,10 @@ struct XqaMlaSharedLayout {
 XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
                                       int64_t keysPerTile);
 
-/// The tensor-core MLA plan of `op` for every chip of `chips`.
-pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
-                                       llvm::ArrayRef<Chip> chips);
+/// The tensor-core MLA plan of `op`: one tiling, whose shared memory
+/// depends on the record only (--pattn-plan-decode checks that it fits
+/// every chip built for).
+pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op);
 
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;
@@ -103,9 +104,6 @@ inline constexpr int64_t kXqaMlaKeysPerTile = 32;
 /// latent for P V.
 inline constexpr int64_t kXqaMlaWarps = 4;
 
-/// Tensor-core MLA blocks of `sharedBytes` that one SM of every chip holds
-/// at once (at most 4).
-int64_t xqaMlaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 /// Query heads per block of the tensor-core MLA kernel: one m16 tile.
 inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
 
