@@ -69,7 +69,8 @@ from ._errors import (ArgumentError, ArgumentTypeError, CacheWarning,
                       CompileError, DeviceError, Error, IRError, IRTypeError,
                       LaunchError, LoadError, TorchOpError,
                       UnknownFunctionError, VerifyError)
-from ._loader import (DEVICE_ERROR_SLOT_OUT_OF_RANGE, DEVICE_ERRORS, ArgSpec,
+from ._loader import (DEVICE_ERROR_POSITION_OUT_OF_RANGE,
+                      DEVICE_ERROR_SLOT_OUT_OF_RANGE, DEVICE_ERRORS, ArgSpec,
                       Function, FunctionNamespace, Functions, Module, load,
                       validate_artifact)
 from ._torch_ops import TorchOps
@@ -77,7 +78,8 @@ from . import ir
 
 __all__ = [
     "ArgSpec", "ArgumentError", "ArgumentTypeError", "CacheWarning",
-    "CompileError", "DEVICE_ERRORS", "DEVICE_ERROR_SLOT_OUT_OF_RANGE",
+    "CompileError", "DEVICE_ERRORS", "DEVICE_ERROR_POSITION_OUT_OF_RANGE",
+    "DEVICE_ERROR_SLOT_OUT_OF_RANGE",
     "DeviceError", "Error", "Function", "FunctionNamespace", "Functions",
     "IRError", "IRTypeError", "LaunchError", "LoadError", "Module",
     "TorchOpError", "TorchOps", "UnknownFunctionError", "VerifyError",

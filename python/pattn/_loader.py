@@ -79,12 +79,17 @@ _PATTN_ERROR_NO_BINARY_FOR_DEVICE = 3
 
 #: PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE (pattn/Runtime/Runtime.h).
 DEVICE_ERROR_SLOT_OUT_OF_RANGE = 1
+#: PATTN_DEVICE_ERROR_POSITION_OUT_OF_RANGE.
+DEVICE_ERROR_POSITION_OUT_OF_RANGE = 2
 
 #: What each device error bit means.
 DEVICE_ERRORS = {
     DEVICE_ERROR_SLOT_OUT_OF_RANGE:
         "a cache write rejected its whole batch: a slot was below -1 or "
         "past the cache's pages (nothing of that batch was written)",
+    DEVICE_ERROR_POSITION_OUT_OF_RANGE:
+        "a rotary embedding rejected its whole batch: a token's position "
+        "was below 0 or past its cos/sin tables (nothing was written)",
 }
 
 _TENSOR_PROTOCOL = "data_ptr(), shape, dtype, device and is_contiguous()"

@@ -790,9 +790,13 @@ _KINDS = {"memref": (MemRefType, "memref"),
           "record_cache": (RecordCacheType, "!pattn.record_cache")}
 
 # The operands ops may leave out (None); every other one is required.
+# pattn.rotary's default norm_epsilon, 1e-6 as the f32 the op stores.
+_F32_ONE_MILLIONTH = struct.unpack("<f", struct.pack("<f", 1e-6))[0]
+
 _OPTIONAL_OPERANDS = frozenset((
     "group_scales", "token_scales", "scale", "outer_scale", "query_start",
-    "k_scale", "v_scale", "sinks", "out_scale", "guard", "query_exponents"))
+    "k_scale", "v_scale", "sinks", "out_scale", "guard", "query_exponents",
+    "positions", "norm_weight"))
 
 # What ``values`` of a constant table may hold: struct format, and whether
 # the values are ints.
@@ -1045,6 +1049,55 @@ class Function:
                      f"  {result} = memref.get_global @{symbol} : {table}")
         return result
 
+    # -- temporaries ---------------------------------------------------------
+
+    @_rejects_bad_calls(IRTypeError, "memref.alloc")
+    def alloc(self, type: MemRefType, *, like: Optional[Value] = None,
+              name: Optional[str] = None) -> Value:
+        """``memref.alloc``: a temporary buffer of ``type`` (device memory,
+        ordered on the call's stream once lowered); each dynamic dimension
+        takes the size of the same dimension of ``like``. Free it with
+        :meth:`dealloc` after its last use."""
+        where = "memref.alloc"
+        if not isinstance(type, MemRefType):
+            raise IRTypeError(f"{where}: argument 'type' must be an "
+                              f"ir.memref(...), got {_describe(type)}")
+        dynamic = [i for i, d in enumerate(type.shape) if d is None]
+        if dynamic:
+            if like is None:
+                raise IRError(f"{where}: argument 'like' is needed for the "
+                              f"dynamic dimensions of {type}")
+            like = self._use(where, "like", like, "memref")
+            shape = like.type.resolved().shape
+            if len(shape) < len(type.shape):
+                raise IRError(f"{where}: argument 'like' ({like}: "
+                              f"{like.type}) has no dimension "
+                              f"{len(type.shape) - 1}")
+        lines, sizes = [], []
+        for i in dynamic:
+            index, size = self._fresh(), None
+            self._names.add(index)
+            size = self._fresh()
+            self._names.add(size)
+            lines.append(f"  %{index} = arith.constant {i} : index")
+            lines.append(f"  %{size} = memref.dim {like}, %{index} : "
+                         f"{like.type}")
+            sizes.append(f"%{size}")
+        result = self._result(where, name, type)
+        lines.append(f"  {result} = memref.alloc({', '.join(sizes)}) : "
+                     f"{type}")
+        operands = {"like": like} if dynamic else {}
+        self._append(where, operands, {}, (result,), "\n".join(lines))
+        return result
+
+    @_rejects_bad_calls(IRTypeError, "memref.dealloc")
+    def dealloc(self, buffer: Value) -> None:
+        """``memref.dealloc`` of a buffer from :meth:`alloc`."""
+        where = "memref.dealloc"
+        buffer = self._use(where, "buffer", buffer, "memref")
+        self._append(where, {"buffer": buffer}, {}, (),
+                     f"  memref.dealloc {buffer} : {buffer.type}")
+
     # -- pattn ops -----------------------------------------------------------
 
     @_rejects_bad_calls(IRTypeError, "pattn.bind_cache")
@@ -1076,15 +1129,20 @@ class Function:
 
     @_rejects_bad_calls(IRTypeError, "pattn.write_cache")
     def write_cache(self, values: Value, into: Value, slots: Value, *,
-                    scale: Optional[Value] = None) -> None:
+                    scale: Optional[Value] = None,
+                    first_head: int = 0) -> None:
         """``pattn.write_cache``: quantizes ``values`` [tokens, kv_heads,
         head_dim] into the cache ``into`` at ``slots``; ``scale`` for
-        ``tensor``/``channel`` caches (and nvfp4's tensor scale)."""
-        self._emit("pattn.write_cache", [
+        ``tensor``/``channel`` caches (and nvfp4's tensor scale);
+        ``first_head`` > 0 takes heads first_head.. of wider ``values``
+        (the V heads of a packed QKV buffer)."""
+        where = "pattn.write_cache"
+        self._emit(where, [
             ("values", "values", values, "memref", False),
             ("into", "into", into, "cache", False),
             ("slots", "slots", slots, "memref", True),
-            ("scale", "scale", scale, "memref", False)])
+            ("scale", "scale", scale, "memref", False)],
+            self._attributes(where, [("first_head", first_head, "i64", 0)]))
 
     @_rejects_bad_calls(IRTypeError, "pattn.write_record")
     def write_record(self, latent: Value, rope: Value, into: Value,
@@ -1099,6 +1157,45 @@ class Function:
             ("into", "into", into, "record_cache", False),
             ("slots", "slots", slots, "memref", True),
             ("outer_scale", "outer_scale", outer_scale, "memref", False)])
+
+    @_rejects_bad_calls(IRTypeError, "pattn.rotary")
+    def rotary(self, input: Value, cos: Value, sin: Value, out: Value, *,
+               positions: Optional[Value] = None,
+               seq_lens: Optional[Value] = None,
+               query_start: Optional[Value] = None,
+               norm_weight: Optional[Value] = None,
+               interleaved: bool = False, first_head: int = 0,
+               position_offset: int = 0,
+               norm_epsilon: float = 1e-6) -> None:
+        """``pattn.rotary``: heads ``first_head``.. of ``input`` [tokens,
+        heads, D], RMS-normalized by ``norm_weight`` [D] when given, then
+        rotated by the ``cos``/``sin`` [max_position, R/2] tables at each
+        token's position, into ``out`` (printed ``outs``). The position is
+        ``positions[t]`` or the token's appended kv position from
+        ``seq_lens`` (and ``query_start``), plus ``position_offset``;
+        exactly one of ``positions`` and ``seq_lens``. ``interleaved``
+        rotates pairs (2i, 2i+1) instead of (i, i + R/2)."""
+        where = "pattn.rotary"
+        if (positions is None) == (seq_lens is None):
+            raise IRError(f"{where}: exactly one of 'positions' (per token) "
+                          "and 'seq_lens' (the appended tokens' positions) "
+                          "is needed")
+        attributes = self._attributes(where, [
+            ("interleaved", interleaved, "bool", False),
+            ("first_head", first_head, "i64", 0),
+            ("position_offset", position_offset, "i64", 0),
+            ("norm_epsilon", norm_epsilon, "f32", _F32_ONE_MILLIONTH)])
+        clauses = [("input", "input", input, "memref", False),
+                   ("cos", "cos", cos, "memref", True),
+                   ("sin", "sin", sin, "memref", False),
+                   ("positions", "positions", positions, "memref", True)]
+        if seq_lens is not None:
+            clauses.append(("seq_lens", "seq_lens", seq_lens, "memref", True))
+        clauses += [
+            ("query_start", "query_start", query_start, "memref", False),
+            ("norm_weight", "norm_weight", norm_weight, "memref", False),
+            ("out", "outs", out, "memref", True)]
+        self._emit(where, clauses, attributes)
 
     def _num_heads(self, where: str, num_heads: Optional[int],
                    query: object) -> int:
@@ -1130,6 +1227,11 @@ class Function:
             elif kind == "f32":
                 value = _f32(where, name, value)
                 text = f"{f32_literal(value)} : f32"
+            elif kind == "bool":
+                if not isinstance(value, bool):
+                    raise IRTypeError(f"{where}: argument {name!r} must be "
+                                      f"True or False, got {_describe(value)}")
+                text = "true" if value else "false"
             elif kind == "backend":
                 value = _choice(where, name, value, BACKENDS)
                 text = f"#pattn.backend<{value}>"

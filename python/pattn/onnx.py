@@ -86,11 +86,8 @@ GQA_ATTRIBUTES = {
     "qk_output": 0, "k_quant_type": "NONE", "v_quant_type": "NONE",
     "kv_cache_bit_width": None, "qk_norm_epsilon": 1e-6}
 
-_ROTARY = "rotary embedding is not in the dialect yet (issue 11, item 2)"
-_QK_NORM = "RMS QK-norm is not in the dialect yet (issue 11, item 2)"
-_SINK = ("head sinks as ONNX Runtime defines them (T-typed, per query head) "
-         "are not imported yet (issue 11, item 2); pattn's `sinks` operand "
-         "is f32")
+_FLOATS = {_FLOAT16: "f16", _BFLOAT16: "bf16", _FLOAT: "f32"}
+_TABLE_ELEMENTS = {"f16": "f16", "f32": "f32"}  # constant tables pattn prints
 
 
 class UnsupportedNodeError(ArgumentError):
@@ -400,21 +397,128 @@ class _Node:
             out["softcap"] = softcap
         return out
 
-    def absent_features(self) -> None:
-        """What neither op can import today."""
-        self.must_be_default("do_rotary", _ROTARY, off=(0,))
-        self.must_be_default("rotary_interleaved", _ROTARY, off=(0,))
+    def head_features(self) -> bool:
+        """do_rotary, rotary_interleaved, the cos/sin caches, QK-norm and
+        packed QKV, checked for consistency (shapes come later, in
+        :meth:`rotary_tables`). Returns whether Q and K are rotated."""
+        rotary = self.attr("do_rotary")
+        if rotary not in (0, 1):
+            self.reject("attribute", "do_rotary", rotary, "must be 0 or 1")
+        interleaved = self.attr("rotary_interleaved")
+        if interleaved not in (0, 1):
+            self.reject("attribute", "rotary_interleaved", interleaved,
+                        "must be 0 or 1")
+        elif interleaved and rotary != 1:
+            self.reject("attribute", "rotary_interleaved", interleaved,
+                        "set without do_rotary=1: nothing is rotated")
         for slot in ("cos_cache", "sin_cache"):
-            self.must_be_absent(slot, _ROTARY)
+            if rotary == 1 and slot not in self.inputs:
+                self.reject("input", slot, ABSENT, "do_rotary=1 needs the "
+                            "cos_cache and sin_cache tables")
+            elif rotary != 1 and slot in self.inputs:
+                self.reject("input", slot, self.inputs[slot],
+                            "given without do_rotary=1: pattn would not "
+                            "use it")
         for slot in ("q_norm_weight", "k_norm_weight"):
-            self.must_be_absent(slot, _QK_NORM)
-        self.must_be_absent("head_sink", _SINK)
+            if slot in self.inputs and rotary != 1:
+                self.reject("input", slot, self.inputs[slot],
+                            "QK-norm is imported with rotary embedding "
+                            "(pattn.rotary normalizes, then rotates); "
+                            "without do_rotary=1 it is not imported")
         if "key" not in self.inputs or "value" not in self.inputs:
             missing = [s for s in ("key", "value") if s not in self.inputs]
-            self.reject("input", missing[0], ABSENT,
-                        "packed QKV (key and value absent, query holding "
-                        "Q, K and V) is not in the dialect yet (issue 11, "
-                        "item 2)")
+            if len(missing) == 1:
+                self.reject("input", missing[0], ABSENT,
+                            "key and value are given together, or both "
+                            "absent (packed QKV)")
+            elif rotary != 1:
+                self.reject("input", "key", ABSENT,
+                            "packed QKV (key and value absent) is imported "
+                            "with do_rotary=1, whose pattn.rotary ops take "
+                            "Q and K out of the packed rows; without it the "
+                            "query would need a copy pattn does not emit")
+        return rotary == 1
+
+    @property
+    def packed(self) -> bool:
+        return "key" not in self.inputs and "value" not in self.inputs
+
+    def rotary_tables(self, head_dim: Optional[int]) -> Optional[dict]:
+        """The cos/sin caches' type and R/2, the norm weights and epsilon:
+        what the rotary ops take (None where something was rejected)."""
+        half = element = None
+        for slot in ("cos_cache", "sin_cache"):
+            kind = self.dtype(slot, _FLOATS, "the table")
+            shape = self.shape(slot, 2, "(max_sequence_length, "
+                               "rotary_dim / 2)")
+            if kind is None or shape is None:
+                continue
+            if element not in (None, kind):
+                self.reject("input", slot, f"{self.inputs[slot]}: {kind}",
+                            f"must have cos_cache's type ({element})")
+            element = kind
+            width = self.static_dim(slot, shape, 1, "rotary_dim / 2")
+            if width is None:
+                continue
+            if half not in (None, width):
+                self.reject("input", slot, self.tensor(slot).shape_text(),
+                            f"must have cos_cache's shape")
+            half = width
+            if head_dim is not None and not 1 <= 2 * width <= head_dim:
+                self.reject("input", slot, self.tensor(slot).shape_text(),
+                            f"rotary_dim {2 * width} must be in [2, "
+                            f"head_size = {head_dim}]")
+            self.embeddable(slot)
+        norms = {}
+        for side, slot in (("q", "q_norm_weight"), ("k", "k_norm_weight")):
+            if slot not in self.inputs:
+                continue
+            self.dtype(slot, _FLOATS, "the norm weight")
+            shape = self.shape(slot, 1, "(head_size)")
+            if shape is not None and head_dim is not None and \
+                    shape[0] not in (None, head_dim):
+                self.reject("input", slot, self.tensor(slot).shape_text(),
+                            f"must have head_size ({head_dim}) weights")
+            norms[side] = slot
+            self.embeddable(slot)
+        epsilon = self.attr("qk_norm_epsilon")
+        if norms and (not isinstance(epsilon, float) or
+                      not math.isfinite(epsilon) or epsilon <= 0):
+            self.reject("attribute", "qk_norm_epsilon", epsilon,
+                        "must be a finite positive float (pattn.rotary's "
+                        "norm_epsilon)")
+        if self.reasons:
+            return None
+        return {"half": half, "element": element, "norms": norms,
+                "epsilon": epsilon,
+                "interleaved": self.attr("rotary_interleaved") == 1}
+
+    def embeddable(self, slot: str) -> None:
+        """An initializer pattn compiles in must be f16 or f32 and static."""
+        tensor = self.tensor(slot)
+        if tensor is None or tensor.initializer is None:
+            return
+        kind = _FLOATS.get(tensor.dtype)
+        if kind not in _TABLE_ELEMENTS or tensor.shape is None or \
+                not all(isinstance(d, int) for d in tensor.shape):
+            self.reject("input", slot, f"{tensor.name}: "
+                        f"{tensor.dtype_name}{tensor.shape_text()}",
+                        "an initializer pattn compiles in must be float16 "
+                        "or float with a static shape; pass it as a graph "
+                        "input instead")
+
+    def sink_type(self, heads: Optional[int]) -> Optional[str]:
+        """head_sink [num_heads] of a float type: pattn's ``sinks``."""
+        if "head_sink" not in self.inputs:
+            return None
+        kind = self.dtype("head_sink", _FLOATS, "the sinks")
+        shape = self.shape("head_sink", 1, "(num_heads)")
+        if shape is not None and heads and shape[0] not in (None, heads):
+            self.reject("input", "head_sink",
+                        self.tensor("head_sink").shape_text(),
+                        f"must have num_heads ({heads}) sinks")
+        self.embeddable("head_sink")
+        return kind
 
     def window(self, value: object, offset: int) -> Optional[int]:
         if not isinstance(value, int) or (value != -1 and value <= 0):
@@ -496,10 +600,10 @@ class _Builder:
         return value
 
     def constant(self, slot: str, values: list, shape: Sequence[int],
-                 view: str) -> ir.Value:
+                 view: str, element: str = "f32") -> ir.Value:
         tensor = self.node.tensor(slot)
         name = self._name(slot, tensor.name)
-        value = self.f.constant_table(name, values, shape,
+        value = self.f.constant_table(name, values, shape, element=element,
                                       symbol=f"{self.f.name}_{name}")
         self.inputs.append({
             "input": slot, "index": self.node.schema.index(slot),
@@ -545,12 +649,84 @@ def _scale_values(onnx, tensor: _Tensor) -> list:
         tensor.initializer).reshape(-1).tolist()]
 
 
+def _float_input(b: _Builder, slot: str, shape: Sequence[Optional[int]],
+                 kind: str, view: str) -> ir.Value:
+    """A float input as an argument, or compiled in when an initializer
+    (f16 / f32; bf16 initializers were rejected)."""
+    tensor = b.node.tensor(slot)
+    if tensor.initializer is not None:
+        from onnx import numpy_helper
+        values = numpy_helper.to_array(tensor.initializer).astype(
+            "float64").reshape(-1).tolist()
+        return b.constant(slot, values, list(shape), "an initializer: "
+                          "compiled in as a constant table, " + view,
+                          element=_TABLE_ELEMENTS[kind])
+    return b.onnx_arg(slot, ir.memref(list(shape), kind), view)
+
+
+@dataclass
+class _Heads:
+    """What attention reads and the caches take: the query, and K and V
+    rows (with the head V starts at in them: a packed QKV buffer's)."""
+    query: ir.Value
+    key: ir.Value
+    value: ir.Value
+    value_first_head: int = 0
+    temporaries: List[ir.Value] = field(default_factory=list)
+
+
+def _prepare_heads(n: _Node, b: _Builder, tables: Optional[dict],
+                   source: ir.Value, key: Optional[ir.Value],
+                   value: Optional[ir.Value], heads: int, kv_heads: int,
+                   head_dim: int, act: str,
+                   positions: Dict[str, ir.Value]) -> _Heads:
+    """Rotary embedding (and QK-norm) of Q and K into temporaries, from
+    their own buffers or from the packed QKV rows in ``source``."""
+    f = b.f
+    if tables is None:
+        return _Heads(source, key, value)
+    half, kind = tables["half"], tables["element"]
+    rows = _static(n.tensor("cos_cache").shape[0])
+    view = f"({rows or 'max_sequence_length'}, {2 * half}/2) as is"
+    cos = _float_input(b, "cos_cache", [rows, half], kind, view)
+    sin = _float_input(b, "sin_cache", [rows, half], kind, view)
+    norms = {}
+    for side, slot in tables["norms"].items():
+        norms[side] = _float_input(b, slot, [head_dim],
+                                   n.dtype(slot, _FLOATS, ""), "as is")
+    packed = key is None
+    tokens = source.type.resolved().shape[0]
+    prepared = {}
+    for side, count, first, buffer in (
+            ("q", heads, 0, source),
+            ("k", kv_heads, heads if packed else 0,
+             source if packed else key)):
+        out = f.alloc(ir.memref([tokens, count, head_dim], act), like=buffer,
+                      name=b._name(f"{side}_rotated", None))
+        f.rotary(buffer, cos, sin, out, first_head=first,
+                 norm_weight=norms.get(side),
+                 norm_epsilon=tables["epsilon"],
+                 interleaved=tables["interleaved"], **positions)
+        prepared[side] = out
+    if packed:
+        b.notes["query"] = (f"packed QKV: pattn.rotary takes heads [0, "
+                            f"{heads}) as Q and [{heads}, {heads + kv_heads})"
+                            " as K; the cache write takes V from heads "
+                            f"[{heads + kv_heads}, {heads + 2 * kv_heads})")
+    return _Heads(prepared["q"], prepared["k"], source if packed else value,
+                  heads + kv_heads if packed else 0,
+                  [prepared["q"], prepared["k"]])
+
+
 def _paged_attention(n: _Node, module: ir.Module, function: str,
                      options: dict) -> Optional[dict]:
     """com.microsoft PagedAttention, input by input (research doc §1)."""
     heads, kv_heads = n.heads()
-    n.absent_features()
-    n.must_be_default("rotary_offset", _ROTARY, off=(0,))
+    rotary = n.head_features()
+    n.must_be_default("rotary_offset", "a nonzero rotary_offset is not "
+                      "imported: how ONNX Runtime adds it to the positions "
+                      "is not pinned down here (pattn.rotary's "
+                      "position_offset is there once it is)", off=(0,))
     if n.attr("kv_cache_layout") != "SEPARATE":
         n.reject("attribute", "kv_cache_layout", n.attr("kv_cache_layout"),
                  "LATENT (absorbed MLA) caches map to pattn.mla_decode "
@@ -580,14 +756,18 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
 
     q_shape = n.shape("query", 2, "(token_count, num_heads * head_size)")
     head_dim = None
-    if q_shape is not None and heads and isinstance(q_shape[1], int):
-        if q_shape[1] % heads:
+    row_heads = heads + 2 * kv_heads if n.packed and heads and kv_heads \
+        else heads
+    if q_shape is not None and row_heads and isinstance(q_shape[1], int):
+        if q_shape[1] % row_heads:
             n.reject("input", "query", f"{n.inputs['query']}: "
                      f"{n.tensor('query').shape_text()}",
-                     f"hidden size {q_shape[1]} is not num_heads ({heads}) "
-                     "times a head size; packed QKV is not imported")
+                     f"hidden size {q_shape[1]} is not "
+                     + (f"(num_heads + 2 * kv_num_heads) ({row_heads})"
+                        if n.packed else f"num_heads ({heads})")
+                     + " times a head size")
         else:
-            head_dim = q_shape[1] // heads
+            head_dim = q_shape[1] // row_heads
     tokens = None if q_shape is None else _static(q_shape[0])
 
     # The caches: type and granularity from the tensors and attributes.
@@ -732,6 +912,8 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
                  "the dialect")
     window = n.window(n.attr("local_window_size"), 0)
     attributes = n.common_attributes(head_dim)
+    tables = n.rotary_tables(head_dim) if rotary else None
+    sink_kind = n.sink_type(heads)
     if head_dim is None and not n.reasons:
         n.reject("input", "query", n.inputs.get("query"),
                  "head_size is unknown: neither the query nor the caches "
@@ -746,15 +928,19 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
     v_type, v_tensor, _, v_gran = caches["v"]
     k_alias = module.alias(f"{function}_k_cache", k_type)
     v_alias = module.alias(f"{function}_v_cache", v_type)
-    query = b.onnx_arg("query", ir.memref([tokens, heads, head_dim], act),
-                       f"(token_count, {heads}*{head_dim}) viewed as "
-                       f"[token_count, {heads}, {head_dim}]")
-    new_type = ir.memref([tokens, kv_heads, head_dim], act)
-    key = b.onnx_arg("key", new_type, f"(token_count, {kv_heads}*{head_dim})"
-                     f" viewed as [token_count, {kv_heads}, {head_dim}]")
-    value = b.onnx_arg("value", new_type, f"(token_count, {kv_heads}*"
-                       f"{head_dim}) viewed as [token_count, {kv_heads}, "
-                       f"{head_dim}]")
+    query = b.onnx_arg("query", ir.memref([tokens, row_heads, head_dim],
+                                          act),
+                       f"(token_count, {row_heads}*{head_dim}) viewed as "
+                       f"[token_count, {row_heads}, {head_dim}]")
+    key = value = None
+    if not n.packed:
+        new_type = ir.memref([tokens, kv_heads, head_dim], act)
+        key = b.onnx_arg("key", new_type, f"(token_count, {kv_heads}*"
+                         f"{head_dim}) viewed as [token_count, {kv_heads}, "
+                         f"{head_dim}]")
+        value = b.onnx_arg("value", new_type, f"(token_count, {kv_heads}*"
+                           f"{head_dim}) viewed as [token_count, "
+                           f"{kv_heads}, {head_dim}]")
     k_pages = b.onnx_arg("key_cache", k_alias.storage_type(),
                          _bytes_view(k_tensor, k_alias.storage_type()),
                          written=True)
@@ -817,17 +1003,29 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
                      "compiled in (metadata[0] must not exceed it); the kv "
                      "bounds are not needed")
 
+    sinks = None
+    if sink_kind:
+        sinks = _float_input(b, "head_sink", [heads], sink_kind,
+                             "pattn's sinks (as is)")
+
     k = f.bind_cache(k_pages, k_alias, name=b._name("k", None))
     v = f.bind_cache(v_pages, v_alias, name=b._name("v", None))
-    f.write_cache(key, k, slots, scale=scales.get("k"))
-    f.write_cache(value, v, slots, scale=scales.get("v"))
-    f.paged_attention(query, k, v, block_table, total, out,
+    prepared = _prepare_heads(n, b, tables, query, key, value, heads,
+                              kv_heads, head_dim, act,
+                              {"seq_lens": total, "query_start": query_start})
+    f.write_cache(prepared.key, k, slots, scale=scales.get("k"))
+    f.write_cache(prepared.value, v, slots, scale=scales.get("v"),
+                  first_head=prepared.value_first_head)
+    f.paged_attention(prepared.query, k, v, block_table, total, out,
                       num_heads=heads, query_start=query_start,
                       k_scale=scales.get("k"), v_scale=scales.get("v"),
-                      window=window, max_query_len=max_query_len,
-                      **attributes)
+                      sinks=sinks, window=window,
+                      max_query_len=max_query_len, **attributes)
+    for temporary in prepared.temporaries:
+        f.dealloc(temporary)
     pattn = dict(attributes, num_heads=heads, window=window,
-                 max_query_len=max_query_len)
+                 max_query_len=max_query_len,
+                 **_rotary_summary(tables, sinks is not None))
     return b.entry({k: _jsonable(v) for k, v in n.attrs.items()}, pattn)
 
 
@@ -835,10 +1033,11 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                            options: dict) -> Optional[dict]:
     """com.microsoft GroupQueryAttention with a BNSH past/present buffer."""
     heads, kv_heads = n.heads()
-    n.absent_features()
-    n.must_be_absent("position_ids",
-                     "position ids only feed rotary embedding, which is not "
-                     "in the dialect yet (issue 11, item 2)")
+    rotary = n.head_features()
+    if not rotary:
+        n.must_be_absent("position_ids",
+                         "position ids only feed rotary embedding, and "
+                         "do_rotary is 0")
     n.must_be_absent("attention_bias",
                      "an additive attention bias is not in the dialect")
     n.must_be_default("smooth_softmax",
@@ -865,6 +1064,9 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                      "pattn decodes over a cache: past_key and past_value "
                      "(BNSH, shared with present_*) and seqlens_k are needed")
     act = n.dtype("query", _ACTIVATIONS, "the query (pattn activations)")
+    if rotary and "position_ids" in n.inputs:
+        n.dtype("position_ids", {_INT64: "i64", _INT32: "i32"},
+                "an int64 or int32 tensor")
     for slot in ("key", "value", "past_key", "past_value", "output",
                  "present_key", "present_value"):
         if n.tensor(slot) is None:
@@ -886,14 +1088,17 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
         batch = _static(q_shape[0])
         seq = n.static_dim("query", q_shape, 1, "sequence_length "
                            "(query tokens per sequence, 1 to 8)")
+        row_heads = heads + 2 * kv_heads if n.packed and kv_heads else \
+            heads
         if isinstance(q_shape[2], int):
-            if q_shape[2] % heads:
+            if q_shape[2] % row_heads:
                 n.reject("input", "query", n.tensor("query").shape_text(),
-                         f"hidden size {q_shape[2]} is not num_heads "
-                         f"({heads}) times a head size; packed QKV is not "
-                         "imported")
+                         f"hidden size {q_shape[2]} is not "
+                         + (f"(num_heads + 2 * kv_num_heads) ({row_heads})"
+                            if n.packed else f"num_heads ({heads})")
+                         + " times a head size")
             else:
-                head_dim = q_shape[2] // heads
+                head_dim = q_shape[2] // row_heads
     if seq is not None and not 1 <= seq <= 8:
         n.reject("input", "query", n.tensor("query").shape_text(),
                  f"sequence_length {seq}: pattn decodes 1 to 8 query tokens "
@@ -960,6 +1165,8 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                  "pages are a power of two in [16, 4096] tokens")
     window = n.window(n.attr("local_window_size"), 1)
     attributes = n.common_attributes(head_dim)
+    tables = n.rotary_tables(head_dim) if rotary else None
+    sink_kind = n.sink_type(heads)
     if head_dim is None and not n.reasons:
         n.reject("input", "query", n.inputs.get("query"),
                  "head_size is unknown")
@@ -970,15 +1177,20 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
     f = module.function(function)
     b = _Builder(n, f, options.get("arg_names", "tensor"))
     tokens = None if batch is None else batch * seq
-    query = b.onnx_arg("query", ir.memref([tokens, heads, head_dim], act),
-                       f"(batch_size, {seq}, {heads}*{head_dim}) viewed as "
-                       f"[batch_size*{seq}, {heads}, {head_dim}]")
-    key = b.onnx_arg("key", ir.memref([tokens, kv_heads, head_dim], act),
-                     f"(batch_size, {seq}, {kv_heads}*{head_dim}) viewed as "
-                     f"[batch_size*{seq}, {kv_heads}, {head_dim}]")
-    value = b.onnx_arg("value", ir.memref([tokens, kv_heads, head_dim], act),
-                       f"(batch_size, {seq}, {kv_heads}*{head_dim}) viewed "
-                       f"as [batch_size*{seq}, {kv_heads}, {head_dim}]")
+    query = b.onnx_arg("query", ir.memref([tokens, row_heads, head_dim],
+                                          act),
+                       f"(batch_size, {seq}, {row_heads}*{head_dim}) viewed "
+                       f"as [batch_size*{seq}, {row_heads}, {head_dim}]")
+    key = value = None
+    if not n.packed:
+        key = b.onnx_arg("key", ir.memref([tokens, kv_heads, head_dim], act),
+                         f"(batch_size, {seq}, {kv_heads}*{head_dim}) viewed"
+                         f" as [batch_size*{seq}, {kv_heads}, {head_dim}]")
+        value = b.onnx_arg("value", ir.memref([tokens, kv_heads, head_dim],
+                                              act),
+                           f"(batch_size, {seq}, {kv_heads}*{head_dim}) "
+                           f"viewed as [batch_size*{seq}, {kv_heads}, "
+                           f"{head_dim}]")
     if block is None:
         # BNSH [B, kv, S_max, H] is an hnd paged cache of B pages of S_max
         # tokens: page b is sequence b.
@@ -1051,18 +1263,53 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                  "ONNX Runtime's batch-wide bound and prompt/decode switch; "
                  "pattn takes each sequence's length from total_seqlens")
 
+    sinks = None
+    if sink_kind:
+        sinks = _float_input(b, "head_sink", [heads], sink_kind,
+                             "pattn's sinks (as is)")
+    positions = {"seq_lens": total, "query_start": query_start}
+    if tables is not None and "position_ids" in n.inputs:
+        kind = n.dtype("position_ids", {_INT64: "i64", _INT32: "i32"}, "")
+        positions = {"positions": b.onnx_arg(
+            "position_ids", ir.memref([tokens], kind),
+            f"(batch_size, {seq}) viewed as [batch_size*{seq}]")}
+    elif tables is not None:
+        b.notes["position_ids"] = (
+            "absent: token i of sequence b is rotated at position "
+            f"seqlens_k[b] + 1 - {seq} + i, the slot it is appended at")
+
     k = f.bind_cache(k_pages, cache, name=b._name("k", None))
     v = f.bind_cache(v_pages, cache, name=b._name("v", None))
-    f.write_cache(key, k, slots)
-    f.write_cache(value, v, slots)
-    f.paged_attention(query, k, v, block_table, total, out, num_heads=heads,
-                      query_start=query_start, window=window,
-                      max_query_len=seq, **attributes)
+    prepared = _prepare_heads(n, b, tables, query, key, value, heads,
+                              kv_heads, head_dim, act, positions)
+    f.write_cache(prepared.key, k, slots)
+    f.write_cache(prepared.value, v, slots,
+                  first_head=prepared.value_first_head)
+    f.paged_attention(prepared.query, k, v, block_table, total, out,
+                      num_heads=heads, query_start=query_start,
+                      sinks=sinks, window=window, max_query_len=seq,
+                      **attributes)
+    for temporary in prepared.temporaries:
+        f.dealloc(temporary)
     pattn = dict(attributes, num_heads=heads, window=window,
-                 max_query_len=seq,
+                 max_query_len=seq, **_rotary_summary(tables,
+                                                      sinks is not None),
                  cache=("one page per sequence" if block is None else
                         f"paged copy, block_size {block}"))
     return b.entry({k: _jsonable(v) for k, v in n.attrs.items()}, pattn)
+
+
+def _rotary_summary(tables: Optional[dict], sinks: bool) -> dict:
+    """The manifest's account of the rotary ops and sinks."""
+    out = {}
+    if tables is not None:
+        out["rotary"] = {"rotary_dim": 2 * tables["half"],
+                         "interleaved": tables["interleaved"],
+                         "qk_norm": sorted(tables["norms"]),
+                         "norm_epsilon": tables["epsilon"]}
+    if sinks:
+        out["sinks"] = True
+    return out
 
 
 def _jsonable(value: object) -> object:

@@ -11,7 +11,8 @@ against. It has two halves:
   (``np.float32``); minifloat rounding is done once, half to even, on the
   exact value, exactly like lib/Numerics/Minifloat.cpp.
 * **float64 attention** over dequantized caches, following SPEC §4:
-  ``paged_attention_ref`` and ``mla_attention_ref``.
+  ``paged_attention_ref`` and ``mla_attention_ref``, and the float64
+  rotary embedding with RMS QK-norm (``rotary_ref``, ``rotary_positions``).
 
 It depends on numpy only, so CPU-only CI can test it, and it never imports
 the rest of the ``pattn`` package.
@@ -26,6 +27,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 __all__ = [
+    # rotary embedding
+    "rotary_positions", "rotary_ref",
     # minifloats
     "Minifloat", "F16", "BF16", "E4M3", "E5M2", "E2M1",
     "encode_minifloat", "decode_minifloat",
@@ -994,3 +997,62 @@ def gather_sequence(cache_rows: np.ndarray, block_table_row: Sequence[int],
     positions = np.arange(length)
     blocks = np.asarray(block_table_row)[positions // block_size]
     return cache_rows[blocks, positions % block_size]
+
+
+# ---------------------------------------------------------------------------
+# Rotary embedding and RMS QK-norm (pattn.rotary)
+# ---------------------------------------------------------------------------
+
+
+def rotary_positions(tokens: int, seq_lens=None, query_start=None,
+                     positions=None, offset: int = 0) -> np.ndarray:
+    """Each token's position as ``pattn.rotary`` takes it: ``positions[t]``,
+    or the kv position it is appended at, ``seq_lens[b] - n_b + i``, plus
+    ``offset`` (int64)."""
+    if positions is not None:
+        return np.asarray(positions, dtype=np.int64).reshape(tokens) + offset
+    lengths = np.asarray(seq_lens, dtype=np.int64)
+    if query_start is None:
+        starts = np.arange(len(lengths) + 1, dtype=np.int64)
+    else:
+        starts = np.asarray(query_start, dtype=np.int64)
+    out = np.empty(tokens, dtype=np.int64)
+    for b in range(len(lengths)):
+        n = starts[b + 1] - starts[b]
+        out[starts[b]:starts[b + 1]] = lengths[b] - n + np.arange(n)
+    return out + offset
+
+
+def rotary_ref(x, cos, sin, positions, *, norm_weight=None,
+               norm_epsilon: float = 1e-6, interleaved: bool = False,
+               first_head: int = 0, heads: Optional[int] = None) -> np.ndarray:
+    """``pattn.rotary`` in float64: heads ``first_head`` .. ``first_head +
+    heads`` of ``x`` [tokens, H, D], RMS-normalized (``norm_weight`` [D],
+    ``norm_epsilon`` as the op's f32), then the first R = 2 * cos.shape[1]
+    channels rotated by ``cos``/``sin`` [max_position, R/2] at each token's
+    position (neox pairs (i, i + R/2), or (2i, 2i + 1) when
+    ``interleaved``). Returns [tokens, heads, D] float64, before the op's
+    single rounding."""
+    x = np.asarray(x, dtype=np.float64)
+    heads = x.shape[1] - first_head if heads is None else heads
+    rows = x[:, first_head:first_head + heads, :].copy()
+    if norm_weight is not None:
+        epsilon = float(np.float32(norm_epsilon))
+        mean = np.mean(rows * rows, axis=-1, keepdims=True)
+        rows = rows / np.sqrt(mean + epsilon) * np.asarray(
+            norm_weight, dtype=np.float64)
+    cos = np.asarray(cos, dtype=np.float64)
+    sin = np.asarray(sin, dtype=np.float64)
+    half = cos.shape[1]
+    pos = np.asarray(positions, dtype=np.int64)
+    c = cos[pos][:, None, :]
+    s = sin[pos][:, None, :]
+    if interleaved:
+        a, b = rows[..., 0:2 * half:2].copy(), rows[..., 1:2 * half:2].copy()
+        rows[..., 0:2 * half:2] = a * c - b * s
+        rows[..., 1:2 * half:2] = b * c + a * s
+    else:
+        a, b = rows[..., :half].copy(), rows[..., half:2 * half].copy()
+        rows[..., :half] = a * c - b * s
+        rows[..., half:2 * half] = b * c + a * s
+    return rows

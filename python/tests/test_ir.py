@@ -846,6 +846,88 @@ def test_write_record_and_record_types(opt):
     assert "record = !pattn.record<fp8_ds_mla>>" in printed
 
 
+ROTARY_OPERANDS = ("input", "cos", "sin", "positions", "seq_lens",
+                   "query_start", "norm_weight", "out")
+
+
+def test_rotary_every_position_mode_and_attribute(opt):
+    """pattn.rotary with each position source (i32 and i64 positions,
+    seq_lens, seq_lens + query_start), with and without the norm weight,
+    every table type, in place and into another buffer, and its attributes
+    set and at their defaults: each verifies, re-prints to the same generic
+    form, and has its operands in the right segments with the given
+    attributes (defaults left out)."""
+    m = ir.Module()
+    built = []
+    modes = ("positions_i32", "positions_i64", "seq_lens", "query_start")
+    for index, (mode, norm, table, in_place) in enumerate(itertools.product(
+            modes, (None, "bf16"), ("f16", "bf16", "f32"), (False, True))):
+        f = m.function(f"rot{index}")
+        tokens = 6
+        given = {"input": f.arg("x", ir.memref([tokens, 12, 64], "f16")),
+                 "cos": f.arg("cos", ir.memref([None, 16], table)),
+                 "sin": f.arg("sin", ir.memref([None, 16], table))}
+        if mode.startswith("positions"):
+            given["positions"] = f.arg("pos", ir.memref([tokens],
+                                                        mode[-3:]))
+        else:
+            batch = 3 if mode == "query_start" else tokens
+            given["seq_lens"] = f.arg("sl", ir.memref([batch], "i32"))
+            if mode == "query_start":
+                given["query_start"] = f.arg("qs", ir.memref([4], "i32"))
+        if norm:
+            given["norm_weight"] = f.arg("w", ir.memref([64], norm))
+        given["out"] = given["input"] if in_place else f.arg(
+            "out", ir.memref([tokens, 4, 64], "f16"))
+        kwargs, expected = {}, {}
+        if index % 2:
+            kwargs.update(interleaved=True, position_offset=-3,
+                          norm_epsilon=1e-5)
+            expected.update(interleaved="true", position_offset="-3 : i64",
+                            norm_epsilon=1e-5)
+        if not in_place and index % 3 == 0:
+            kwargs["first_head"] = 8
+            expected["first_head"] = "8 : i64"
+        f.rotary(given["input"], given["cos"], given["sin"], given["out"],
+                 **{k: v for k, v in given.items()
+                    if k not in ("input", "cos", "sin", "out")}, **kwargs)
+        built.append((f, given, expected))
+    ops = generic_ops(round_trip(opt, m))
+    assert len(built) == 48
+    for f, given, expected in built:
+        [(name, operands, properties)] = ops[f.name]
+        assert name == "pattn.rotary"
+        present = [n for n in ROTARY_OPERANDS if n in given]
+        assert operands == [f.args.index(given[n]) for n in present]
+        sizes = [int(x) for x in re.search(
+            r"array<i32: ([\d, ]+)>", properties["operandSegmentSizes"]
+        ).group(1).split(",")]
+        assert sizes == [int(n in given) for n in ROTARY_OPERANDS]
+        # The printed defaults are left out; the parsed op has them all.
+        want = {"interleaved": "false", "first_head": "0 : i64",
+                "position_offset": "0 : i64", "norm_epsilon": 1e-6}
+        want.update(expected)
+        _check_properties(properties, want)
+    printed = str(m)
+    assert "interleaved = false" not in printed
+    assert "norm_epsilon = 9.999999974752427e-07" not in printed
+
+
+def test_rotary_takes_exactly_one_position_source():
+    m = ir.Module()
+    f = m.function("f")
+    x = f.arg("x", ir.memref([2, 4, 64], "f16"))
+    table = f.arg("cos", ir.memref([None, 32], "f16"))
+    pos = f.arg("pos", ir.memref([2], "i32"))
+    with pytest.raises(pattn.IRError, match="exactly one of 'positions'"):
+        f.rotary(x, table, table, x)
+    with pytest.raises(pattn.IRError, match="exactly one of 'positions'"):
+        f.rotary(x, table, table, x, positions=pos, seq_lens=pos)
+    with pytest.raises(pattn.IRTypeError,
+                       match="argument 'interleaved' must be True or False"):
+        f.rotary(x, table, table, x, positions=pos, interleaved=1)
+
+
 def test_the_fold_forms(opt):
     """rescale_view (to a type, to a granularity), scale_normalizer,
     fold_query and the folded paged_attention, as the fold pass writes

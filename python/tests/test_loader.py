@@ -471,6 +471,12 @@ def test_device_errors_are_taken_once_and_named(module, probe):
     assert "slot was below -1 or past the cache's pages" in str(error)
     module.check_device_errors()  # cleared by the check
 
+    probe.raise_device_errors(pattn.DEVICE_ERROR_POSITION_OUT_OF_RANGE)
+    with pytest.raises(pattn.DeviceError, match="position was below 0 or "
+                       "past its cos/sin tables"):
+        module.check_device_errors()
+    assert pattn.DEVICE_ERROR_POSITION_OUT_OF_RANGE == 2  # Runtime.h
+
 
 def test_errors_are_read_on_the_calling_thread(module, probe):
     probe.fail_next_calls_with(4)

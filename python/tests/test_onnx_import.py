@@ -17,6 +17,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 onnx = pytest.importorskip(
@@ -484,33 +485,186 @@ def test_compiles_for_sm_90a(make, spec, compiler, tmp_path):
 
 
 # ---------------------------------------------------------------------------
+# Rotary embedding, QK-norm, packed QKV and head sinks (issue 11, item 2)
+# ---------------------------------------------------------------------------
+
+
+def _tables(half, dtype=T.FLOAT16, rows=4096):
+    return {"cos_cache": (dtype, [rows, half]),
+            "sin_cache": (dtype, [rows, half])}
+
+
+def _as_initializers(model, slots):
+    """The graph inputs named ``slots`` as initializers (random values),
+    as model builders export cos/sin caches and norm weights."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(0)
+    graph = model.graph
+    for item in list(graph.input):
+        if item.name not in slots:
+            continue
+        dims = [d.dim_value for d in item.type.tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(
+            item.type.tensor_type.elem_type)
+        values = rng.uniform(0.5, 1.5, size=dims).astype(dtype)
+        graph.initializer.append(numpy_helper.from_array(values, item.name))
+        graph.input.remove(item)
+    return model
+
+
+ROTARY_CASES = {
+    # name: (model, rotary ops' first heads, V's first head in the write)
+    "gqa-llama3-rotary": (lambda: gqa_model(
+        **MODELS["llama3_8b"], attrs=dict(do_rotary=1), extra=_tables(64)),
+        [0, 0], 0),
+    "gqa-qwen3-qknorm-initializers": (lambda: _as_initializers(gqa_model(
+        **MODELS["llama3_8b"], attrs=dict(do_rotary=1, qk_norm_epsilon=1e-6),
+        extra=dict(_tables(64), q_norm_weight=(T.FLOAT16, [128]),
+                   k_norm_weight=(T.FLOAT16, [128]))),
+        {"cos_cache", "sin_cache", "q_norm_weight", "k_norm_weight"}),
+        [0, 0], 0),
+    "gqa-phi3-packed-position_ids-interleaved": (lambda: gqa_model(
+        heads=32, kv_heads=32, head_dim=96, drop=("key", "value"),
+        attrs=dict(do_rotary=1, rotary_interleaved=1),
+        extra=dict(_tables(48, T.FLOAT),
+                   position_ids=(T.INT64, ["batch_size", 1]),
+                   query=(T.FLOAT16, ["batch_size", 1, 96 * 96]))),
+        [0, 32], 64),
+    "gqa-sinks-spec-decode": (lambda: gqa_model(
+        **MODELS["llama3_8b"], seq=3, max_seq=1024,
+        attrs=dict(do_rotary=1),
+        extra=dict(_tables(32, T.BFLOAT16), head_sink=(T.FLOAT16, [32]))),
+        [0, 0], 0),
+    "paged-int8-rotary-qknorm-sinks": (lambda: paged_model(
+        attrs=dict(do_rotary=1), extra=dict(
+            _tables(64), q_norm_weight=(T.FLOAT16, [128]),
+            k_norm_weight=(T.FLOAT16, [128]),
+            head_sink=(T.FLOAT16, [32]))), [0, 0], 0),
+    "paged-int4-packed": (lambda: paged_model(
+        cache=T.UINT8, quant="PER_CHANNEL", drop=("key", "value"),
+        attrs=dict(do_rotary=1), extra=dict(
+            _tables(64), query=(T.FLOAT16, ["tokens", 48 * 128]))),
+        [0, 32], 40),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROTARY_CASES))
+def test_rotary_norm_packed_and_sinks_import(case, opt):
+    """Q and K go through pattn.rotary into temporaries (from the packed
+    rows where key and value are absent), K's rotated rows are what the
+    cache gets, attention reads the rotated query, and the temporaries are
+    freed; every input is accounted for in the manifest."""
+    make, firsts, value_first = ROTARY_CASES[case]
+    model = make()
+    module, manifest = importer.import_model(model)
+    module.verify(opt)
+    entry = only(manifest)
+    function = module[entry["function"]]
+    ops = [op.name for op in function.ops]
+    rotaries = [op for op in function.ops if op.name == "pattn.rotary"]
+    assert [op.attributes.get("first_head", 0) for op in rotaries] == firsts
+    writes = [op for op in function.ops if op.name == "pattn.write_cache"]
+    assert [w.attributes.get("first_head", 0) for w in writes] == [
+        0, value_first]
+    assert writes[0].operands["values"] is rotaries[1].operands["out"]
+    (attention,) = [op for op in function.ops
+                    if op.name == "pattn.paged_attention"]
+    assert attention.operands["query"] is rotaries[0].operands["out"]
+    assert ops[-2:] == ["memref.dealloc", "memref.dealloc"]
+    norms = "qknorm" in case
+    assert all(("norm_weight" in op.operands) == norms for op in rotaries)
+    assert ("sinks" in attention.operands) == ("sinks" in case)
+    rotary = entry["pattn_attributes"]["rotary"]
+    assert rotary["interleaved"] == ("interleaved" in case)
+    assert rotary["qk_norm"] == (["k", "q"] if norms else [])
+    listed = {i["input"] for i in entry["inputs"]}
+    given = {"cos_cache", "sin_cache"}
+    given |= {"position_ids"} if "position_ids" in case else set()
+    given |= {"head_sink"} if "sinks" in case else set()
+    given |= {"q_norm_weight", "k_norm_weight"} if norms else set()
+    assert given <= listed, given - listed
+    if "initializers" in case:
+        assert by_input(entry, "cos_cache")["constant"].startswith("@")
+    if "position_ids" in case:
+        assert "positions" in rotaries[0].operands
+    else:
+        assert "seq_lens" in rotaries[0].operands
+
+
+@pytest.mark.parametrize("case", ["gqa-qwen3-qknorm-initializers",
+                                  "gqa-phi3-packed-position_ids-interleaved",
+                                  "paged-int4-packed"])
+def test_rotary_imports_compile_for_sm_90a(case, compiler, tmp_path):
+    module, manifest = importer.import_model(ROTARY_CASES[case][0]())
+    path = pattn.compile(module, chips=["sm_90a"],
+                         output=tmp_path / "model.so", compiler=compiler)
+    assert os.path.getsize(path) > 0
+
+
+# ---------------------------------------------------------------------------
 # What is rejected
 # ---------------------------------------------------------------------------
 
-ROTARY = "rotary embedding is not in the dialect yet"
+TABLES = {"cos_cache": (T.FLOAT16, [4096, 64]),
+          "sin_cache": (T.FLOAT16, [4096, 64])}
 REJECTIONS = {
     # name: (model, expected text in the error)
-    "paged-do_rotary": (lambda: paged_model(attrs=dict(do_rotary=1)),
-                        "attribute 'do_rotary' = 1: " + ROTARY),
+    "paged-do_rotary-without-tables": (
+        lambda: paged_model(attrs=dict(do_rotary=1)),
+        "input 'cos_cache' (#8) = absent: do_rotary=1 needs the cos_cache "
+        "and sin_cache tables"),
     "paged-rotary_interleaved": (
         lambda: paged_model(attrs=dict(rotary_interleaved=1)),
-        "attribute 'rotary_interleaved' = 1: " + ROTARY),
-    "paged-rotary_offset": (lambda: paged_model(attrs=dict(rotary_offset=3)),
-                            "attribute 'rotary_offset' = 3: " + ROTARY),
+        "attribute 'rotary_interleaved' = 1: set without do_rotary=1"),
+    "paged-rotary_offset": (lambda: paged_model(attrs=dict(
+        do_rotary=1, rotary_offset=3), extra=TABLES),
+        "attribute 'rotary_offset' = 3: a nonzero rotary_offset is not "
+        "imported"),
     "paged-cos_cache": (
-        lambda: paged_model(extra={"cos_cache": (T.FLOAT16, [4096, 64]),
-                                   "sin_cache": (T.FLOAT16, [4096, 64])}),
-        "input 'cos_cache' (#8) = 'layer0.cos_cache': " + ROTARY),
+        lambda: paged_model(extra=TABLES),
+        "input 'cos_cache' (#8) = 'layer0.cos_cache': given without "
+        "do_rotary=1"),
     "paged-qk_norm": (
         lambda: paged_model(extra={"q_norm_weight": (T.FLOAT16, [128]),
                                    "k_norm_weight": (T.FLOAT16, [128])}),
-        "input 'q_norm_weight' (#12) = 'layer0.q_norm_weight': RMS QK-norm "
-        "is not in the dialect yet"),
+        "input 'q_norm_weight' (#12) = 'layer0.q_norm_weight': QK-norm is "
+        "imported with rotary embedding"),
     "paged-packed_qkv": (lambda: paged_model(drop=("key", "value")),
-                         "input 'key' (#1) = absent: packed QKV"),
-    "paged-head_sink": (
-        lambda: paged_model(extra={"head_sink": (T.FLOAT16, [32])}),
-        "input 'head_sink' (#11) = 'layer0.head_sink': head sinks"),
+                         "input 'key' (#1) = absent: packed QKV (key and "
+                         "value absent) is imported with do_rotary=1"),
+    "paged-key-without-value": (lambda: paged_model(drop=("value",)),
+                                "input 'value' (#2) = absent: key and value "
+                                "are given together"),
+    "paged-head_sink-shape": (
+        lambda: paged_model(extra={"head_sink": (T.FLOAT16, [16])}),
+        "input 'head_sink' (#11) = '(16)': must have num_heads (32) sinks"),
+    "paged-rotary-too-wide": (lambda: paged_model(
+        attrs=dict(do_rotary=1), extra={
+            "cos_cache": (T.FLOAT16, [4096, 80]),
+            "sin_cache": (T.FLOAT16, [4096, 80])}),
+        "input 'cos_cache' (#8) = '(4096, 80)': rotary_dim 160 must be in "
+        "[2, head_size = 128]"),
+    "paged-table-types-differ": (lambda: paged_model(
+        attrs=dict(do_rotary=1), extra={
+            "cos_cache": (T.FLOAT16, [4096, 64]),
+            "sin_cache": (T.FLOAT, [4096, 64])}),
+        "input 'sin_cache' (#9) = 'layer0.sin_cache: f32': must have "
+        "cos_cache's type (f16)"),
+    "paged-int-table": (lambda: paged_model(
+        attrs=dict(do_rotary=1), extra={
+            "cos_cache": (T.INT32, [4096, 64]),
+            "sin_cache": (T.INT32, [4096, 64])}),
+        "input 'cos_cache' (#8) = 'layer0.cos_cache: int32': the table must "
+        "be float16, bfloat16, float"),
+    "paged-norm-epsilon": (lambda: paged_model(
+        attrs=dict(do_rotary=1, qk_norm_epsilon=0.0), extra=dict(
+            TABLES, q_norm_weight=(T.FLOAT16, [128]))),
+        "attribute 'qk_norm_epsilon' = 0.0: must be a finite positive"),
+    "paged-norm-shape": (lambda: paged_model(
+        attrs=dict(do_rotary=1), extra=dict(
+            TABLES, k_norm_weight=(T.FLOAT16, [64]))),
+        "input 'k_norm_weight' (#13) = '(64)': must have head_size (128) "
+        "weights"),
     "paged-latent": (lambda: paged_model(attrs=dict(
         kv_cache_layout="LATENT")), "attribute 'kv_cache_layout' = "
         "'LATENT'"),
@@ -554,27 +708,30 @@ REJECTIONS = {
     "paged-heads": (lambda: paged_model(heads=30, kv_heads=8),
                     "attribute 'num_heads' = 30: must be a multiple of "
                     "kv_num_heads (8)"),
-    "gqa-do_rotary": (lambda: gqa_model(attrs=dict(do_rotary=1)),
-                      "attribute 'do_rotary' = 1: " + ROTARY),
+    "gqa-do_rotary-without-tables": (
+        lambda: gqa_model(attrs=dict(do_rotary=1)),
+        "input 'cos_cache' (#7) = absent: do_rotary=1 needs"),
     "gqa-rotary_interleaved": (lambda: gqa_model(attrs=dict(
-        do_rotary=1, rotary_interleaved=1)),
-        "attribute 'rotary_interleaved' = 1: " + ROTARY),
-    "gqa-cos_sin": (lambda: gqa_model(extra={
-        "cos_cache": (T.FLOAT16, [4096, 64]),
-        "sin_cache": (T.FLOAT16, [4096, 64])}),
-        "input 'sin_cache' (#8) = 'sin_cache': " + ROTARY),
+        rotary_interleaved=1)),
+        "attribute 'rotary_interleaved' = 1: set without do_rotary=1"),
+    "gqa-cos_sin": (lambda: gqa_model(extra=TABLES),
+                    "input 'sin_cache' (#8) = 'sin_cache': given without "
+                    "do_rotary=1"),
     "gqa-position_ids": (lambda: gqa_model(extra={
         "position_ids": (T.INT64, ["batch_size", 1])}),
-        "input 'position_ids' (#9)"),
+        "input 'position_ids' (#9) = 'position_ids': position ids only feed "
+        "rotary embedding, and do_rotary is 0"),
     "gqa-qk_norm": (lambda: gqa_model(extra={
         "q_norm_weight": (T.FLOAT16, [128]),
         "k_norm_weight": (T.FLOAT16, [128])}),
-        "input 'k_norm_weight' (#15) = 'k_norm_weight': RMS QK-norm"),
+        "input 'k_norm_weight' (#15) = 'k_norm_weight': QK-norm is imported "
+        "with rotary embedding"),
     "gqa-packed_qkv": (lambda: gqa_model(drop=("key", "value")),
                        "input 'key' (#1) = absent: packed QKV"),
-    "gqa-head_sink": (lambda: gqa_model(extra={
-        "head_sink": (T.FLOAT16, [32])}),
-        "input 'head_sink' (#11) = 'head_sink': head sinks"),
+    "gqa-head_sink-type": (lambda: gqa_model(extra={
+        "head_sink": (T.INT32, [32])}),
+        "input 'head_sink' (#11) = 'head_sink: int32': the sinks must be "
+        "float16, bfloat16, float"),
     "gqa-smooth_softmax": (lambda: gqa_model(attrs=dict(smooth_softmax=1)),
                            "attribute 'smooth_softmax' = 1: smooth softmax"),
     "gqa-attention_bias": (lambda: gqa_model(extra={
@@ -629,18 +786,16 @@ def test_rejections_name_node_input_and_value(case):
 
 
 def test_every_reason_at_once():
-    model = gqa_model(attrs=dict(do_rotary=1, rotary_interleaved=1,
-                                 smooth_softmax=1),
-                      extra={"head_sink": (T.FLOAT16, [32]),
+    model = gqa_model(attrs=dict(rotary_interleaved=1, smooth_softmax=1),
+                      extra={"head_sink": (T.INT32, [32]),
                              "cos_cache": (T.FLOAT16, [4096, 64]),
                              "sin_cache": (T.FLOAT16, [4096, 64])})
     (node,) = importer.analyze(model)
     named = [(r.what, r.name) for r in node.reasons]
-    assert named == [("attribute", "do_rotary"),
-                     ("attribute", "rotary_interleaved"),
+    assert named == [("attribute", "rotary_interleaved"),
                      ("input", "cos_cache"), ("input", "sin_cache"),
-                     ("input", "head_sink"),
-                     ("attribute", "smooth_softmax")]
+                     ("attribute", "smooth_softmax"),
+                     ("input", "head_sink")]
 
 
 def test_no_attention_nodes():
@@ -685,8 +840,7 @@ def test_cli_writes_mlir_and_manifest(tmp_path, opt):
 
 def test_cli_list(tmp_path):
     graph_a = gqa_model(**MODELS["llama3_8b"], name="good")
-    graph_b = gqa_model(**MODELS["llama3_8b"], name="rotary",
-                        attrs=dict(do_rotary=1),
+    graph_b = gqa_model(**MODELS["llama3_8b"], name="stray_tables",
                         extra={"cos_cache": (T.FLOAT16, [4096, 64]),
                                "sin_cache": (T.FLOAT16, [4096, 64])})
     graph_a.graph.node.append(graph_b.graph.node[0])
@@ -697,18 +851,16 @@ def test_cli_list(tmp_path):
     onnx.save(graph_a, model)
     result = run_cli(model, "--list")
     assert result.returncode == 0, result.stderr
+    unused = "given without do_rotary=1: pattn would not use it"
     assert result.stdout == (
         "good\tGroupQueryAttention\tcompiles (@good)\n"
-        "rotary\tGroupQueryAttention\tcannot compile: 3 reasons\n"
-        f"    - attribute 'do_rotary' = 1: {ROTARY} (issue 11, item 2)\n"
-        f"    - input 'cos_cache' (#7) = 'cos_cache': {ROTARY} (issue 11, "
-        "item 2)\n"
-        f"    - input 'sin_cache' (#8) = 'sin_cache': {ROTARY} (issue 11, "
-        "item 2)\n")
+        "stray_tables\tGroupQueryAttention\tcannot compile: 2 reasons\n"
+        f"    - input 'cos_cache' (#7) = 'cos_cache': {unused}\n"
+        f"    - input 'sin_cache' (#8) = 'sin_cache': {unused}\n")
     result = run_cli(model, "-o", tmp_path / "model.mlir")
     assert result.returncode == 1
     assert "1 of 2 attention nodes cannot be compiled" in result.stderr
-    assert "GroupQueryAttention node 'rotary': attribute 'do_rotary' = 1" \
+    assert "GroupQueryAttention node 'stray_tables': input 'cos_cache'" \
         in result.stderr
     assert not (tmp_path / "model.mlir").exists()
 

@@ -763,3 +763,67 @@ def test_row_fold_meets_tolerance_where_the_plain_fold_fails(magnitude):
     assert ratio(got_row) <= 1.0
     if magnitude <= 1e-4:
         assert ratio(got_plain) > 1.0  # the bug the row exponent removes
+
+
+# ---------------------------------------------------------------------------
+# Rotary embedding (pattn.rotary)
+# ---------------------------------------------------------------------------
+
+
+def _rope_tables(positions: int, half: int):
+    angles = np.arange(positions)[:, None] * 10000.0 ** (
+        -np.arange(half)[None, :] / half)
+    return np.cos(angles), np.sin(angles)
+
+
+def test_rotary_positions_follow_the_appended_slots():
+    assert list(ref.rotary_positions(3, seq_lens=[5, 9, 1])) == [4, 8, 0]
+    assert list(ref.rotary_positions(
+        5, seq_lens=[5, 9], query_start=[0, 2, 5], offset=10)) == [
+            13, 14, 16, 17, 18]
+    assert list(ref.rotary_positions(2, positions=[7, 0], offset=-1)) == [6,
+                                                                         -1]
+
+
+def test_rotary_ref_rotates_pairs_and_passes_the_rest():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-2, 2, size=(4, 3, 96))
+    cos, sin = _rope_tables(64, 16)  # R = 32 of 96 channels
+    pos = np.array([0, 5, 17, 63])
+    for interleaved in (False, True):
+        y = ref.rotary_ref(x, cos, sin, pos, interleaved=interleaved)
+        np.testing.assert_array_equal(y[..., 32:], x[..., 32:])
+        if interleaved:
+            a, b = (slice(0, 32, 2), slice(1, 32, 2))
+        else:
+            a, b = (slice(0, 16), slice(16, 32))
+        # A rotation keeps each pair's length; position 0 is the identity.
+        np.testing.assert_allclose(y[..., a] ** 2 + y[..., b] ** 2,
+                                   x[..., a] ** 2 + x[..., b] ** 2)
+        np.testing.assert_allclose(y[0], x[0])
+        # Rotating by p then by -p (sin negated) gives x back.
+        back = ref.rotary_ref(y, cos, -sin, pos, interleaved=interleaved)
+        np.testing.assert_allclose(back, x, atol=1e-12)
+    # neox on x equals interleaved on x with its pair halves interleaved.
+    order = np.concatenate([np.stack([np.arange(16), np.arange(16) + 16],
+                                     axis=1).reshape(-1), np.arange(32, 96)])
+    neox = ref.rotary_ref(x, cos, sin, pos)
+    inter = ref.rotary_ref(x[..., order], cos, sin, pos, interleaved=True)
+    np.testing.assert_allclose(inter, neox[..., order])
+
+
+def test_rotary_ref_norm_heads_and_epsilon():
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-3, 3, size=(2, 6, 64))
+    w = rng.uniform(0.5, 1.5, size=64)
+    cos, sin = _rope_tables(8, 32)
+    pos = np.array([0, 0])  # the identity rotation: only the norm remains
+    y = ref.rotary_ref(x, cos, sin, pos, norm_weight=w, norm_epsilon=1e-6,
+                       first_head=4, heads=2)
+    assert y.shape == (2, 2, 64)
+    rows = x[:, 4:6]
+    eps = float(np.float32(1e-6))
+    want = rows / np.sqrt(np.mean(rows ** 2, axis=-1, keepdims=True) + eps) * w
+    np.testing.assert_allclose(y, want)
+    zero = ref.rotary_ref(np.zeros((1, 1, 64)), cos, sin, [3], norm_weight=w)
+    assert (zero == 0).all()  # epsilon keeps 0/0 away

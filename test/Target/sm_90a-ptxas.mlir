@@ -30,6 +30,7 @@
 
 // CHECK: .target sm_90a
 // CHECK: .entry pattn_write_record
+// CHECK: .entry pattn_rotary
 // FP8: cvt.rn.f16x2.e4m3x2
 // NONE-NOT: e5m2x2
 // NONE-NOT: e2m1x2

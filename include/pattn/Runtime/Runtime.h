@@ -103,6 +103,10 @@ PATTN_RUNTIME_EXPORT int32_t pattnRuntimeDeviceMultiprocessors(void);
 /// cache's pages.
 #define PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE 1
 
+/// A rotary op found a token whose position lies outside its cos/sin
+/// tables (below 0 or at max_position and beyond) and wrote nothing.
+#define PATTN_DEVICE_ERROR_POSITION_OUT_OF_RANGE 2
+
 /// The bits kernels raised since the last call, cleared atomically. Call it
 /// after synchronizing the streams of the writes it should cover. 0 when
 /// none (also when the word was never created or no driver is present).

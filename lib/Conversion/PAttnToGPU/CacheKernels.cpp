@@ -180,8 +180,12 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value tid = kb.threadId();
   Value slot = kb.load(slots, {token});
   Value live = writesSlot(kb, kernel, slot);
+  // The values' head: the cache's kv head, past first_head of a packed row.
+  Value valueHead = kvHead;
+  if (int64_t firstHead = op.getFirstHead())
+    valueHead = kb.add(kvHead, kb.index(firstHead));
   auto element = [&](Value channel) {
-    return kb.toF32(kb.load(values, {token, kvHead, channel}));
+    return kb.toF32(kb.load(values, {token, valueHead, channel}));
   };
 
   kb.ifThen(live, [&] {

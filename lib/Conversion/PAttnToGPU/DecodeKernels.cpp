@@ -574,11 +574,11 @@ void pattn::setLaunchBounds(gpu::GPUFuncOp kernel, int64_t threads,
 std::tuple<Value, Value, Value> pattn::findQuerySequence(KernelBuilder &kb,
                                                          Value token,
                                                          Value queryStart,
-                                                         Value blockTable) {
+                                                         Value perSequence) {
   if (!queryStart)
     return {token, kb.i32(1), kb.i32(0)};
   // The batch is small (one entry per sequence): a linear scan is fine.
-  Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
+  Value batch = memref::DimOp::create(kb.b, kb.loc, perSequence, 0);
   Value token32 = kb.toI32(token);
   SmallVector<Value> found =
       kb.forLoop(kb.index(0), batch, kb.index(1), {kb.index(0)},
@@ -1016,7 +1016,8 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
           return {kb.fmax(c[0],
                           kb.load(partialStats, {s, tokenHead, kb.index(0)}))};
         })[0];
-    Value sink = sinks ? kb.load(sinks, {head}) : Value();
+    // Sinks of any float type, as ONNX Runtime's T-typed head_sink: f32.
+    Value sink = sinks ? kb.toF32(kb.load(sinks, {head})) : Value();
     if (sink)
       globalMax = kb.fmax(globalMax, sink);
     Value denominator = kb.forLoop(

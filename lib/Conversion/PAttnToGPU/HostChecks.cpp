@@ -45,7 +45,9 @@ public:
         .Case([&](BindCacheOp bind) { collectBinding(bind); })
         .Case([&](WriteCacheOp write) {
           auto cache = cast<CacheType>(write.getCache().getType());
-          fixed(write.getValues(), "values", 1, cache.getKvHeads(), "kv_heads");
+          if (write.getFirstHead() == 0)
+            fixed(write.getValues(), "values", 1, cache.getKvHeads(),
+                  "kv_heads");
           fixed(write.getValues(), "values", 2, cache.getHeadDim(), "head_dim");
           same(write.getSlots(), "slots", 0, write.getValues(), "values", 0, 0,
                "tokens");
@@ -56,6 +58,21 @@ public:
                "tokens");
           same(write.getSlots(), "slots", 0, write.getLatent(), "latent", 0, 0,
                "tokens");
+        })
+        .Case([&](RotaryOp rotary) {
+          Value input = rotary.getInput();
+          same(rotary.getOut(), "outs", 0, input, "input", 0, 0, "tokens");
+          same(rotary.getSin(), "sin", 0, rotary.getCos(), "cos", 0, 0,
+               "max_position");
+          if (Value positions = rotary.getPositions())
+            same(positions, "positions", 0, input, "input", 0, 0, "tokens");
+          Value seqLens = rotary.getSeqLens();
+          if (Value queryStart = rotary.getQueryStart())
+            same(queryStart, "query_start", 0, seqLens, "seq_lens", 0, 1,
+                 "sequences + 1");
+          else if (seqLens)
+            same(input, "input", 0, seqLens, "seq_lens", 0, 0,
+                 "one token per sequence");
         })
         .Case([&](PagedAttentionOp attention) {
           auto key = cast<CacheType>(attention.getKey().getType());

@@ -118,6 +118,22 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
 Kernel buildWriteCacheKernel(KernelModule &kernels, pattn::WriteCacheOp op,
                              const CacheBuffers &cache);
 
+/// The bit a rotary position outside its cos/sin tables raises in the
+/// device error word (PATTN_DEVICE_ERROR_POSITION_OUT_OF_RANGE).
+constexpr int32_t kPositionOutOfRangeBit = 2;
+
+/// A single block that sets `flag` ([1], i32) to 1 when any token's
+/// position lies outside [0, max_position) of the op's tables, and then
+/// also ORs kPositionOutOfRangeBit into `errorWord`; the caller appends
+/// (flag, errorWord) to its operands.
+Kernel buildPositionCheckKernel(KernelModule &kernels, pattn::RotaryOp op);
+
+/// One warp per (token, output head), rotaryBlocksPerToken(op) blocks per
+/// token; the last operand is the position check's flag (nothing is
+/// written unless it is 0).
+Kernel buildRotaryKernel(KernelModule &kernels, pattn::RotaryOp op);
+int64_t rotaryBlocksPerToken(pattn::RotaryOp op);
+
 /// One block per token; the last operand is the slot check's flag.
 Kernel buildWriteRecordKernel(KernelModule &kernels, pattn::WriteRecordOp op,
                               const RecordBuffers &cache);
@@ -192,9 +208,11 @@ DecodeKernels buildXqaMlaDecodeKernels(KernelModule &kernels,
 
 /// (sequence, query tokens of it, this token's position among them) of
 /// query token `token` (index), as i32 values but the sequence (index).
+/// `perSequence` is any buffer whose dimension 0 is the batch (the block
+/// table, the sequence lengths).
 std::tuple<mlir::Value, mlir::Value, mlir::Value>
 findQuerySequence(KernelBuilder &kb, mlir::Value token, mlir::Value queryStart,
-                  mlir::Value blockTable);
+                  mlir::Value perSequence);
 
 } // namespace pattn
 

@@ -117,6 +117,7 @@ private:
 
   LogicalResult lower(WriteCacheOp op);
   LogicalResult lower(WriteRecordOp op);
+  LogicalResult lower(RotaryOp op);
   LogicalResult lower(ScaleNormalizerOp op);
   LogicalResult lower(FoldQueryOp op);
   LogicalResult lower(PagedAttentionOp op);
@@ -144,6 +145,11 @@ private:
   void launchCheckedWrite(Location loc, KernelModule &module,
                           const Kernel &kernel, gpu::KernelDim3 grid,
                           Value slots, Value storage, int64_t blockSize);
+  /// Launches `check` (one block; its operands get a flag and the device
+  /// error word appended), then `kernel` (its operands get the flag), which
+  /// does nothing when the check raised the flag.
+  void launchGated(Location loc, Kernel check, const Kernel &kernel,
+                   gpu::KernelDim3 grid);
 };
 
 } // namespace
@@ -289,6 +295,12 @@ void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
                                       const Kernel &kernel,
                                       gpu::KernelDim3 grid, Value slots,
                                       Value storage, int64_t blockSize) {
+  launchGated(loc, buildSlotCheckKernel(module, loc, slots, storage, blockSize),
+              kernel, grid);
+}
+
+void HostRewriter::launchGated(Location loc, Kernel check,
+                               const Kernel &kernel, gpu::KernelDim3 grid) {
   Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
   auto flag = gpu::AllocOp::create(
       builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,
@@ -301,7 +313,6 @@ void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
   Value errorWord = func::CallOp::create(builder, loc, kDeviceErrorWord,
                                          TypeRange{wordType}, ValueRange{})
                         .getResult(0);
-  Kernel check = buildSlotCheckKernel(module, loc, slots, storage, blockSize);
   check.operands.push_back(flag.getMemref());
   check.operands.push_back(errorWord);
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
@@ -328,6 +339,22 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
       launchCheckedWrite(loc, module, kernel, {tokens, kvHeads, one},
                          op.getSlots(), cache->storage,
                          cache->type.getBlockSize());
+    });
+  });
+  return success();
+}
+
+LogicalResult HostRewriter::lower(RotaryOp op) {
+  Location loc = op.getLoc();
+  Value tokens = dim(loc, op.getInput(), 0);
+  ifPositive(loc, tokens, [&] {
+    Value blocks =
+        arith::ConstantIndexOp::create(builder, loc, rotaryBlocksPerToken(op));
+    Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+    dispatch(loc, [&](KernelModule &module) {
+      Kernel kernel = buildRotaryKernel(module, op);
+      launchGated(loc, buildPositionCheckKernel(module, op), kernel,
+                  {tokens, blocks, one});
     });
   });
   return success();
@@ -627,8 +654,8 @@ LogicalResult HostRewriter::run() {
     Location loc = op->getLoc();
     LogicalResult result =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
-            .Case<WriteCacheOp, WriteRecordOp, ScaleNormalizerOp, FoldQueryOp,
-                  PagedAttentionOp, MlaDecodeOp>(
+            .Case<WriteCacheOp, WriteRecordOp, RotaryOp, ScaleNormalizerOp,
+                  FoldQueryOp, PagedAttentionOp, MlaDecodeOp>(
                 [&](auto typed) { return lower(typed); })
             .Case([&](memref::AllocOp alloc) {
               // Temporaries of the fold live on the device, stream-ordered.

@@ -521,6 +521,24 @@ func.func @f(%c: !c, %v: memref<4x8x128xf16>, %s: memref<4xi64>, %k: memref<1xf1
   return
 }
 
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%c: !c, %v: memref<4x48x128xf16>, %s: memref<4xi64>) {
+  // expected-error @below {{'pattn.write_cache' op first_head 41 with the cache's 8 kv heads must lie within the values' static heads, got 'memref<4x48x128xf16>'}}
+  pattn.write_cache values(%v : memref<4x48x128xf16>) into(%c : !c) slots(%s : memref<4xi64>) {first_head = 41 : i64}
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%c: !c, %v: memref<4x?x128xf16>, %s: memref<4xi64>) {
+  // expected-error @below {{'pattn.write_cache' op first_head 40 with the cache's 8 kv heads must lie within the values' static heads, got 'memref<4x?x128xf16>'}}
+  pattn.write_cache values(%v : memref<4x?x128xf16>) into(%c : !c) slots(%s : memref<4xi64>) {first_head = 40 : i64}
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // pattn.write_record
 //===----------------------------------------------------------------------===//
@@ -651,6 +669,155 @@ func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile 
 // expected-error @below {{shared_bytes -1 is negative}}
 func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = -1>}
 
+// -----
+
+//===----------------------------------------------------------------------===//
+// pattn.rotary
+//===----------------------------------------------------------------------===//
+
+func.func @f(%x: memref<4x8x64xf64>, %c: memref<16x32xf16>, %p: memref<4xi32>, %o: memref<4x8x64xf64>) {
+  // expected-error @below {{'pattn.rotary' op input must hold f16, bf16 or f32 elements, got 'f64'}}
+  pattn.rotary input(%x : memref<4x8x64xf64>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x64xf64>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %o: memref<4x8x32xf16>) {
+  // expected-error @below {{'pattn.rotary' op outs must have shape [4, ?, 64], got 'memref<4x8x32xf16>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x32xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %o: memref<4x8x64xbf16>) {
+  // expected-error @below {{'pattn.rotary' op outs must hold the input's element type ('f16'), got 'memref<4x8x64xbf16>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x?x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op input and outs need static heads and head_dim, got 'memref<4x?x64xf16>' and 'memref<4x8x64xf16>'}}
+  pattn.rotary input(%x : memref<4x?x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %o: memref<4x2x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op first_head 7 with 2 output heads must lie within the input's 8 heads}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x2x64xf16>) {first_head = 7 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>) {
+  // expected-error @below {{'pattn.rotary' op first_head 1 with 8 output heads must lie within the input's 8 heads}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%x : memref<4x8x64xf16>) {first_head = 1 : i64}
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %s: memref<16x32xbf16>, %p: memref<4xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op sin must have the type of cos ('memref<16x32xf16>'), got 'memref<16x32xbf16>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%s : memref<16x32xbf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x33xf16>, %p: memref<4xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op cos and sin must be [max_position, R/2] with a static R/2 in [1, head_dim/2 = 32], got 'memref<16x33xf16>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x33xf16>) sin(%c : memref<16x33xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xi32>, %p: memref<4xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op cos must hold f16, bf16 or f32 elements, got 'i32'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xi32>) sin(%c : memref<16x32xi32>) positions(%p : memref<4xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op takes exactly one of positions (per token) and seq_lens (positions of the appended tokens)}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<3xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op positions must have shape [4], got 'memref<3xi32>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<3xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xf32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op positions must hold i32 or i64 elements, got 'f32'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xf32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %qs: memref<5xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op query_start goes with seq_lens, not with positions}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %sl: memref<2xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op without query_start each sequence has one token, but the input has 4 tokens for a batch of 2}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %sl: memref<2xi32>, %qs: memref<4xi32>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op query_start must have shape [3], got 'memref<4xi32>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) seq_lens(%sl : memref<2xi32>) query_start(%qs : memref<4xi32>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %sl: memref<4xi64>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op seq_lens must hold i32 elements, got 'i64'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) seq_lens(%sl : memref<4xi64>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %w: memref<32xf16>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op norm_weight must have shape [64], got 'memref<32xf16>'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) norm_weight(%w : memref<32xf16>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %w: memref<64xf16>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op norm_epsilon 0.000000e+00 must be finite and positive (an all-zero head would divide 0 by 0)}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) norm_weight(%w : memref<64xf16>) outs(%o : memref<4x8x64xf16>) {norm_epsilon = 0.0 : f32}
+  return
+}
+
+// -----
 //===----------------------------------------------------------------------===//
 // pattn.paged_attention
 //===----------------------------------------------------------------------===//
@@ -851,9 +1018,9 @@ func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 // -----
 
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
-func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<32xf16>, %o: memref<4x32x128xf16>) {
-  // expected-error @below {{sinks must hold f32 elements, got 'f16'}}
-  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) sinks(%s : memref<32xf16>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %s: memref<32xf64>, %o: memref<4x32x128xf16>) {
+  // expected-error @below {{sinks must hold f16, bf16 or f32 elements, got 'f64'}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) sinks(%s : memref<32xf64>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
   return
 }
 

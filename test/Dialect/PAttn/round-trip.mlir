@@ -214,3 +214,18 @@ func.func @pools_in_one_allocation(%all: memref<16384xi8>) {
   %v = pattn.bind_cache storage(%hi : memref<4x16x2x64xi8>) : !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @rotary
+// CHECK: pattn.rotary input(%{{.*}} : memref<?x48x128xf16>) cos(%{{.*}} : memref<4096x64xf16>) sin(%{{.*}} : memref<4096x64xf16>) seq_lens(%{{.*}} : memref<?xi32>) query_start(%{{.*}} : memref<?xi32>) norm_weight(%{{.*}} : memref<128xbf16>) outs(%{{.*}} : memref<?x8x128xf16>) {first_head = 32 : i64, norm_epsilon = 9.99999974E-6 : f32}
+// CHECK: pattn.rotary input(%{{.*}} : memref<?x32x96xbf16>) cos(%{{.*}} : memref<?x16xf32>) sin(%{{.*}} : memref<?x16xf32>) positions(%{{.*}} : memref<?xi64>) outs(%{{.*}} : memref<?x32x96xbf16>) {interleaved = true, position_offset = 3 : i64}
+func.func @rotary(%qkv: memref<?x48x128xf16>, %cos: memref<4096x64xf16>, %sin: memref<4096x64xf16>, %sl: memref<?xi32>, %qs: memref<?xi32>, %w: memref<128xbf16>, %k: memref<?x8x128xf16>,
+                  %q: memref<?x32x96xbf16>, %c2: memref<?x16xf32>, %s2: memref<?x16xf32>, %pos: memref<?xi64>) {
+  pattn.rotary input(%qkv : memref<?x48x128xf16>) cos(%cos : memref<4096x64xf16>) sin(%sin : memref<4096x64xf16>)
+      seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>) norm_weight(%w : memref<128xbf16>)
+      outs(%k : memref<?x8x128xf16>) {first_head = 32 : i64, norm_epsilon = 1.0e-05 : f32}
+  pattn.rotary input(%q : memref<?x32x96xbf16>) cos(%c2 : memref<?x16xf32>) sin(%s2 : memref<?x16xf32>) positions(%pos : memref<?xi64>)
+      outs(%q : memref<?x32x96xbf16>) {interleaved = true, position_offset = 3 : i64}
+  return
+}

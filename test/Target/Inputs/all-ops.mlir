@@ -118,3 +118,21 @@ func.func @mla_xqa_bf16_latent(%p: memref<?x16x1088xi8>, %q: memref<?x32x576xbf1
   pattn.mla_decode query(%q : memref<?x32x576xbf16>) cache(%c : !pattn.record_cache<block_size = 16, record = !pattn.record<1088 bytes, none, {latent: 512 x bf16 at 0, rope: 64 x f8E4M3FN at 1024}>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x32x512xbf16>) {num_heads = 32 : i64}
   return
 }
+
+// Rotary embedding: QK-norm + neox on a packed QKV buffer's K heads (f16
+// tables, seq_lens positions with query_start), interleaved partial rotary
+// with explicit i64 positions (bf16, f32 tables), and in place (f32).
+func.func @rotary_packed_norm_neox(%qkv: memref<?x48x128xf16>, %cos: memref<?x64xf16>, %sin: memref<?x64xf16>, %sl: memref<?xi32>, %qs: memref<?xi32>, %w: memref<128xbf16>, %k: memref<?x8x128xf16>) {
+  pattn.rotary input(%qkv : memref<?x48x128xf16>) cos(%cos : memref<?x64xf16>) sin(%sin : memref<?x64xf16>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>) norm_weight(%w : memref<128xbf16>) outs(%k : memref<?x8x128xf16>) {first_head = 32 : i64}
+  return
+}
+
+func.func @rotary_interleaved_partial(%q: memref<?x32x96xbf16>, %cos: memref<?x16xf32>, %sin: memref<?x16xf32>, %pos: memref<?xi64>, %o: memref<?x32x96xbf16>) {
+  pattn.rotary input(%q : memref<?x32x96xbf16>) cos(%cos : memref<?x16xf32>) sin(%sin : memref<?x16xf32>) positions(%pos : memref<?xi64>) outs(%o : memref<?x32x96xbf16>) {interleaved = true, position_offset = 3 : i64}
+  return
+}
+
+func.func @rotary_in_place(%x: memref<?x4x64xf32>, %cos: memref<?x32xbf16>, %sin: memref<?x32xbf16>, %sl: memref<?xi32>, %w: memref<64xf32>) {
+  pattn.rotary input(%x : memref<?x4x64xf32>) cos(%cos : memref<?x32xbf16>) sin(%sin : memref<?x32xbf16>) seq_lens(%sl : memref<?xi32>) norm_weight(%w : memref<64xf32>) outs(%x : memref<?x4x64xf32>) {norm_epsilon = 1.0e-05 : f32}
+  return
+}

@@ -309,9 +309,22 @@ LogicalResult BindCacheOp::verify() {
 LogicalResult WriteCacheOp::verify() {
   Operation *op = getOperation();
   CacheType cache = getCache().getType();
-  if (failed(checkShape(
-          op, "values", getValues(),
-          {ShapedType::kDynamic, cache.getKvHeads(), cache.getHeadDim()})) ||
+  int64_t firstHead = getFirstHead();
+  int64_t heads = firstHead == 0 ? cache.getKvHeads() : ShapedType::kDynamic;
+  if (failed(checkShape(op, "values", getValues(),
+                        {ShapedType::kDynamic, heads, cache.getHeadDim()})))
+    return failure();
+  if (firstHead != 0) {
+    int64_t available = dimOf(getValues(), 1);
+    if (firstHead < 0 || ShapedType::isDynamic(available) ||
+        firstHead > available - cache.getKvHeads())
+      return emitOpError() << "first_head " << firstHead << " with the cache's "
+                           << cache.getKvHeads()
+                           << " kv heads must lie within the values' static "
+                              "heads, got "
+                           << getValues().getType();
+  }
+  if (
       failed(checkElement(op, "values", getValues(), isActivation,
                           "f16, bf16 or f32")) ||
       failed(checkShape(op, "slots", getSlots(), {dimOf(getValues(), 0)})) ||
@@ -385,6 +398,116 @@ void WriteRecordOp::getEffects(
 }
 
 //===----------------------------------------------------------------------===//
+// RotaryOp
+//===----------------------------------------------------------------------===//
+
+int64_t RotaryOp::getRotaryDim() { return 2 * dimOf(getCos(), 1); }
+
+LogicalResult RotaryOp::verify() {
+  Operation *op = getOperation();
+  Value input = getInput(), out = getOut();
+  int64_t dynamic = ShapedType::kDynamic;
+  if (failed(checkShape(op, "input", input, {dynamic, dynamic, dynamic})) ||
+      failed(checkElement(op, "input", input, isActivation,
+                          "f16, bf16 or f32")) ||
+      failed(checkShape(op, "outs", out,
+                        {dimOf(input, 0), dynamic, dimOf(input, 2)})))
+    return failure();
+  Type element = cast<MemRefType>(input.getType()).getElementType();
+  if (cast<MemRefType>(out.getType()).getElementType() != element)
+    return emitOpError() << "outs must hold the input's element type ("
+                         << element << "), got " << out.getType();
+  int64_t inHeads = dimOf(input, 1), outHeads = dimOf(out, 1);
+  int64_t headDim = dimOf(input, 2);
+  if (ShapedType::isDynamic(inHeads) || ShapedType::isDynamic(outHeads) ||
+      ShapedType::isDynamic(headDim))
+    return emitOpError() << "input and outs need static heads and head_dim, "
+                            "got "
+                         << input.getType() << " and " << out.getType();
+  if (headDim < 1 || outHeads < 1)
+    return emitOpError() << "outs must have at least one head and channel, "
+                            "got "
+                         << out.getType();
+  int64_t firstHead = getFirstHead();
+  if (firstHead < 0 || firstHead > inHeads - outHeads)
+    return emitOpError() << "first_head " << firstHead << " with " << outHeads
+                         << " output heads must lie within the input's "
+                         << inHeads << " heads";
+  if (input == out && firstHead != 0)
+    return emitOpError() << "rotating in place (input is outs) needs "
+                            "first_head 0, got "
+                         << firstHead;
+
+  // The tables: [max_position, R/2] each, R <= head_dim.
+  Value cos = getCos(), sin = getSin();
+  if (failed(checkShape(op, "cos", cos, {dynamic, dynamic})) ||
+      failed(checkElement(op, "cos", cos, isActivation, "f16, bf16 or f32")))
+    return failure();
+  if (sin.getType() != cos.getType())
+    return emitOpError() << "sin must have the type of cos (" << cos.getType()
+                         << "), got " << sin.getType();
+  int64_t half = dimOf(cos, 1);
+  if (ShapedType::isDynamic(half) || half < 1 || 2 * half > headDim)
+    return emitOpError() << "cos and sin must be [max_position, R/2] with a "
+                            "static R/2 in [1, head_dim/2 = "
+                         << headDim / 2 << "], got " << cos.getType();
+
+  // Positions: explicit, or those of the decode's sequences.
+  Value positions = getPositions(), seqLens = getSeqLens();
+  Value queryStart = getQueryStart();
+  if (bool(positions) == bool(seqLens))
+    return emitOpError() << "takes exactly one of positions (per token) and "
+                            "seq_lens (positions of the appended tokens)";
+  if (positions)
+    return failure(
+        failed(checkShape(op, "positions", positions, {dimOf(input, 0)})) ||
+        failed(checkElement(op, "positions", positions, isSlotIndex,
+                            "i32 or i64")) ||
+        (queryStart &&
+         failed(emitOpError() << "query_start goes with seq_lens, not with "
+                                 "positions")) ||
+        failed(verifyNorm()));
+  if (failed(checkShape(op, "seq_lens", seqLens, {dynamic})) ||
+      failed(checkElement(op, "seq_lens", seqLens, isI32, "i32")))
+    return failure();
+  int64_t batch = dimOf(seqLens, 0);
+  if (queryStart) {
+    int64_t starts = ShapedType::isDynamic(batch) ? dynamic : batch + 1;
+    if (failed(checkShape(op, "query_start", queryStart, {starts})) ||
+        failed(checkElement(op, "query_start", queryStart, isI32, "i32")))
+      return failure();
+  } else if (!dimsAgree(dimOf(input, 0), batch)) {
+    return emitOpError()
+           << "without query_start each sequence has one token, but the "
+              "input has "
+           << dimOf(input, 0) << " tokens for a batch of " << batch;
+  }
+  return verifyNorm();
+}
+
+LogicalResult RotaryOp::verifyNorm() {
+  float epsilon = getNormEpsilon().convertToFloat();
+  if (!(std::isfinite(epsilon) && epsilon > 0.0f))
+    return emitOpError() << "norm_epsilon " << epsilon
+                         << " must be finite and positive (an all-zero head "
+                            "would divide 0 by 0)";
+  Value weight = getNormWeight();
+  if (!weight)
+    return success();
+  return failure(
+      failed(checkShape(getOperation(), "norm_weight", weight,
+                        {dimOf(getInput(), 2)})) ||
+      failed(checkElement(getOperation(), "norm_weight", weight, isActivation,
+                          "f16, bf16 or f32")));
+}
+
+void RotaryOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  addEffects(getOperation(), {&getOutMutable()}, effects);
+}
+
+//===----------------------------------------------------------------------===//
 // PagedAttentionOp
 //===----------------------------------------------------------------------===//
 
@@ -448,7 +571,8 @@ LogicalResult PagedAttentionOp::verify() {
     return failure();
   if (Value sinks = getSinks())
     if (failed(checkShape(op, "sinks", sinks, {numHeads})) ||
-        failed(checkElement(op, "sinks", sinks, isF32, "f32")))
+        failed(checkElement(op, "sinks", sinks, isActivation,
+                            "f16, bf16 or f32")))
       return failure();
   if (Value outScale = getOutScale())
     if (failed(checkShape(op, "out_scale", outScale,

@@ -65,6 +65,9 @@ def PAttn_WriteCacheOp : PAttn_Op<"write_cache", [
     for nvfp4's tensor outer scale, and absent otherwise: `token` caches
     derive s = amax / max_code per token and store it in the token-scale
     buffer. Codes are bit-exact to the pattn numerics library.
+    `first_head` > 0 writes heads [first_head, first_head + kv_heads) of a
+    wider `values` [tokens, heads, head_dim]: the V heads of a packed QKV
+    buffer.
 
     Example:
     ```mlir
@@ -75,7 +78,8 @@ def PAttn_WriteCacheOp : PAttn_Op<"write_cache", [
     ```
   }];
   let arguments = (ins AnyMemRef:$values, PAttn_CacheType:$cache,
-                       AnyMemRef:$slots, Optional<AnyMemRef>:$scale);
+                       AnyMemRef:$slots, Optional<AnyMemRef>:$scale,
+                       DefaultValuedAttr<I64Attr, "0">:$first_head);
   let assemblyFormat = [{
     `values` `(` $values `:` type($values) `)`
     `into` `(` $cache `:` qualified(type($cache)) `)`
@@ -119,6 +123,71 @@ def PAttn_WriteRecordOp : PAttn_Op<"write_record", [
   let hasVerifier = 1;
 }
 
+def PAttn_RotaryOp : PAttn_Op<"rotary", [
+    AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "RMS-normalize and rotate heads of Q or K (RoPE)";
+  let description = [{
+    Prepares query or key heads the way model graphs do before attention:
+    for token t, head h < H_out (`outs` is [tokens, H_out, D]) it reads head
+    `first_head` + h of `input` [tokens, H_in, D] and, in fp32 with one
+    rounding to `outs`' type at the end:
+
+    1. with `norm_weight` [D]: RMS normalization,
+       x = x / sqrt(mean(x²) + norm_epsilon) · norm_weight;
+    2. rotary embedding of the first R = 2·cos.dim[1] channels at position
+       p (R ≤ D; channels R.. pass through): pair i < R/2 is channels
+       (i, i + R/2) (neox, the default) or (2i, 2i + 1) (`interleaved`),
+       rotated by cos[p, i] and sin[p, i]:
+       (a, b) -> (a·cos − b·sin, b·cos + a·sin).
+
+    `cos` and `sin` are [max_position, R/2] tables (f16, bf16 or f32). The
+    position is `positions[t]` + `position_offset`, or, with `seq_lens`
+    [batch] (and `query_start` [batch+1], as in `pattn.paged_attention`),
+    the token's kv position seq_lens[b] − n_b + i + `position_offset`: the
+    slot a decode appends at. A position outside [0, max_position) fails
+    the call with PATTN_DEVICE_ERROR_POSITION_OUT_OF_RANGE and writes
+    nothing. `first_head` selects heads of a packed QKV buffer (its K heads
+    start at num_heads). `input` and `outs` may be the same buffer when
+    `first_head` is 0.
+
+    Example (Llama-3 query heads, neox, 128 rotary channels):
+    ```mlir
+    pattn.rotary input(%q : memref<4x32x128xf16>)
+        cos(%cos : memref<8192x64xf16>) sin(%sin : memref<8192x64xf16>)
+        seq_lens(%sl : memref<4xi32>)
+        outs(%qr : memref<4x32x128xf16>)
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$input, AnyMemRef:$cos, AnyMemRef:$sin,
+                       Optional<AnyMemRef>:$positions,
+                       Optional<AnyMemRef>:$seq_lens,
+                       Optional<AnyMemRef>:$query_start,
+                       Optional<AnyMemRef>:$norm_weight, AnyMemRef:$out,
+                       DefaultValuedAttr<BoolAttr, "false">:$interleaved,
+                       DefaultValuedAttr<I64Attr, "0">:$first_head,
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset,
+                       DefaultValuedAttr<F32Attr, "1.0e-6f">:$norm_epsilon);
+  let assemblyFormat = [{
+    `input` `(` $input `:` type($input) `)`
+    `cos` `(` $cos `:` type($cos) `)`
+    `sin` `(` $sin `:` type($sin) `)`
+    (`positions` `(` $positions^ `:` type($positions) `)`)?
+    (`seq_lens` `(` $seq_lens^ `:` type($seq_lens) `)`)?
+    (`query_start` `(` $query_start^ `:` type($query_start) `)`)?
+    (`norm_weight` `(` $norm_weight^ `:` type($norm_weight) `)`)?
+    `outs` `(` $out `:` type($out) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// R, the rotated channels of each head (2 x cos dim 1).
+    int64_t getRotaryDim();
+    /// norm_epsilon and the norm weight's shape and type.
+    ::mlir::LogicalResult verifyNorm();
+  }];
+}
+
 def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
@@ -136,7 +205,8 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     `max_query_len` ≤ 8 of them, speculative decode), causal among
     themselves. `softcap` > 0 turns logits into softcap·tanh(logits/softcap);
     `window` W ≥ 1 keeps keys at positions > query position − W; `sinks`
-    [num_heads] add exp(sink − max) to the denominator. Zero-length sequences
+    [num_heads] (f16, bf16 or f32, as ONNX Runtime's T-typed head_sink) add
+    exp(sink − max) to the denominator. Zero-length sequences
     and fully masked rows give zeros.
 
     `k_scale`/`v_scale` are required exactly when the cache's granularity is
