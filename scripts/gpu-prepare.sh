@@ -5,7 +5,8 @@
 # benchmark's, a copy of the compiler's files (which key the cache), the
 # peers' script and FlashInfer's wheels (into .whl/).
 #   bash scripts/gpu-prepare.sh [CHIP]      # default sm_90a (the H200)
-# Both folders are ignored by git; carry them to the GPU machine.
+# The folders are ignored by git; carry them (.gpu-artifacts, .whl,
+# .whl-ort) to the GPU machine.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 chip="${1:-sm_90a}"
@@ -28,6 +29,14 @@ for backend in auto portable; do
   PATTN_TEST_BACKEND=$backend python3 python/tests/gpu/precompile.py --chip "$chip"
 done
 python3 bench/bench_decode.py --precompile "$chip"
+# pattn against ONNX Runtime (gpu-run.sh part "onnx"): both backends, and
+# ONNX Runtime's wheels (into .whl-ort/).
+for backend in auto portable; do
+  python3 bench/onnx_vs_ort.py --precompile --backend $backend > /dev/null
+done
+python3 -m pip download -q --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+  --platform manylinux2014_x86_64 -d "$root/.whl-ort" onnxruntime==1.32.0 onnx==1.23.2
 peers="$root/../shared/peers/flashinfer_decode.py"
 if [ -f "$peers" ]; then
   cp "$peers" "$PATTN_ARTIFACT_DIR/"
@@ -36,4 +45,4 @@ if [ -f "$peers" ]; then
     --platform manylinux2014_x86_64 -d "$root/.whl" \
     flashinfer-python==0.6.13 apache-tvm-ffi==0.1.15.post2
 fi
-du -sh "$PATTN_ARTIFACT_DIR" "$root/.whl" 2>/dev/null || true
+du -sh "$PATTN_ARTIFACT_DIR" "$root/.whl" "$root/.whl-ort" 2>/dev/null || true

@@ -5,8 +5,9 @@
 # FlashInfer and SDPA in the same session (when the peers were prepared).
 # Everything lands in $OUT (default ./gpu-results); PATTN_COMMIT names the
 # commit in the tables when the copy has no .git. PATTN_GPU_PARTS picks the
-# parts (default "suite sanitize bench"; "profile" adds ncu source-level
-# reports of the XQA decode), so that each call fits a time limit.
+# parts (default "suite sanitize bench"; "onnx" compares with ONNX Runtime;
+# "profile" adds ncu source-level reports of the XQA decode), so that each
+# call fits a time limit.
 #   bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="bench profile" bash scripts/gpu-run.sh
 set -uo pipefail
@@ -29,8 +30,8 @@ done
 
 # Every encoding, HND and NHD, split and unsplit, windows, sinks, D256; the
 # MLA decode of every record preset with bf16 queries (the tensor-core
-# kernel on auto).
-cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (mla_decode_matches and bf16)"
+# kernel on auto), and every rotary case.
+cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (mla_decode_matches and bf16) or rotary"
 part sanitize && for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool python3 -m pytest python/tests/gpu -q \
     -p no:cacheprovider -k "$cases" 2>&1 | grep -E "SUMMARY|passed|failed" | tail -2
@@ -50,6 +51,19 @@ if part profile; then
       > "$out/ncu-$cache-sass.csv" 2>&1
     rm -f "$out/ncu-$cache.ncu-rep"
     echo "profiled $cache: $(wc -l < "$out/ncu-$cache-sass.csv") SASS rows"
+  done
+fi
+
+# pattn against ONNX Runtime (CPU) on GroupQueryAttention graphs, both
+# backends (bench/onnx_vs_ort.py; ONNX Runtime from .whl-ort/).
+if part onnx && ls "$root"/.whl-ort/*.whl >/dev/null 2>&1; then
+  ort_site="$(mktemp -d)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$ort_site" \
+    "$root"/.whl-ort/*.whl
+  for backend in auto portable; do
+    PYTHONPATH="$root/python:$ort_site" python3 bench/onnx_vs_ort.py --backend $backend \
+      --out "$out/onnx-vs-ort-$backend.md" > "$out/onnx-vs-ort-$backend.log" 2>&1
+    echo "onnx vs ort ($backend): exit $?, $(grep -c '^|' "$out/onnx-vs-ort-$backend.md" 2>/dev/null) table rows"
   done
 fi
 

@@ -77,14 +77,15 @@ GQA_INPUTS = (
     "query", "key", "value", "past_key", "past_value", "seqlens_k",
     "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
     "attention_bias", "head_sink", "k_scale", "v_scale", "q_norm_weight",
-    "k_norm_weight")
+    "k_norm_weight", "query_seqlens")
 GQA_OUTPUTS = ("output", "present_key", "present_value", "output_qk")
 GQA_ATTRIBUTES = {
     "num_heads": None, "kv_num_heads": None, "causal": 1, "scale": 0.0,
     "softcap": 0.0, "local_window_size": -1, "sliding_window_cache": 0,
     "do_rotary": 0, "rotary_interleaved": 0, "smooth_softmax": -1,
     "qk_output": 0, "k_quant_type": "NONE", "v_quant_type": "NONE",
-    "kv_cache_bit_width": None, "qk_norm_epsilon": 1e-6}
+    "kv_cache_bit_width": None, "qk_norm_epsilon": 1e-6,
+    "q_norm_epsilon": None, "k_norm_epsilon": None}
 
 _FLOATS = {_FLOAT16: "f16", _BFLOAT16: "bf16", _FLOAT: "f32"}
 _TABLE_ELEMENTS = {"f16": "f16", "f32": "f32"}  # constant tables pattn prints
@@ -481,16 +482,24 @@ class _Node:
                             f"must have head_size ({head_dim}) weights")
             norms[side] = slot
             self.embeddable(slot)
-        epsilon = self.attr("qk_norm_epsilon")
-        if norms and (not isinstance(epsilon, float) or
-                      not math.isfinite(epsilon) or epsilon <= 0):
-            self.reject("attribute", "qk_norm_epsilon", epsilon,
-                        "must be a finite positive float (pattn.rotary's "
-                        "norm_epsilon)")
+        # qk_norm_epsilon, which GroupQueryAttention's q_norm_epsilon and
+        # k_norm_epsilon override per side.
+        epsilons = {}
+        for side in norms:
+            name = f"{side}_norm_epsilon"
+            if name not in self.known or self.attr(name) is None:
+                name = "qk_norm_epsilon"
+            epsilon = self.attr(name)
+            if not isinstance(epsilon, float) or \
+                    not math.isfinite(epsilon) or epsilon <= 0:
+                self.reject("attribute", name, epsilon,
+                            "must be a finite positive float (pattn.rotary's"
+                            " norm_epsilon)")
+            epsilons[side] = epsilon
         if self.reasons:
             return None
         return {"half": half, "element": element, "norms": norms,
-                "epsilon": epsilon,
+                "epsilons": epsilons,
                 "interleaved": self.attr("rotary_interleaved") == 1}
 
     def embeddable(self, slot: str) -> None:
@@ -705,7 +714,7 @@ def _prepare_heads(n: _Node, b: _Builder, tables: Optional[dict],
                       name=b._name(f"{side}_rotated", None))
         f.rotary(buffer, cos, sin, out, first_head=first,
                  norm_weight=norms.get(side),
-                 norm_epsilon=tables["epsilon"],
+                 norm_epsilon=tables["epsilons"].get(side, 1e-6),
                  interleaved=tables["interleaved"], **positions)
         prepared[side] = out
     if packed:
@@ -1040,6 +1049,10 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                          "do_rotary is 0")
     n.must_be_absent("attention_bias",
                      "an additive attention bias is not in the dialect")
+    n.must_be_absent("query_seqlens",
+                     "right-padded query chunks (idle or partly padded "
+                     "batch entries) are not imported: pattn's query tokens "
+                     "are all valid")
     n.must_be_default("smooth_softmax",
                       "smooth softmax (an extra 1 in every softmax "
                       "denominator) is not in the dialect", off=(0, -1))
@@ -1306,7 +1319,7 @@ def _rotary_summary(tables: Optional[dict], sinks: bool) -> dict:
         out["rotary"] = {"rotary_dim": 2 * tables["half"],
                          "interleaved": tables["interleaved"],
                          "qk_norm": sorted(tables["norms"]),
-                         "norm_epsilon": tables["epsilon"]}
+                         "norm_epsilon": tables["epsilons"]}
     if sinks:
         out["sinks"] = True
     return out

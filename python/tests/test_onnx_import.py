@@ -591,6 +591,19 @@ def test_rotary_norm_packed_and_sinks_import(case, opt):
         assert "seq_lens" in rotaries[0].operands
 
 
+def test_gqa_norm_epsilons_override_per_side(opt):
+    model = gqa_model(**MODELS["llama3_8b"], attrs=dict(
+        do_rotary=1, qk_norm_epsilon=1e-5, k_norm_epsilon=1e-3),
+        extra=dict(_tables(64), q_norm_weight=(T.FLOAT16, [128]),
+                   k_norm_weight=(T.FLOAT16, [128])))
+    module, manifest = importer.import_model(model)
+    module.verify(opt)
+    function = module[only(manifest)["function"]]
+    q, k = [op for op in function.ops if op.name == "pattn.rotary"]
+    assert q.attributes["norm_epsilon"] == pytest.approx(1e-5)
+    assert k.attributes["norm_epsilon"] == pytest.approx(1e-3)
+
+
 @pytest.mark.parametrize("case", ["gqa-qwen3-qknorm-initializers",
                                   "gqa-phi3-packed-position_ids-interleaved",
                                   "paged-int4-packed"])
@@ -728,6 +741,15 @@ REJECTIONS = {
         "with rotary embedding"),
     "gqa-packed_qkv": (lambda: gqa_model(drop=("key", "value")),
                        "input 'key' (#1) = absent: packed QKV"),
+    "gqa-query_seqlens": (lambda: gqa_model(extra={
+        "query_seqlens": (T.INT32, ["batch_size"])}),
+        "input 'query_seqlens' (#16) = 'query_seqlens': right-padded query "
+        "chunks"),
+    "gqa-q_norm_epsilon": (lambda: gqa_model(
+        attrs=dict(do_rotary=1, q_norm_epsilon=-1.0), extra=dict(
+            TABLES, q_norm_weight=(T.FLOAT16, [128]),
+            k_norm_weight=(T.FLOAT16, [128]))),
+        "attribute 'q_norm_epsilon' = -1.0: must be a finite positive"),
     "gqa-head_sink-type": (lambda: gqa_model(extra={
         "head_sink": (T.INT32, [32])}),
         "input 'head_sink' (#11) = 'head_sink: int32': the sinks must be "

@@ -2,8 +2,8 @@
 
 pattn-compile needs LLVM/MLIR 22, which GPU machines may not have; CUDA
 drivers are what a build machine lacks. This script runs where the compiler
-is: it plans every case of test_gpu_attention.py and test_torch_op.py
-(numpy only) and compiles its module into $PATTN_ARTIFACT_DIR for the given
+is: it plans every case of test_gpu_attention.py, test_gpu_rotary.py and
+test_torch_op.py (numpy only) and compiles its module into $PATTN_ARTIFACT_DIR for the given
 chip, with the runtime library beside the artifacts. On the GPU machine,
 the same PATTN_ARTIFACT_DIR makes pattn.compile load them instead of
 compiling.
@@ -53,6 +53,7 @@ def main() -> int:
     sys.path[:0] = [str(HERE), str(HERE.parents[1])]
     import pattn
     import test_gpu_attention as suite
+    import test_gpu_rotary
     import test_torch_op
 
     assert suite.CHIP == args.chip, (suite.CHIP, args.chip)
@@ -86,6 +87,11 @@ def main() -> int:
     for text in soft:
         pattn.compile(text, chips=[args.chip], hardware_conversions=False,
                       backend=suite.BACKEND)
+    if not args.only_mla:  # backend-independent: compiled as the tests do
+        rotary = list(dict.fromkeys(test_gpu_rotary.module_texts()))
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda text: pattn.compile(
+                text, chips=[args.chip]), rotary))
     print(f"{len(unique)} modules for {args.chip} in "
           f"{os.path.dirname(paths[0]) if paths else '-'}")
     return 0

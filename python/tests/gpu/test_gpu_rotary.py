@@ -276,14 +276,23 @@ def test_out_of_range_position_rejects_the_whole_call(bad):
     assert torch.isnan(inputs.tensors["out"]).all(), "nothing is written"
 
 
+#: test_decode_positions_from_seq_lens_and_offset's pair.
+DERIVED = dataclasses.replace(CASES[1], name="derived", offset=3)
+EXPLICIT = dataclasses.replace(DERIVED, name="explicit", mode="positions",
+                               offset=0)
+
+
+def module_texts() -> list:
+    """Every module this file compiles (python/tests/gpu/precompile.py)."""
+    return [_module(case)[0] for case in CASES + [DERIVED, EXPLICIT]]
+
+
 def test_decode_positions_from_seq_lens_and_offset():
     """seq_lens mode rotates each appended token at seq_lens[b] - n_b + i
     (+ offset): compared with the same op given those positions."""
-    derived = dataclasses.replace(CASES[1], name="derived", offset=3)
+    derived, explicit = DERIVED, EXPLICIT
     inputs = _inputs(derived, seed=11)
     _run(derived, inputs)
-    explicit = dataclasses.replace(derived, name="explicit", mode="positions",
-                                   offset=0)
     again = _inputs(explicit, seed=11)
     again.tensors["x"] = inputs.tensors["x"]
     again.tensors["weight"] = inputs.tensors["weight"]
