@@ -299,8 +299,8 @@ void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
               kernel, grid);
 }
 
-void HostRewriter::launchGated(Location loc, Kernel check,
-                               const Kernel &kernel, gpu::KernelDim3 grid) {
+void HostRewriter::launchGated(Location loc, Kernel check, const Kernel &kernel,
+                               gpu::KernelDim3 grid) {
   Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
   auto flag = gpu::AllocOp::create(
       builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,

@@ -44,8 +44,8 @@ struct RotaryArguments {
 
 SmallVector<Value> rotaryOperands(RotaryOp op) {
   SmallVector<Value> operands = {op.getInput(), op.getCos(), op.getSin()};
-  for (Value optional : {op.getPositions(), op.getSeqLens(),
-                         op.getQueryStart(), op.getNormWeight()})
+  for (Value optional : {op.getPositions(), op.getSeqLens(), op.getQueryStart(),
+                         op.getNormWeight()})
     if (optional)
       operands.push_back(optional);
   operands.push_back(op.getOut());
@@ -119,9 +119,8 @@ auto ::pattn::buildPositionCheckKernel(KernelModule &kernels, RotaryOp op)
   OpBuilder builder(context);
   Location loc = op.getLoc();
   auto flagType = MemRefType::get({1}, builder.getI32Type());
-  Kernel result =
-      kernels.create(builder, loc, "pattn_check_positions", rotaryOperands(op),
-                     {flagType, flagType}, {});
+  Kernel result = kernels.create(builder, loc, "pattn_check_positions",
+                                 rotaryOperands(op), {flagType, flagType}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   RotaryArguments a = rotaryArguments(op, kernel);
@@ -139,24 +138,23 @@ auto ::pattn::buildPositionCheckKernel(KernelModule &kernels, RotaryOp op)
   Value rows = kb.toI64(memref::DimOp::create(builder, loc, a.cos, 0));
   Value tokens = memref::DimOp::create(builder, loc, a.input, 0);
   // Every thread that sees a bad position stores the same 1: benign.
-  kb.forLoop(tid, tokens, kb.index(kBlockThreads), {},
-             [&](Value token, ValueRange) -> SmallVector<Value> {
-               Value position = rotaryPosition(kb, op, a, token);
-               Value negative =
-                   kb.cmpi(arith::CmpIPredicate::slt, position, kb.i64(0));
-               Value pastEnd =
-                   kb.cmpi(arith::CmpIPredicate::sge, position, rows);
-               Value bad = kb.lor(negative, pastEnd);
-               kb.ifThen(bad, [&] {
-                 Value raised = kb.i32(1);
-                 kb.store(raised, flag, {first});
-                 Value bit = kb.i32(kPositionOutOfRangeBit);
-                 memref::AtomicRMWOp::create(builder, loc,
-                                             arith::AtomicRMWKind::ori, bit,
-                                             errorWord, {first});
-               });
-               return {};
-             });
+  kb.forLoop(
+      tid, tokens, kb.index(kBlockThreads), {},
+      [&](Value token, ValueRange) -> SmallVector<Value> {
+        Value position = rotaryPosition(kb, op, a, token);
+        Value negative =
+            kb.cmpi(arith::CmpIPredicate::slt, position, kb.i64(0));
+        Value pastEnd = kb.cmpi(arith::CmpIPredicate::sge, position, rows);
+        Value bad = kb.lor(negative, pastEnd);
+        kb.ifThen(bad, [&] {
+          Value raised = kb.i32(1);
+          kb.store(raised, flag, {first});
+          Value bit = kb.i32(kPositionOutOfRangeBit);
+          memref::AtomicRMWOp::create(builder, loc, arith::AtomicRMWKind::ori,
+                                      bit, errorWord, {first});
+        });
+        return {};
+      });
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
@@ -165,9 +163,9 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
   Location loc = op.getLoc();
-  Kernel result = kernels.create(
-      builder, loc, "pattn_rotary", rotaryOperands(op),
-      {MemRefType::get({1}, builder.getI32Type())}, {});
+  Kernel result =
+      kernels.create(builder, loc, "pattn_rotary", rotaryOperands(op),
+                     {MemRefType::get({1}, builder.getI32Type())}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   MmaBuilder tc(kb, /*bf16=*/false);
@@ -203,25 +201,23 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
       Type f64 = builder.getF64Type();
       Value zero64 = arith::ConstantOp::create(builder, loc, f64,
                                                builder.getF64FloatAttr(0.0));
-      Value sum =
-          kb.forLoop(lane, channels, warpStride, {zero64},
-                     [&](Value c, ValueRange carried) -> SmallVector<Value> {
-                       Value x = arith::ExtFOp::create(builder, loc, f64,
-                                                       element(c));
-                       Value square = arith::MulFOp::create(builder, loc, x, x);
-                       return {arith::AddFOp::create(builder, loc, carried[0],
-                                                     square)};
-                     })[0];
+      Value sum = kb.forLoop(
+          lane, channels, warpStride, {zero64},
+          [&](Value c, ValueRange carried) -> SmallVector<Value> {
+            Value x = arith::ExtFOp::create(builder, loc, f64, element(c));
+            Value square = arith::MulFOp::create(builder, loc, x, x);
+            return {arith::AddFOp::create(builder, loc, carried[0], square)};
+          })[0];
       for (int32_t mask = 16; mask >= 1; mask /= 2) {
         Value other = shuffleXorF64(kb, tc, sum, mask);
         sum = arith::AddFOp::create(builder, loc, sum, other);
       }
       Value count = arith::ConstantOp::create(
           builder, loc, f64, builder.getF64FloatAttr(double(headDim)));
-      Value epsilon = arith::ConstantOp::create(
-          builder, loc, f64,
-          builder.getF64FloatAttr(
-              double(op.getNormEpsilon().convertToFloat())));
+      Value epsilon =
+          arith::ConstantOp::create(builder, loc, f64,
+                                    builder.getF64FloatAttr(double(
+                                        op.getNormEpsilon().convertToFloat())));
       Value mean = arith::DivFOp::create(builder, loc, sum, count);
       Value root = math::SqrtOp::create(
           builder, loc, arith::AddFOp::create(builder, loc, mean, epsilon));
@@ -243,28 +239,27 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
 
     Value position = kb.toIndex(rotaryPosition(kb, op, a, token));
     Value pairs = kb.index(half);
-    kb.forLoop(
-        lane, pairs, warpStride, {},
-        [&](Value pair, ValueRange) -> SmallVector<Value> {
-          Value first, second;
-          if (op.getInterleaved()) {
-            first = kb.mul(pair, kb.index(2));
-            second = kb.add(first, kb.index(1));
-          } else {
-            first = pair;
-            second = kb.add(pair, kb.index(half));
-          }
-          Value x = normalized(first), y = normalized(second);
-          Value c = kb.toF32(kb.load(a.cos, {position, pair}));
-          Value s = kb.toF32(kb.load(a.sin, {position, pair}));
-          Value xc = kb.fmul(x, c), ys = kb.fmul(y, s);
-          Value rotatedFirst = kb.fsub(xc, ys);
-          Value yc = kb.fmul(y, c), xs = kb.fmul(x, s);
-          Value rotatedSecond = kb.fadd(yc, xs);
-          storeRounded(kb, rotatedFirst, a.out, {token, head, first});
-          storeRounded(kb, rotatedSecond, a.out, {token, head, second});
-          return {};
-        });
+    kb.forLoop(lane, pairs, warpStride, {},
+               [&](Value pair, ValueRange) -> SmallVector<Value> {
+                 Value first, second;
+                 if (op.getInterleaved()) {
+                   first = kb.mul(pair, kb.index(2));
+                   second = kb.add(first, kb.index(1));
+                 } else {
+                   first = pair;
+                   second = kb.add(pair, kb.index(half));
+                 }
+                 Value x = normalized(first), y = normalized(second);
+                 Value c = kb.toF32(kb.load(a.cos, {position, pair}));
+                 Value s = kb.toF32(kb.load(a.sin, {position, pair}));
+                 Value xc = kb.fmul(x, c), ys = kb.fmul(y, s);
+                 Value rotatedFirst = kb.fsub(xc, ys);
+                 Value yc = kb.fmul(y, c), xs = kb.fmul(x, s);
+                 Value rotatedSecond = kb.fadd(yc, xs);
+                 storeRounded(kb, rotatedFirst, a.out, {token, head, first});
+                 storeRounded(kb, rotatedSecond, a.out, {token, head, second});
+                 return {};
+               });
     Value firstPlain = kb.add(lane, kb.index(2 * half));
     kb.forLoop(firstPlain, channels, warpStride, {},
                [&](Value c, ValueRange) -> SmallVector<Value> {

@@ -324,8 +324,7 @@ LogicalResult WriteCacheOp::verify() {
                               "heads, got "
                            << getValues().getType();
   }
-  if (
-      failed(checkElement(op, "values", getValues(), isActivation,
+  if (failed(checkElement(op, "values", getValues(), isActivation,
                           "f16, bf16 or f32")) ||
       failed(checkShape(op, "slots", getSlots(), {dimOf(getValues(), 0)})) ||
       failed(checkElement(op, "slots", getSlots(), isSlotIndex, "i32 or i64")))
@@ -408,8 +407,8 @@ LogicalResult RotaryOp::verify() {
   Value input = getInput(), out = getOut();
   int64_t dynamic = ShapedType::kDynamic;
   if (failed(checkShape(op, "input", input, {dynamic, dynamic, dynamic})) ||
-      failed(checkElement(op, "input", input, isActivation,
-                          "f16, bf16 or f32")) ||
+      failed(
+          checkElement(op, "input", input, isActivation, "f16, bf16 or f32")) ||
       failed(checkShape(op, "outs", out,
                         {dimOf(input, 0), dynamic, dimOf(input, 2)})))
     return failure();
@@ -494,11 +493,10 @@ LogicalResult RotaryOp::verifyNorm() {
   Value weight = getNormWeight();
   if (!weight)
     return success();
-  return failure(
-      failed(checkShape(getOperation(), "norm_weight", weight,
-                        {dimOf(getInput(), 2)})) ||
-      failed(checkElement(getOperation(), "norm_weight", weight, isActivation,
-                          "f16, bf16 or f32")));
+  return failure(failed(checkShape(getOperation(), "norm_weight", weight,
+                                   {dimOf(getInput(), 2)})) ||
+                 failed(checkElement(getOperation(), "norm_weight", weight,
+                                     isActivation, "f16, bf16 or f32")));
 }
 
 void RotaryOp::getEffects(
@@ -571,8 +569,8 @@ LogicalResult PagedAttentionOp::verify() {
     return failure();
   if (Value sinks = getSinks())
     if (failed(checkShape(op, "sinks", sinks, {numHeads})) ||
-        failed(checkElement(op, "sinks", sinks, isActivation,
-                            "f16, bf16 or f32")))
+        failed(
+            checkElement(op, "sinks", sinks, isActivation, "f16, bf16 or f32")))
       return failure();
   if (Value outScale = getOutScale())
     if (failed(checkShape(op, "out_scale", outScale,
