@@ -5,8 +5,9 @@
 # benchmark's, a copy of the compiler's files (which key the cache), the
 # peers' script and FlashInfer's wheels (into .whl/).
 #   bash scripts/gpu-prepare.sh [CHIP]      # default sm_90a (the H200)
-# The folders are ignored by git; carry them (.gpu-artifacts, .whl,
-# .whl-ort) to the GPU machine.
+# The folders are ignored by git; carry them to the GPU machine:
+# .gpu-artifacts (and .whl for the peers) for the suite and benchmarks,
+# .ort-artifacts and .whl-ort for the ONNX Runtime comparison.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 chip="${1:-sm_90a}"
@@ -29,14 +30,21 @@ for backend in auto portable; do
   PATTN_TEST_BACKEND=$backend python3 python/tests/gpu/precompile.py --chip "$chip"
 done
 python3 bench/bench_decode.py --precompile "$chip"
-# pattn against ONNX Runtime (gpu-run.sh part "onnx"): both backends, and
-# ONNX Runtime's wheels (into .whl-ort/).
+# pattn against ONNX Runtime (gpu-run.sh part "onnx"): its modules for both
+# backends in their own cache, .ort-artifacts/, and ONNX Runtime's wheels in
+# .whl-ort/ (the GPU machine's numpy is kept): together they fit one call's
+# carry, next to but not with .gpu-artifacts.
+ort_cache="$root/.ort-artifacts"
+rm -rf "$ort_cache" && mkdir -p "$ort_cache" && cp -r "$PATTN_ARTIFACT_DIR/compiler" "$ort_cache/"
 for backend in auto portable; do
-  python3 bench/onnx_vs_ort.py --precompile --backend $backend > /dev/null
+  PATTN_ARTIFACT_DIR="$ort_cache" python3 bench/onnx_vs_ort.py --precompile \
+    --backend $backend > /dev/null
 done
-python3 -m pip download -q --only-binary=:all: --python-version 3.12 \
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-  --platform manylinux2014_x86_64 -d "$root/.whl-ort" onnxruntime==1.32.0 onnx==1.23.2
+  --platform manylinux2014_x86_64 -d "$root/.whl-ort" onnxruntime==1.32.0 onnx==1.23.2 \
+  protobuf==7.36.2 flatbuffers==25.12.19 ml_dtypes==0.7.0 packaging==26.4 \
+  typing_extensions==4.16.0
 peers="$root/../shared/peers/flashinfer_decode.py"
 if [ -f "$peers" ]; then
   cp "$peers" "$PATTN_ARTIFACT_DIR/"
@@ -45,4 +53,4 @@ if [ -f "$peers" ]; then
     --platform manylinux2014_x86_64 -d "$root/.whl" \
     flashinfer-python==0.6.13 apache-tvm-ffi==0.1.15.post2
 fi
-du -sh "$PATTN_ARTIFACT_DIR" "$root/.whl" "$root/.whl-ort" 2>/dev/null || true
+du -sh "$PATTN_ARTIFACT_DIR" "$root/.whl" "$ort_cache" "$root/.whl-ort" 2>/dev/null || true

@@ -56,12 +56,15 @@ fi
 
 # pattn against ONNX Runtime (CPU) on GroupQueryAttention graphs, both
 # backends (bench/onnx_vs_ort.py; ONNX Runtime from .whl-ort/).
+# Carry .ort-artifacts and .whl-ort for it (gpu-prepare.sh).
 if part onnx && ls "$root"/.whl-ort/*.whl >/dev/null 2>&1; then
   ort_site="$(mktemp -d)"
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$ort_site" \
     "$root"/.whl-ort/*.whl
   for backend in auto portable; do
-    PYTHONPATH="$root/python:$ort_site" python3 bench/onnx_vs_ort.py --backend $backend \
+    PATTN_ARTIFACT_DIR="$root/.ort-artifacts" \
+      PATTN_COMPILE="$root/.ort-artifacts/compiler/bin/pattn-compile" \
+      PYTHONPATH="$root/python:$ort_site" python3 bench/onnx_vs_ort.py --backend $backend \
       --out "$out/onnx-vs-ort-$backend.md" > "$out/onnx-vs-ort-$backend.log" 2>&1
     echo "onnx vs ort ($backend): exit $?, $(grep -c '^|' "$out/onnx-vs-ort-$backend.md" 2>/dev/null) table rows"
   done
