@@ -5,7 +5,8 @@ run on random, never-zero inputs into a NaN-poisoned output. The result must
 be the float64 reference (``pattn.reference.rotary_ref``) rounded once to the
 output type: within one unit in the last place of the output type, plus the
 fp32 evaluation's own error (2^-20 of the terms' magnitude, for the
-rotation's cancellation), and finite everywhere. Cases cover neox and
+rotation's cancellation), finite everywhere, and for f16/bf16 outputs more
+than 95% of the elements exactly the correctly rounded value. Cases cover neox and
 interleaved pairs, partial rotary dims, cos/sin tables in f16, bf16 and f32,
 positions given per token or derived from seq_lens (with and without
 query_start) plus an offset, QK-norm, the K heads of a packed QKV buffer,
@@ -238,9 +239,12 @@ def test_rotary_matches_float64_reference(case):
         f"{case.name}: |pattn - f64| = {error[worst]:.3g} at {worst} "
         f"(tolerance {tolerance[worst]:.3g}; got {got[worst]!r}, want "
         f"{want[worst]!r})")
-    # Most elements are the correctly rounded value itself.
-    exact = np.mean(got == _round(want, case.dtype))
-    assert exact > 0.95, f"{case.name}: only {exact:.1%} correctly rounded"
+    # f16/bf16: fp32 keeps 13/16 bits more, so nearly every element is the
+    # correctly rounded value itself (an f32 output's own rounding is as
+    # small as the fp32 arithmetic's error: the bound above is the claim).
+    if case.dtype != "f32":
+        exact = np.mean(got == _round(want, case.dtype))
+        assert exact > 0.95, f"{case.name}: only {exact:.1%} correctly rounded"
 
 
 def _partner(case: Case) -> np.ndarray:
