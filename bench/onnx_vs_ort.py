@@ -170,14 +170,14 @@ def compile_case(case: Case):
 def reference64(q, kc, vc, total, H, KV, case: Case, sinks=None):
     """float64 decode attention of one new token per sequence over the
     cache's first total[b] positions, with the case's softcap, window (the
-    last window + 1 keys, ORT's local_window_size) and sinks. q [B, H, D]
-    (already rotated), caches [B, KV, S, D]."""
+    last `window` keys, the current one included: ORT's local_window_size)
+    and sinks. q [B, H, D] (already rotated), caches [B, KV, S, D]."""
     B, _, D = q.shape
     out = np.zeros((B, H, D))
     g = H // KV
     for b in range(B):
         n = int(total[b])
-        first = max(0, n - 1 - case.window) if case.window > 0 else 0
+        first = max(0, n - case.window) if case.window > 0 else 0
         k = kc[b, :, first:n].astype(np.float64)  # [KV, n, D]
         v = vc[b, :, first:n].astype(np.float64)
         qq = q[b].astype(np.float64).reshape(KV, g, D)

@@ -1176,7 +1176,9 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                               block > 4096):
         n.reject("attribute", "gqa_block_size", block,
                  "pages are a power of two in [16, 4096] tokens")
-    window = n.window(n.attr("local_window_size"), 1)
+    # W keys, the current one included (as onnxruntime's CPU kernel keeps
+    # them; measured, bench/onnx_vs_ort.py): pattn's window W.
+    window = n.window(n.attr("local_window_size"), 0)
     attributes = n.common_attributes(head_dim)
     tables = n.rotary_tables(head_dim) if rotary else None
     sink_kind = n.sink_type(heads)
