@@ -41,6 +41,9 @@ python3 -c "import numpy, pytest" 2>/dev/null || pip_install numpy pytest
 # The ONNX importer (python/pattn/onnx.py) and its tests read models with the
 # onnx package.
 python3 -c "import onnx" 2>/dev/null || pip_install onnx
+# python/tests/test_onnx_ort_cpu.py checks the importer's mapping against
+# onnxruntime itself (its CPU provider runs GroupQueryAttention).
+python3 -c "import onnxruntime" 2>/dev/null || pip_install onnxruntime
 # PyTorch's CPU index has the small CPU-only build; where it cannot be
 # reached, the default index's build (which brings CUDA's libraries) does.
 python3 -c "import torch" 2>/dev/null ||
