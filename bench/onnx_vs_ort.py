@@ -18,7 +18,9 @@ cover rotary embedding (do_rotary=1 with f16 cos/sin caches, neox and
 interleaved), packed QKV (Phi-3's export), head sinks, Gemma-2's softcap 50
 with its 4096-token window over longer sequences, and Qwen3's QK-norm
 (which ORT's CPU provider rejects, so that case is checked against the
-float64 reference only). Per step it checks:
+float64 reference only); two cases start from ORT's prefill of a prompt
+(the same node with S = the prompt length) and decode from its present.
+Per step it checks:
 
 - the output against ORT's within SPEC §8's f16 tolerance (atol 8e-4 scaled
   by max(1, max |V|) over the sequence's cached values, rtol 5e-3), and
@@ -69,6 +71,10 @@ class Case:
     qk_norm: bool = False
     softcap: float = 0.0
     window: int = -1
+    # > 0: ORT first runs the prompt (this many tokens per sequence, every
+    # sequence) through the same node with S = prefill, and both continue
+    # from ORT's present (``past`` is then ignored).
+    prefill: int = 0
 
 
 CASES = [
@@ -90,6 +96,10 @@ CASES = [
          (700, 1000), 4, softcap=50.0, window=256),
     Case("Qwen3-8B QK-norm RoPE 32/8 D128", 2, 32, 8, 128, 512, (30, 300), 4,
          rotary=True, qk_norm=True),
+    Case("Llama-3-8B RoPE, ORT prefill 96 then decode", 3, 32, 8, 128, 256,
+         (96, 96, 96), 5, rotary=True, prefill=96),
+    Case("Qwen2.5-7B, ORT prefill 37 then decode", 2, 28, 4, 128, 128,
+         (37, 37), 5, prefill=37),
 ]
 
 # Not in the default run: neighbours of Phi-3's shape, to narrow a failure
@@ -102,20 +112,22 @@ DIAG = [
 ]
 
 
-def build_model(case: Case):
+def build_model(case: Case, seq: int = 1):
+    """The case's node with ``seq`` query tokens per sequence (1: decode;
+    the prompt length for ORT's prefill)."""
     import onnx  # noqa: F401
     from onnx import TensorProto as T, helper
     B, H, KV, D, S = (case.batch, case.heads, case.kv_heads, case.head_dim,
                       case.max_seq)
     info = helper.make_tensor_value_info
     hidden = (H + 2 * KV) * D if case.packed else H * D
-    inputs = [info("query", T.FLOAT16, [B, 1, hidden])]
+    inputs = [info("query", T.FLOAT16, [B, seq, hidden])]
     names = ["query", "" if case.packed else "key",
              "" if case.packed else "value", "past_key", "past_value",
              "seqlens_k", "total_sequence_length"]
     if not case.packed:
-        inputs += [info("key", T.FLOAT16, [B, 1, KV * D]),
-                   info("value", T.FLOAT16, [B, 1, KV * D])]
+        inputs += [info("key", T.FLOAT16, [B, seq, KV * D]),
+                   info("value", T.FLOAT16, [B, seq, KV * D])]
     inputs += [info("past_key", T.FLOAT16, [B, KV, S, D]),
                info("past_value", T.FLOAT16, [B, KV, S, D]),
                info("seqlens_k", T.INT32, [B]),
@@ -148,7 +160,7 @@ def build_model(case: Case):
         ["output", "present_key", "present_value"], name="attn",
         domain="com.microsoft", **attrs)
     graph = helper.make_graph([node], "gqa_decode", inputs, [
-        info("output", T.FLOAT16, [B, 1, H * D]),
+        info("output", T.FLOAT16, [B, seq, H * D]),
         info("present_key", T.FLOAT16, [B, KV, S, D]),
         info("present_value", T.FLOAT16, [B, KV, S, D])])
     return helper.make_model(graph, opset_imports=[
@@ -274,6 +286,29 @@ def run_case(case: Case, seed: int):
         return ref.rotary_ref(x, cos, sin, positions, norm_weight=norm,
                               interleaved=case.interleaved)
 
+    if case.prefill:
+        # ORT runs the prompt; both start from its present (the past buffer
+        # holds random bytes beyond the prompt, never zeros).
+        P = case.prefill
+        prompt = ort.InferenceSession(
+            build_model(case, seq=P).SerializeToString(),
+            providers=["CPUExecutionProvider"])
+        feeds = dict(past_key=ort_k, past_value=ort_v,
+                     seqlens_k=np.full(B, P - 1, np.int32),
+                     total_sequence_length=np.array(P, np.int32))
+        q, k, v = randn(B, P, H * D), randn(B, P, KV * D), randn(B, P, KV * D)
+        if case.packed:
+            feeds["query"] = np.concatenate([q, k, v], axis=-1)
+        else:
+            feeds.update(query=q, key=k, value=v)
+        for name, value in statics.items():
+            feeds[name] = value.cpu().numpy()
+        _, ort_k, ort_v = prompt.run(None, feeds)
+        pk.copy_(torch.from_numpy(ort_k))
+        pv.copy_(torch.from_numpy(ort_v))
+        initial_k, initial_v = pk.clone(), pv.clone()
+        lengths = np.full(B, P, np.int32)
+
     rows = []
     for step in range(case.steps):
         q, k, v = randn(B, 1, H * D), randn(B, 1, KV * D), randn(B, 1, KV * D)
@@ -370,6 +405,253 @@ def run_case(case: Case, seed: int):
     return rows
 
 
+# ---------------------------------------------------------------------------
+# PagedAttention with quantized caches: pattn against float64 only (ONNX
+# Runtime's PagedAttention is CUDA-only, which the CPU wheel here lacks)
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PagedCase:
+    name: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    cache: str        # "int8", "float8e4m3fn", "int4"
+    quant: str        # "PER_TENSOR", "PER_CHANNEL"
+    past: tuple       # past tokens per sequence
+    steps: int = 3
+    block: int = 16
+    rotary: bool = True
+    sinks: bool = False
+    qk_norm: bool = False
+
+
+PAGED = [
+    PagedCase("PagedAttention Llama-3 INT8 tensor RoPE", 32, 8, 128, "int8",
+              "PER_TENSOR", (5, 70, 300)),
+    PagedCase("PagedAttention Qwen2.5 FP8 channel RoPE sinks", 28, 4, 128,
+              "float8e4m3fn", "PER_CHANNEL", (33, 250), sinks=True),
+    PagedCase("PagedAttention Llama-3 INT4 channel RoPE", 32, 8, 128, "int4",
+              "PER_CHANNEL", (1, 129, 400), block=64),
+    PagedCase("PagedAttention Qwen3 INT8 channel QK-norm RoPE", 32, 8, 128,
+              "int8", "PER_CHANNEL", (17, 200), qk_norm=True),
+]
+_PAGED_ENCODING = {"int8": "i8", "float8e4m3fn": "f8e4m3", "int4": "i4"}
+
+
+def build_paged_model(case: PagedCase, tokens: int, batch: int,
+                      blocks: int, max_blocks: int):
+    from onnx import TensorProto as T, helper
+    H, KV, D, bs = case.heads, case.kv_heads, case.head_dim, case.block
+    element = {"int8": T.INT8, "float8e4m3fn": T.FLOAT8E4M3FN,
+               "int4": T.UINT8}[case.cache]
+    row = D // 2 if case.cache == "int4" else D
+    info = helper.make_tensor_value_info
+    specs = {
+        "query": (T.FLOAT16, [tokens, H * D]),
+        "key": (T.FLOAT16, [tokens, KV * D]),
+        "value": (T.FLOAT16, [tokens, KV * D]),
+        "key_cache": (element, [blocks, bs, KV, row]),
+        "value_cache": (element, [blocks, bs, KV, row]),
+        "cumulative_sequence_length": (T.INT32, [batch + 1]),
+        "past_seqlens": (T.INT32, [batch]),
+        "block_table": (T.INT32, [batch, max_blocks]),
+        "slot_mapping": (T.INT32, [tokens]),
+    }
+    if case.rotary:
+        specs["cos_cache"] = (T.FLOAT16, [max_blocks * bs, D // 2])
+        specs["sin_cache"] = (T.FLOAT16, [max_blocks * bs, D // 2])
+    if case.sinks:
+        specs["head_sink"] = (T.FLOAT16, [H])
+    if case.qk_norm:
+        specs["q_norm_weight"] = (T.FLOAT16, [D])
+        specs["k_norm_weight"] = (T.FLOAT16, [D])
+    shape = [1] if case.quant == "PER_TENSOR" else [KV, D]
+    specs["k_scale"] = (T.FLOAT, shape)
+    specs["v_scale"] = (T.FLOAT, shape)
+    import pattn.onnx as importer
+    names = [n if n in specs else "" for n in importer.PAGED_INPUTS]
+    while names and not names[-1]:
+        names.pop()
+    attrs = dict(num_heads=H, kv_num_heads=KV, k_quant_type=case.quant,
+                 v_quant_type=case.quant, do_rotary=int(case.rotary))
+    if case.cache == "int4":
+        attrs.update(k_cache_dtype="int4", v_cache_dtype="int4")
+    node = helper.make_node(
+        "PagedAttention", names, ["output", "key_cache_out",
+                                  "value_cache_out"], name="attn",
+        domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], "paged", [info(n, *specs[n]) for n in specs],
+        [info("output", T.FLOAT16, [tokens, H * D]),
+         info("key_cache_out", element, specs["key_cache"][1]),
+         info("value_cache_out", element, specs["value_cache"][1])])
+    return helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("com.microsoft", 1), helper.make_opsetid("", 17)])
+
+
+def _paged_geometry(case: PagedCase):
+    batch = len(case.past)
+    max_blocks = (max(case.past) + case.steps + case.block - 1) // case.block
+    return batch, max_blocks, batch * max_blocks + 3  # spare pages
+
+
+def compile_paged(case: PagedCase):
+    import pattn
+    import pattn.onnx
+    batch, max_blocks, blocks = _paged_geometry(case)
+    model = build_paged_model(case, batch, batch, blocks, max_blocks)
+    module, manifest = pattn.onnx.import_model(model)
+    return manifest["functions"][0], pattn.compile(
+        module, chips=["sm_90a"], backend=BACKEND)
+
+
+def run_paged_case(case: PagedCase, seed: int):
+    import torch
+    import pattn
+    from pattn import reference as ref
+
+    function, artifact = compile_paged(case)
+    lib = pattn.load(artifact)
+    call = getattr(lib, function["function"])
+    H, KV, D, bs = case.heads, case.kv_heads, case.head_dim, case.block
+    encoding = _PAGED_ENCODING[case.cache]
+    batch, max_blocks, blocks = _paged_geometry(case)
+    rng = np.random.default_rng(seed)
+    dev = "cuda"
+    f16 = lambda *shape: rng.standard_normal(shape).astype(np.float16)  # noqa
+    if case.quant == "PER_TENSOR":
+        k_scale = np.array([0.02], np.float32)
+        v_scale = np.array([0.03], np.float32)
+    else:
+        k_scale = rng.uniform(0.005, 0.05, (KV, D)).astype(np.float32)
+        v_scale = rng.uniform(0.005, 0.05, (KV, D)).astype(np.float32)
+    if encoding == "i4":  # 7 codes: the rows' range
+        k_scale, v_scale = k_scale * 25, v_scale * 25
+
+    def scale_of(table, kv):
+        return table[0] if table.size == 1 else table[kv]
+
+    # Every page holds valid codes of random rows (stale pages too).
+    row = D // 2 if encoding == "i4" else D
+    pages = {}
+    for side, table in (("k", k_scale), ("v", v_scale)):
+        rows = rng.standard_normal((blocks, bs, KV, D)).astype(np.float32)
+        data = np.empty((blocks, bs, KV, row), np.uint8)
+        for kv in range(KV):
+            data[:, :, kv] = ref.encode_row(encoding, rows[:, :, kv],
+                                            scale_of(table, kv))
+        pages[side] = data
+    table = rng.permutation(blocks)[:batch * max_blocks].reshape(
+        batch, max_blocks).astype(np.int32)
+    S = max_blocks * bs
+    cos, sin = rope_tables(S, D)
+    q_w = rng.uniform(0.5, 1.5, D).astype(np.float16)
+    k_w = rng.uniform(0.5, 1.5, D).astype(np.float16)
+    sinks = rng.uniform(-1, 3, H).astype(np.float16)
+    element = torch.uint8 if encoding != "f8e4m3" else torch.float8_e4m3fn
+    caches = {side: torch.from_numpy(pages[side]).to(dev).view(element)
+              for side in pages}
+    tensors = dict(
+        key_cache=caches["k"].view(torch.int8),
+        value_cache=caches["v"].view(torch.int8),
+        block_table=torch.from_numpy(table).to(dev),
+        cumulative_sequence_length=torch.arange(
+            batch + 1, dtype=torch.int32, device=dev),
+        k_scale=torch.from_numpy(k_scale).to(dev),
+        v_scale=torch.from_numpy(v_scale).to(dev),
+        cos_cache=torch.from_numpy(cos).to(dev),
+        sin_cache=torch.from_numpy(sin).to(dev),
+        head_sink=torch.from_numpy(sinks).to(dev),
+        q_norm_weight=torch.from_numpy(q_w).to(dev),
+        k_norm_weight=torch.from_numpy(k_w).to(dev))
+    out = torch.empty(batch, H, D, dtype=torch.float16, device=dev)
+    lengths = np.array(case.past, np.int64)
+    rows = []
+    for step in range(case.steps):
+        q, k, v = f16(batch, H, D), f16(batch, KV, D), f16(batch, KV, D)
+        slots = np.array([table[b, lengths[b] // bs] * bs + lengths[b] % bs
+                          for b in range(batch)], np.int32)
+        tensors.update(query=torch.from_numpy(q).to(dev),
+                       key=torch.from_numpy(k).to(dev),
+                       value=torch.from_numpy(v).to(dev),
+                       slot_mapping=torch.from_numpy(slots).to(dev),
+                       total_seqlens=torch.from_numpy(
+                           (lengths + 1).astype(np.int32)).to(dev),
+                       output=out)
+        out.fill_(float("nan"))
+        call(**{name: tensors[name] for name in function["args"]})
+        torch.cuda.synchronize()
+        lib.check_device_errors()
+        got_k = caches["k"].view(torch.uint8).cpu().numpy()
+        got_v = caches["v"].view(torch.uint8).cpu().numpy()
+        positions = lengths.copy()
+        norm = (lambda w: w.astype(np.float64)) if case.qk_norm else \
+            (lambda w: None)
+        k_rot = (ref.rotary_ref(k, cos, sin, positions, norm_weight=norm(k_w))
+                 if case.rotary else k.astype(np.float64))
+        q_rot = (ref.rotary_ref(q, cos, sin, positions, norm_weight=norm(q_w))
+                 if case.rotary else q.astype(np.float64))
+        # The new slots: V bit-exact; rotated K against the reference
+        # quantizer of the f16-rounded float64 rotation (the rotation itself
+        # may differ by an f16 ulp, so a code may move by one).
+        v_exact, k_codes = True, 0
+        for b in range(batch):
+            page, off = divmod(int(slots[b]), bs)
+            for kv in range(KV):
+                want_v = ref.encode_row(encoding, v[b, kv].astype(np.float32),
+                                        scale_of(v_scale, kv))
+                v_exact &= np.array_equal(got_v[page, off, kv], want_v)
+                want_k = ref.encode_row(
+                    encoding, k_rot[b, kv].astype(np.float16).astype(
+                        np.float32), scale_of(k_scale, kv))
+                if encoding == "i4":
+                    a = ref.unpack_i4(got_k[page, off, kv], D)
+                    c = ref.unpack_i4(want_k, D)
+                elif encoding == "i8":
+                    a = got_k[page, off, kv].view(np.int8).astype(int)
+                    c = want_k.view(np.int8).astype(int)
+                else:  # e4m3: adjacent codes are adjacent sign-magnitude ints
+                    def ordered(x):
+                        x = x.astype(int)
+                        return np.where(x & 0x80, -(x & 0x7F), x)
+                    a, c = ordered(got_k[page, off, kv]), ordered(want_k)
+                k_codes = max(k_codes, int(np.abs(a - c).max()))
+        # The output against float64 over the cache pattn holds.
+        total = lengths + 1
+        want = np.zeros((batch, H, D))
+        vmax = np.ones(batch)
+        g = H // KV
+        for b in range(batch):
+            n = int(total[b])
+            keys = np.zeros((KV, n, D))
+            vals = np.zeros((KV, n, D))
+            for p in range(n):
+                page, off = table[b, p // bs], p % bs
+                for kv in range(KV):
+                    keys[kv, p] = ref.decode_row(encoding, got_k[page, off, kv],
+                                                 D, scale_of(k_scale, kv))
+                    vals[kv, p] = ref.decode_row(encoding, got_v[page, off, kv],
+                                                 D, scale_of(v_scale, kv))
+            vmax[b] = max(1.0, float(np.abs(vals).max()))
+            for h in range(H):
+                logits = keys[h // g] @ q_rot[b, h] / np.sqrt(D)
+                top = logits.max()
+                if case.sinks:
+                    top = max(top, float(sinks[h]))
+                p_ = np.exp(logits - top)
+                denominator = p_.sum() + (np.exp(float(sinks[h]) - top)
+                                          if case.sinks else 0.0)
+                want[b, h] = p_ @ vals[h // g] / denominator
+        got = out.cpu().numpy().astype(np.float64)
+        rows.append(dict(step=step, finite=bool(np.isfinite(got).all()),
+                         ratio=ratio(got, want, vmax), v_exact=bool(v_exact),
+                         k_codes=k_codes))
+        lengths = lengths + 1
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--precompile", action="store_true",
@@ -390,10 +672,14 @@ def main() -> int:
     cases = pool if pool is not None else [
         c for c in CASES + DIAG if args.cases in c.name]
 
+    paged = [c for c in PAGED if args.cases in ("main", "all") or
+             args.cases in c.name]
     if args.precompile:
         for case in cases:
             _, _, artifact = compile_case(case)
             print(f"{case.name}: {artifact}")
+        for case in paged:
+            print(f"{case.name}: {compile_paged(case)[1]}")
         return 0
     try:
         import torch
@@ -459,6 +745,40 @@ def main() -> int:
             f"{yes('finite')} | {cache} | "
             f"{new_k} ulp, {'exact' if all(r['new_v_ok'] for r in rows) else '**no**'}"
             f" | {yes('untouched')} |")
+    lines += [
+        "", "PagedAttention nodes with quantized caches (ONNX Runtime's "
+        "PagedAttention is CUDA-only): pattn against float64 over the cache "
+        "it holds; the new V slots bit-exact to the reference quantizer; the "
+        "rotated K slots against the reference quantizer of the f16 float64 "
+        "rotation (largest code difference).", "",
+        "| node | cache | B | past lengths | steps | pattn vs f64 | finite | "
+        "V slots bit-exact | K slot codes (max diff) |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    for case in paged:
+        i = PAGED.index(case)
+        try:
+            rows = run_paged_case(case, args.seed + 100 + i)
+        except Exception as error:  # report and go on
+            failed = True
+            lines.append(f"| {case.name} | {case.cache} {case.quant} | "
+                         f"{len(case.past)} | {list(case.past)} | "
+                         f"{case.steps} | error: {type(error).__name__}: "
+                         f"{str(error).splitlines()[0]} | | | |")
+            traceback.print_exc()
+            continue
+        for r in rows:
+            print(f"{case.name} step {r['step']}: {r}")
+        worst = max(r["ratio"] for r in rows)
+        codes = max(r["k_codes"] for r in rows)
+        ok = worst <= 1 and codes <= 1 and all(
+            r["finite"] and r["v_exact"] for r in rows)
+        failed |= not ok
+        lines.append(
+            f"| {case.name} | {case.cache} {case.quant} | {len(case.past)} | "
+            f"{list(case.past)} | {case.steps} | {worst:.3f} | "
+            f"{'yes' if all(r['finite'] for r in rows) else '**no**'} | "
+            f"{'yes' if all(r['v_exact'] for r in rows) else '**no**'} | "
+            f"{codes} |")
     header = [
         f"onnxruntime {ort.__version__} (CPUExecutionProvider), onnx "
         f"{onnx.__version__}, pattn {pattn.__version__}, torch "
