@@ -673,6 +673,22 @@ def _float_input(b: _Builder, slot: str, shape: Sequence[Optional[int]],
     return b.onnx_arg(slot, ir.memref(list(shape), kind), view)
 
 
+def _activation_args(b: _Builder, n: _Node, tokens: Optional[int],
+                     heads: int, kv_heads: int, head_dim: int, act: str,
+                     onnx_rows: str, pattn_rows: str) -> tuple:
+    """The query argument (the packed QKV rows where key and value are
+    absent) and the key and value arguments (None when packed), each
+    [tokens, heads, head_dim]; ``onnx_rows`` / ``pattn_rows`` open the
+    views' descriptions ("(token_count", "[token_count")."""
+    def arg(slot: str, count: int) -> ir.Value:
+        return b.onnx_arg(slot, ir.memref([tokens, count, head_dim], act),
+                          f"{onnx_rows}, {count}*{head_dim}) viewed as "
+                          f"{pattn_rows}, {count}, {head_dim}]")
+    if n.packed:
+        return arg("query", heads + 2 * kv_heads), None, None
+    return arg("query", heads), arg("key", kv_heads), arg("value", kv_heads)
+
+
 @dataclass
 class _Heads:
     """What attention reads and the caches take: the query, and K and V
@@ -937,19 +953,9 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
     v_type, v_tensor, _, v_gran = caches["v"]
     k_alias = module.alias(f"{function}_k_cache", k_type)
     v_alias = module.alias(f"{function}_v_cache", v_type)
-    query = b.onnx_arg("query", ir.memref([tokens, row_heads, head_dim],
-                                          act),
-                       f"(token_count, {row_heads}*{head_dim}) viewed as "
-                       f"[token_count, {row_heads}, {head_dim}]")
-    key = value = None
-    if not n.packed:
-        new_type = ir.memref([tokens, kv_heads, head_dim], act)
-        key = b.onnx_arg("key", new_type, f"(token_count, {kv_heads}*"
-                         f"{head_dim}) viewed as [token_count, {kv_heads}, "
-                         f"{head_dim}]")
-        value = b.onnx_arg("value", new_type, f"(token_count, {kv_heads}*"
-                           f"{head_dim}) viewed as [token_count, "
-                           f"{kv_heads}, {head_dim}]")
+    query, key, value = _activation_args(
+        b, n, tokens, heads, kv_heads, head_dim, act, "(token_count",
+        "[token_count")
     k_pages = b.onnx_arg("key_cache", k_alias.storage_type(),
                          _bytes_view(k_tensor, k_alias.storage_type()),
                          written=True)
@@ -1192,20 +1198,9 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
     f = module.function(function)
     b = _Builder(n, f, options.get("arg_names", "tensor"))
     tokens = None if batch is None else batch * seq
-    query = b.onnx_arg("query", ir.memref([tokens, row_heads, head_dim],
-                                          act),
-                       f"(batch_size, {seq}, {row_heads}*{head_dim}) viewed "
-                       f"as [batch_size*{seq}, {row_heads}, {head_dim}]")
-    key = value = None
-    if not n.packed:
-        key = b.onnx_arg("key", ir.memref([tokens, kv_heads, head_dim], act),
-                         f"(batch_size, {seq}, {kv_heads}*{head_dim}) viewed"
-                         f" as [batch_size*{seq}, {kv_heads}, {head_dim}]")
-        value = b.onnx_arg("value", ir.memref([tokens, kv_heads, head_dim],
-                                              act),
-                           f"(batch_size, {seq}, {kv_heads}*{head_dim}) "
-                           f"viewed as [batch_size*{seq}, {kv_heads}, "
-                           f"{head_dim}]")
+    query, key, value = _activation_args(
+        b, n, tokens, heads, kv_heads, head_dim, act, f"(batch_size, {seq}",
+        f"[batch_size*{seq}")
     if block is None:
         # BNSH [B, kv, S_max, H] is an hnd paged cache of B pages of S_max
         # tokens: page b is sequence b.

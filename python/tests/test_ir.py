@@ -659,6 +659,17 @@ def _attention_cases():
                 yield k, v, features
 
 
+def _check_segments(f, operands, properties, order, given):
+    """The op's operands are the ``given`` ones, in the op's ``order``,
+    wired to the right arguments, with one segment size each."""
+    present = [n for n in order if n in given]
+    assert operands == [f.args.index(given[n]) for n in present]
+    sizes = [int(x) for x in re.search(
+        r"array<i32: ([\d, ]+)>", properties["operandSegmentSizes"]
+    ).group(1).split(",")]
+    assert sizes == [int(n in given) for n in order]
+
+
 def _check_properties(properties, expected):
     for name, want in expected.items():
         assert name in properties, (name, properties)
@@ -699,12 +710,7 @@ def test_paged_attention_every_operand_and_attribute_combination(opt):
     for f, given, expected in built:
         [(name, operands, properties)] = ops[f.name]
         assert name == "pattn.paged_attention"
-        present = [n for n in ATTENTION_OPERANDS if n in given]
-        assert operands == [f.args.index(given[n]) for n in present]
-        sizes = [int(s) for s in re.search(
-            r"array<i32: ([\d, ]+)>", properties["operandSegmentSizes"]
-        ).group(1).split(",")]
-        assert sizes == [int(n in given) for n in ATTENTION_OPERANDS]
+        _check_segments(f, operands, properties, ATTENTION_OPERANDS, given)
         _check_properties(properties, expected)
 
 
@@ -897,12 +903,7 @@ def test_rotary_every_position_mode_and_attribute(opt):
     for f, given, expected in built:
         [(name, operands, properties)] = ops[f.name]
         assert name == "pattn.rotary"
-        present = [n for n in ROTARY_OPERANDS if n in given]
-        assert operands == [f.args.index(given[n]) for n in present]
-        sizes = [int(x) for x in re.search(
-            r"array<i32: ([\d, ]+)>", properties["operandSegmentSizes"]
-        ).group(1).split(",")]
-        assert sizes == [int(n in given) for n in ROTARY_OPERANDS]
+        _check_segments(f, operands, properties, ROTARY_OPERANDS, given)
         # The printed defaults are left out; the parsed op has them all.
         want = {"interleaved": "false", "first_head": "0 : i64",
                 "position_offset": "0 : i64", "norm_epsilon": 1e-6}
