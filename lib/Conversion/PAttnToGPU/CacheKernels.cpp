@@ -14,6 +14,7 @@
 
 #include "KernelBuilder.h"
 #include "Kernels.h"
+#include "TensorCore.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -102,16 +103,21 @@ static MemRefType flagType(MLIRContext *context) {
 
 auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
                                    Value slots, Value storage,
-                                   int64_t blockSize) -> Kernel {
+                                   int64_t blockSize, RotaryOp rotary)
+    -> Kernel {
   MLIRContext *context = slots.getContext();
   OpBuilder builder(context);
-  Kernel result = kernels.create(builder, loc, "pattn_check_slots",
-                                 ValueRange{slots, storage},
+  SmallVector<Value> operands = {slots, storage};
+  if (rotary)
+    llvm::append_range(operands, rotaryReads(rotary));
+  Kernel result = kernels.create(builder, loc, "pattn_check_slots", operands,
                                  {flagType(context), flagType(context)}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value slotArg = kernel.getArgument(0), storageArg = kernel.getArgument(1);
-  Value flag = kernel.getArgument(2), errorWord = kernel.getArgument(3);
+  unsigned arguments = kernel.getNumArguments();
+  Value flag = kernel.getArgument(arguments - 2);
+  Value errorWord = kernel.getArgument(arguments - 1);
   Value tid = kb.threadId();
   Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
   kb.ifThen(isFirst, [&] { kb.store(kb.i32(0), flag, {kb.index(0)}); });
@@ -134,6 +140,11 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
                });
                return {};
              });
+  if (rotary) {
+    RotaryArguments a =
+        bindRotaryArguments(rotary, kernel.getArguments().drop_front(2));
+    emitPositionChecks(kb, rotary, a, tid, flag, errorWord);
+  }
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
@@ -141,7 +152,9 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
 /// True when this token is written: the slot check passed (its flag, the
 /// kernel's last argument, is 0) and the token's `slot` is not -1.
 static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot) {
-  Value flag = kernel.getArguments().back();
+  // The last argument of the function type (block arguments go on with
+  // the workgroup buffers).
+  Value flag = kernel.getArgument(kernel.getFunctionType().getNumInputs() - 1);
   Value batchValid = kb.cmpi(arith::CmpIPredicate::eq,
                              kb.load(flag, {kb.index(0)}), kb.i32(0));
   Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
@@ -149,7 +162,8 @@ static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot) {
 }
 
 auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
-                                    const CacheBuffers &cache) -> Kernel {
+                                    const CacheBuffers &cache, RotaryOp rotary)
+    -> Kernel {
   OpBuilder builder(op.getContext());
   Location loc = op.getLoc();
   CacheType type = cache.type;
@@ -157,20 +171,35 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   ScaleGranularity granularity = type.getScale();
   int64_t headDim = type.getHeadDim();
 
-  SmallVector<Value> operands = {op.getValues(), op.getSlots(), cache.storage};
+  // Fused with a rotary op, the kernel reads the rotary's input instead of
+  // the values (the rotary's output, which nothing else reads).
+  SmallVector<Value> operands;
+  if (!rotary)
+    operands.push_back(op.getValues());
+  operands.append({op.getSlots(), cache.storage});
   if (cache.groupScales)
     operands.push_back(cache.groupScales);
   if (cache.tokenScales)
     operands.push_back(cache.tokenScales);
   if (op.getScale())
     operands.push_back(op.getScale());
+  unsigned rotaryFirst = operands.size();
+  if (rotary)
+    llvm::append_range(operands, rotaryReads(rotary));
+  SmallVector<Type> shared;
+  if (rotary) // the prepared row, as f32
+    shared.push_back(
+        MemRefType::get({headDim}, builder.getF32Type(), AffineMap(),
+                        gpu::AddressSpaceAttr::get(
+                            op.getContext(), gpu::AddressSpace::Workgroup)));
   Kernel result = kernels.create(builder, loc, "pattn_write_cache", operands,
-                                 {flagType(op.getContext())}, {});
+                                 {flagType(op.getContext())}, shared);
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };
-  Value values = next(), slots = next(), storage = next();
+  Value values = rotary ? Value() : next();
+  Value slots = next(), storage = next();
   Value groupScales = cache.groupScales ? next() : Value();
   Value tokenScales = cache.tokenScales ? next() : Value();
   Value scale = op.getScale() ? next() : Value();
@@ -184,11 +213,35 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value valueHead = kvHead;
   if (int64_t firstHead = op.getFirstHead())
     valueHead = kb.add(kvHead, kb.index(firstHead));
-  auto element = [&](Value channel) {
+  Value row;
+  if (rotary)
+    row = kernel.getWorkgroupAttributions().front();
+  auto element = [&](Value channel) -> Value {
+    if (row)
+      return kb.load(row, {channel});
     return kb.toF32(kb.load(values, {token, valueHead, channel}));
   };
 
   kb.ifThen(live, [&] {
+    if (rotary) {
+      // Warp 0 prepares the row as pattn.rotary stores it (rounded to the
+      // values' type), then every thread quantizes it. `live` is per token,
+      // the same for the whole block, so the barrier is reached by all.
+      RotaryArguments a =
+          bindRotaryArguments(rotary, kernel.getArguments().slice(rotaryFirst));
+      Value inHead = kb.add(valueHead, kb.index(rotary.getFirstHead()));
+      Value warp = kb.divs(tid, kb.index(kWarpThreads));
+      Value isFirstWarp = kb.cmpi(arith::CmpIPredicate::eq, warp, kb.index(0));
+      Type rounded =
+          cast<MemRefType>(op.getValues().getType()).getElementType();
+      kb.ifThen(isFirstWarp, [&] {
+        emitRotaryRow(kb, rotary, a, token, inHead, tid, rounded,
+                      [&](Value channel, Value value) {
+                        kb.store(kb.toF32(value), row, {channel});
+                      });
+      });
+      kb.barrier();
+    }
     auto [page, offset] = slotAddress(kb, slot, type.getBlockSize());
     auto rowAddress = [&](Value byte) -> SmallVector<Value> {
       if (type.getLayout() == Layout::hnd)

@@ -108,19 +108,56 @@ constexpr int32_t kSlotOutOfRangeBit = 1;
 /// then also ORs kSlotOutOfRangeBit into `errorWord` ([1], i32, the
 /// runtime's device error word). Its operands are (slots, storage), the
 /// caller appends (flag, errorWord).
+/// With a `rotary` prologue (the op the write is fused with) it checks the
+/// rotary's positions too, into the same flag; its operands then continue
+/// with rotaryReads(rotary).
 Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
                             mlir::Value slots, mlir::Value storage,
-                            int64_t blockSize);
+                            int64_t blockSize,
+                            pattn::RotaryOp rotary = nullptr);
 
 /// One block per (token, kv head), one thread per element pair. The last
 /// operand is the slot check's flag: the kernel writes only when it is 0,
-/// so a call with a bad slot leaves the whole cache untouched.
+/// so a call with a bad slot leaves the whole cache untouched. With a
+/// `rotary` prologue (whose output is the write's values, used by nothing
+/// else) the kernel reads the rotary's input instead: warp 0 computes the
+/// normalized, rotated row into shared memory exactly as pattn.rotary's
+/// kernel would store it, and the write quantizes that.
 Kernel buildWriteCacheKernel(KernelModule &kernels, pattn::WriteCacheOp op,
-                             const CacheBuffers &cache);
+                             const CacheBuffers &cache,
+                             pattn::RotaryOp rotary = nullptr);
 
 /// The bit a rotary position outside its cos/sin tables raises in the
 /// device error word (PATTN_DEVICE_ERROR_POSITION_OUT_OF_RANGE).
 constexpr int32_t kPositionOutOfRangeBit = 2;
+
+/// A rotary op's reads as kernel arguments: its input, tables, position
+/// source and norm weight (absent operands are null).
+struct RotaryArguments {
+  mlir::Value input, cos, sin, positions, seqLens, queryStart, weight;
+};
+
+/// The host values of a rotary op's reads, in RotaryArguments' order.
+llvm::SmallVector<mlir::Value> rotaryReads(pattn::RotaryOp op);
+/// RotaryArguments from kernel arguments laid out as rotaryReads(op).
+RotaryArguments bindRotaryArguments(pattn::RotaryOp op,
+                                    mlir::ValueRange arguments);
+
+/// Emits, for the block's threads `tid` (kBlockThreads of them), the check
+/// of every token's position against the op's tables: a bad one stores 1
+/// into `flag` and ORs kPositionOutOfRangeBit into `errorWord`.
+void emitPositionChecks(KernelBuilder &kb, pattn::RotaryOp op,
+                        const RotaryArguments &a, mlir::Value tid,
+                        mlir::Value flag, mlir::Value errorWord);
+
+/// Emits, for one warp (`lane` of 32, all active), the op's row of
+/// (token, input head `inHead`): RMS-normalized when the op has a weight,
+/// rotated, each channel rounded once to `element`; `store(channel, value)`
+/// receives every channel, each once, as a value of `element`.
+void emitRotaryRow(KernelBuilder &kb, pattn::RotaryOp op,
+                   const RotaryArguments &a, mlir::Value token,
+                   mlir::Value inHead, mlir::Value lane, mlir::Type element,
+                   llvm::function_ref<void(mlir::Value, mlir::Value)> store);
 
 /// A single block that sets `flag` ([1], i32) to 1 when any token's
 /// position lies outside [0, max_position) of the op's tables, and then

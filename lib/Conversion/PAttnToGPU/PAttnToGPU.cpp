@@ -141,10 +141,18 @@ private:
                    int64_t blockSize, int64_t valueDim, int64_t numHeads,
                    const DecodeGrid &grid,
                    function_ref<DecodeKernels(KernelModule &)> build);
-  /// Launches the slot check, then `kernel` gated by its flag.
+  /// Launches the slot check (and the positions of a fused `rotary`),
+  /// then `kernel` gated by its flag.
   void launchCheckedWrite(Location loc, KernelModule &module,
                           const Kernel &kernel, gpu::KernelDim3 grid,
-                          Value slots, Value storage, int64_t blockSize);
+                          Value slots, Value storage, int64_t blockSize,
+                          RotaryOp rotary = nullptr);
+  /// The rotary ops fused into the cache write of their output (keyed by
+  /// the write), and the ops that fusion leaves without work: the rotary
+  /// op, its output's allocation and deallocation.
+  DenseMap<Operation *, RotaryOp> fusedRotaries;
+  llvm::SmallPtrSet<Operation *, 8> fusedAway;
+  void findFusedRotaries();
   /// Launches `check` (one block; its operands get a flag and the device
   /// error word appended), then `kernel` (its operands get the flag), which
   /// does nothing when the check raised the flag.
@@ -294,9 +302,63 @@ void HostRewriter::ifPositive(Location loc, Value count,
 void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
                                       const Kernel &kernel,
                                       gpu::KernelDim3 grid, Value slots,
-                                      Value storage, int64_t blockSize) {
-  launchGated(loc, buildSlotCheckKernel(module, loc, slots, storage, blockSize),
-              kernel, grid);
+                                      Value storage, int64_t blockSize,
+                                      RotaryOp rotary) {
+  launchGated(
+      loc, buildSlotCheckKernel(module, loc, slots, storage, blockSize, rotary),
+      kernel, grid);
+}
+
+// A rotary op whose output is a temporary that only one cache write reads
+// is fused into that write: the write kernel rotates the row itself (one
+// launch and one pass over memory less), and the rotary op, the temporary
+// and its deallocation are left without work. Nothing between the two may
+// write what the rotary op reads.
+void HostRewriter::findFusedRotaries() {
+  function.walk([&](RotaryOp rotary) {
+    Value out = rotary.getOut();
+    auto alloc = out.getDefiningOp<memref::AllocOp>();
+    if (!alloc || alloc->getBlock() != rotary->getBlock())
+      return;
+    WriteCacheOp write;
+    memref::DeallocOp dealloc;
+    for (Operation *user : out.getUsers()) {
+      if (user == rotary.getOperation())
+        continue;
+      if (auto w = dyn_cast<WriteCacheOp>(user);
+          w && !write && w.getValues() == out && w.getFirstHead() == 0)
+        write = w;
+      else if (auto d = dyn_cast<memref::DeallocOp>(user); d && !dealloc)
+        dealloc = d;
+      else
+        return;
+    }
+    if (!write || write->getBlock() != rotary->getBlock() ||
+        !rotary->isBeforeInBlock(write))
+      return;
+    SmallVector<Value> reads = rotaryReads(rotary);
+    for (Operation *between = rotary->getNextNode(); between != write;
+         between = between->getNextNode()) {
+      auto effects = dyn_cast<MemoryEffectOpInterface>(between);
+      if (!effects) {
+        if (!isMemoryEffectFree(between))
+          return;
+        continue;
+      }
+      SmallVector<MemoryEffects::EffectInstance> list;
+      effects.getEffects(list);
+      for (const MemoryEffects::EffectInstance &effect : list)
+        if (isa<MemoryEffects::Write>(effect.getEffect()) &&
+            (!effect.getValue() ||
+             llvm::is_contained(reads, effect.getValue())))
+          return;
+    }
+    fusedRotaries[write] = rotary;
+    fusedAway.insert(rotary);
+    fusedAway.insert(alloc);
+    if (dealloc)
+      fusedAway.insert(dealloc);
+  });
 }
 
 void HostRewriter::launchGated(Location loc, Kernel check, const Kernel &kernel,
@@ -329,16 +391,17 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
   if (failed(cache))
     return failure();
   Location loc = op.getLoc();
-  Value tokens = dim(loc, op.getValues(), 0);
+  RotaryOp rotary = fusedRotaries.lookup(op);
+  Value tokens = dim(loc, rotary ? rotary.getInput() : op.getValues(), 0);
   ifPositive(loc, tokens, [&] {
     Value kvHeads =
         arith::ConstantIndexOp::create(builder, loc, cache->type.getKvHeads());
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
     dispatch(loc, [&](KernelModule &module) {
-      Kernel kernel = buildWriteCacheKernel(module, op, *cache);
+      Kernel kernel = buildWriteCacheKernel(module, op, *cache, rotary);
       launchCheckedWrite(loc, module, kernel, {tokens, kvHeads, one},
                          op.getSlots(), cache->storage,
-                         cache->type.getBlockSize());
+                         cache->type.getBlockSize(), rotary);
     });
   });
   return success();
@@ -642,9 +705,15 @@ LogicalResult HostRewriter::run() {
       work.push_back(op);
   });
   SmallVector<Operation *> bindings;
+  findFusedRotaries();
+  SmallVector<Operation *> fused;
   for (Operation *op : work) {
     if (isa<BindCacheOp, RescaleViewOp>(op)) {
       bindings.push_back(op);
+      continue;
+    }
+    if (fusedAway.contains(op)) {
+      fused.push_back(op);
       continue;
     }
     // Also when the fold (which checks first) did not run.
@@ -679,6 +748,8 @@ LogicalResult HostRewriter::run() {
   }
   // Views and bindings have no users left; erase uses before definitions.
   for (Operation *op : llvm::reverse(bindings))
+    op->erase();
+  for (Operation *op : llvm::reverse(fused))
     op->erase();
 
   // Return the runtime's status of this call.

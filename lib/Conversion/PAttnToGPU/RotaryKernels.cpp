@@ -36,52 +36,11 @@ namespace {
 /// Output heads per block: one warp each.
 constexpr int64_t kRotaryHeadsPerBlock = kBlockThreads / kWarpThreads;
 
-/// The kernel arguments of a rotary op, in the order `rotaryOperands` lists
-/// them.
-struct RotaryArguments {
-  Value input, cos, sin, positions, seqLens, queryStart, weight, out;
-};
-
+/// The op's reads, then its output.
 SmallVector<Value> rotaryOperands(RotaryOp op) {
-  SmallVector<Value> operands = {op.getInput(), op.getCos(), op.getSin()};
-  for (Value optional : {op.getPositions(), op.getSeqLens(), op.getQueryStart(),
-                         op.getNormWeight()})
-    if (optional)
-      operands.push_back(optional);
+  SmallVector<Value> operands = rotaryReads(op);
   operands.push_back(op.getOut());
   return operands;
-}
-
-RotaryArguments rotaryArguments(RotaryOp op, gpu::GPUFuncOp kernel) {
-  unsigned next = 0;
-  auto arg = [&](bool present) {
-    return present ? kernel.getArgument(next++) : Value();
-  };
-  RotaryArguments a;
-  a.input = arg(true);
-  a.cos = arg(true);
-  a.sin = arg(true);
-  a.positions = arg(bool(op.getPositions()));
-  a.seqLens = arg(bool(op.getSeqLens()));
-  a.queryStart = arg(bool(op.getQueryStart()));
-  a.weight = arg(bool(op.getNormWeight()));
-  a.out = arg(true);
-  return a;
-}
-
-/// Token `token`'s position (i64): positions[token] + offset, or its kv
-/// position in its sequence (seq_lens[b] - n_b + i) + offset.
-Value rotaryPosition(KernelBuilder &kb, RotaryOp op, const RotaryArguments &a,
-                     Value token) {
-  Value offset = kb.i64(op.getPositionOffset());
-  if (a.positions)
-    return kb.add(kb.toI64(kb.load(a.positions, {token})), offset);
-  auto [sequence, tokens, within] =
-      findQuerySequence(kb, token, a.queryStart, a.seqLens);
-  Value length = kb.toI64(kb.load(a.seqLens, {sequence}));
-  Value before = kb.sub(length, kb.toI64(tokens));
-  Value position = kb.add(before, kb.toI64(within));
-  return kb.add(position, offset);
 }
 
 /// An f64 xor-shuffle across the warp, as two 32-bit halves.
@@ -99,42 +58,60 @@ Value shuffleXorF64(KernelBuilder &kb, MmaBuilder &tc, Value x, int32_t mask) {
   return kb.bitcast(kb.b.getF64Type(), joined);
 }
 
-/// Stores the f32 `x` into `out` rounded once to its element type.
-void storeRounded(KernelBuilder &kb, Value x, Value out, ValueRange indices) {
-  Type element = cast<MemRefType>(out.getType()).getElementType();
-  if (element.isF32()) {
-    kb.store(x, out, indices);
-    return;
-  }
+/// The bits of `x` rounded once to `element` (f16 or bf16), as an i16.
+Value roundedBits(KernelBuilder &kb, Value x, Type element) {
   Value bits = element.isF16() ? kb.encodeF16Bits(x) : kb.encodeBF16Bits(x);
-  Value half = arith::TruncIOp::create(kb.b, kb.loc, kb.b.getI16Type(), bits);
-  kb.store(kb.bitcast(element, half), out, indices);
+  return arith::TruncIOp::create(kb.b, kb.loc, kb.b.getI16Type(), bits);
 }
 
 } // namespace
 
-auto ::pattn::buildPositionCheckKernel(KernelModule &kernels, RotaryOp op)
-    -> Kernel {
-  MLIRContext *context = op.getContext();
-  OpBuilder builder(context);
-  Location loc = op.getLoc();
-  auto flagType = MemRefType::get({1}, builder.getI32Type());
-  Kernel result = kernels.create(builder, loc, "pattn_check_positions",
-                                 rotaryOperands(op), {flagType, flagType}, {});
-  gpu::GPUFuncOp kernel = result.func;
-  KernelBuilder kb(builder, loc);
-  RotaryArguments a = rotaryArguments(op, kernel);
-  unsigned count = kernel.getNumArguments();
-  Value flag = kernel.getArgument(count - 2);
-  Value errorWord = kernel.getArgument(count - 1);
-  Value tid = kb.threadId();
+SmallVector<Value> pattn::rotaryReads(RotaryOp op) {
+  SmallVector<Value> operands = {op.getInput(), op.getCos(), op.getSin()};
+  for (Value optional : {op.getPositions(), op.getSeqLens(), op.getQueryStart(),
+                         op.getNormWeight()})
+    if (optional)
+      operands.push_back(optional);
+  return operands;
+}
+
+RotaryArguments pattn::bindRotaryArguments(RotaryOp op, ValueRange arguments) {
+  unsigned next = 0;
+  auto arg = [&](bool present) {
+    return present ? arguments[next++] : Value();
+  };
+  RotaryArguments a;
+  a.input = arg(true);
+  a.cos = arg(true);
+  a.sin = arg(true);
+  a.positions = arg(bool(op.getPositions()));
+  a.seqLens = arg(bool(op.getSeqLens()));
+  a.queryStart = arg(bool(op.getQueryStart()));
+  a.weight = arg(bool(op.getNormWeight()));
+  return a;
+}
+
+/// Token `token`'s position (i64): positions[token] + offset, or its kv
+/// position in its sequence (seq_lens[b] - n_b + i) + offset.
+static Value rotaryPosition(KernelBuilder &kb, RotaryOp op,
+                            const RotaryArguments &a, Value token) {
+  Value offset = kb.i64(op.getPositionOffset());
+  if (a.positions)
+    return kb.add(kb.toI64(kb.load(a.positions, {token})), offset);
+  auto [sequence, tokens, within] =
+      findQuerySequence(kb, token, a.queryStart, a.seqLens);
+  Value length = kb.toI64(kb.load(a.seqLens, {sequence}));
+  Value before = kb.sub(length, kb.toI64(tokens));
+  Value position = kb.add(before, kb.toI64(within));
+  return kb.add(position, offset);
+}
+
+void pattn::emitPositionChecks(KernelBuilder &kb, RotaryOp op,
+                               const RotaryArguments &a, Value tid, Value flag,
+                               Value errorWord) {
+  OpBuilder &builder = kb.b;
+  Location loc = kb.loc;
   Value first = kb.index(0);
-  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, first);
-  kb.ifThen(isFirst, [&] {
-    Value clear = kb.i32(0);
-    kb.store(clear, flag, {first});
-  });
-  kb.barrier();
   Value rows = kb.toI64(memref::DimOp::create(builder, loc, a.cos, 0));
   Value tokens = memref::DimOp::create(builder, loc, a.input, 0);
   // Every thread that sees a bad position stores the same 1: benign.
@@ -155,6 +132,123 @@ auto ::pattn::buildPositionCheckKernel(KernelModule &kernels, RotaryOp op)
         });
         return {};
       });
+}
+
+void pattn::emitRotaryRow(KernelBuilder &kb, RotaryOp op,
+                          const RotaryArguments &a, Value token, Value inHead,
+                          Value lane, Type element,
+                          function_ref<void(Value, Value)> store) {
+  OpBuilder &builder = kb.b;
+  Location loc = kb.loc;
+  MmaBuilder tc(kb, /*bf16=*/false);
+  int64_t headDim = cast<MemRefType>(op.getOut().getType()).getDimSize(2);
+  int64_t half = op.getRotaryDim() / 2;
+  Value warpStride = kb.index(kWarpThreads);
+  Value channels = kb.index(headDim);
+  auto input = [&](Value channel) {
+    return kb.toF32(kb.load(a.input, {token, inHead, channel}));
+  };
+
+  // The row's RMS factor, in f64.
+  Value factor;
+  if (a.weight) {
+    Type f64 = builder.getF64Type();
+    Value zero64 = arith::ConstantOp::create(builder, loc, f64,
+                                             builder.getF64FloatAttr(0.0));
+    Value sum = kb.forLoop(
+        lane, channels, warpStride, {zero64},
+        [&](Value c, ValueRange carried) -> SmallVector<Value> {
+          Value x = arith::ExtFOp::create(builder, loc, f64, input(c));
+          Value square = arith::MulFOp::create(builder, loc, x, x);
+          return {arith::AddFOp::create(builder, loc, carried[0], square)};
+        })[0];
+    for (int32_t mask = 16; mask >= 1; mask /= 2) {
+      Value other = shuffleXorF64(kb, tc, sum, mask);
+      sum = arith::AddFOp::create(builder, loc, sum, other);
+    }
+    Value count = arith::ConstantOp::create(
+        builder, loc, f64, builder.getF64FloatAttr(double(headDim)));
+    Value epsilon = arith::ConstantOp::create(
+        builder, loc, f64,
+        builder.getF64FloatAttr(double(op.getNormEpsilon().convertToFloat())));
+    Value mean = arith::DivFOp::create(builder, loc, sum, count);
+    Value root = math::SqrtOp::create(
+        builder, loc, arith::AddFOp::create(builder, loc, mean, epsilon));
+    Value one = arith::ConstantOp::create(builder, loc, f64,
+                                          builder.getF64FloatAttr(1.0));
+    factor = arith::DivFOp::create(builder, loc, one, root);
+  }
+  // Channel c, normalized (f32).
+  auto normalized = [&](Value channel) {
+    Value x = input(channel);
+    if (!factor)
+      return x;
+    Value wide = arith::ExtFOp::create(builder, loc, builder.getF64Type(), x);
+    Value scaled = arith::MulFOp::create(builder, loc, wide, factor);
+    Value narrow =
+        arith::TruncFOp::create(builder, loc, builder.getF32Type(), scaled);
+    return kb.fmul(narrow, kb.toF32(kb.load(a.weight, {channel})));
+  };
+  auto emit = [&](Value channel, Value x) {
+    if (element.isF32())
+      return store(channel, x);
+    store(channel, kb.bitcast(element, roundedBits(kb, x, element)));
+  };
+
+  Value position = kb.toIndex(rotaryPosition(kb, op, a, token));
+  Value pairs = kb.index(half);
+  kb.forLoop(lane, pairs, warpStride, {},
+             [&](Value pair, ValueRange) -> SmallVector<Value> {
+               Value first, second;
+               if (op.getInterleaved()) {
+                 first = kb.mul(pair, kb.index(2));
+                 second = kb.add(first, kb.index(1));
+               } else {
+                 first = pair;
+                 second = kb.add(pair, kb.index(half));
+               }
+               Value x = normalized(first), y = normalized(second);
+               Value c = kb.toF32(kb.load(a.cos, {position, pair}));
+               Value s = kb.toF32(kb.load(a.sin, {position, pair}));
+               Value xc = kb.fmul(x, c), ys = kb.fmul(y, s);
+               Value rotatedFirst = kb.fsub(xc, ys);
+               Value yc = kb.fmul(y, c), xs = kb.fmul(x, s);
+               Value rotatedSecond = kb.fadd(yc, xs);
+               emit(first, rotatedFirst);
+               emit(second, rotatedSecond);
+               return {};
+             });
+  Value firstPlain = kb.add(lane, kb.index(2 * half));
+  kb.forLoop(firstPlain, channels, warpStride, {},
+             [&](Value c, ValueRange) -> SmallVector<Value> {
+               emit(c, normalized(c));
+               return {};
+             });
+}
+
+auto ::pattn::buildPositionCheckKernel(KernelModule &kernels, RotaryOp op)
+    -> Kernel {
+  MLIRContext *context = op.getContext();
+  OpBuilder builder(context);
+  Location loc = op.getLoc();
+  auto flagType = MemRefType::get({1}, builder.getI32Type());
+  Kernel result = kernels.create(builder, loc, "pattn_check_positions",
+                                 rotaryOperands(op), {flagType, flagType}, {});
+  gpu::GPUFuncOp kernel = result.func;
+  KernelBuilder kb(builder, loc);
+  RotaryArguments a = bindRotaryArguments(op, kernel.getArguments());
+  unsigned count = kernel.getNumArguments();
+  Value flag = kernel.getArgument(count - 2);
+  Value errorWord = kernel.getArgument(count - 1);
+  Value tid = kb.threadId();
+  Value first = kb.index(0);
+  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, first);
+  kb.ifThen(isFirst, [&] {
+    Value clear = kb.i32(0);
+    kb.store(clear, flag, {first});
+  });
+  kb.barrier();
+  emitPositionChecks(kb, op, a, tid, flag, errorWord);
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
@@ -168,13 +262,13 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
                      {MemRefType::get({1}, builder.getI32Type())}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
-  MmaBuilder tc(kb, /*bf16=*/false);
-  RotaryArguments a = rotaryArguments(op, kernel);
-  Value flag = kernel.getArguments().back();
+  RotaryArguments a = bindRotaryArguments(op, kernel.getArguments());
+  unsigned count = kernel.getNumArguments();
+  Value out = kernel.getArgument(count - 2);
+  Value flag = kernel.getArgument(count - 1);
 
   auto outType = cast<MemRefType>(op.getOut().getType());
-  int64_t outHeads = outType.getDimSize(1), headDim = outType.getDimSize(2);
-  int64_t half = op.getRotaryDim() / 2;
+  int64_t outHeads = outType.getDimSize(1);
   Value tid = kb.threadId();
   Value warp = kb.divs(tid, kb.index(kWarpThreads));
   Value lane = kb.rems(tid, kb.index(kWarpThreads));
@@ -185,87 +279,14 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
   Value flagValue = kb.load(flag, {kb.index(0)});
   Value checked = kb.cmpi(arith::CmpIPredicate::eq, flagValue, kb.i32(0));
   Value isHead = kb.cmpi(arith::CmpIPredicate::slt, head, kb.index(outHeads));
-  // Whole warps are in or out (head is per warp): the shuffles below see
-  // every lane.
-  Value warpStride = kb.index(kWarpThreads);
-  Value channels = kb.index(headDim);
+  // Whole warps are in or out (head is per warp): the shuffles of the norm
+  // see every lane.
   kb.ifThen(kb.land(checked, isHead), [&] {
     Value inHead = kb.add(head, kb.index(op.getFirstHead()));
-    auto element = [&](Value channel) {
-      return kb.toF32(kb.load(a.input, {token, inHead, channel}));
-    };
-
-    // The row's RMS factor, in f64.
-    Value factor;
-    if (a.weight) {
-      Type f64 = builder.getF64Type();
-      Value zero64 = arith::ConstantOp::create(builder, loc, f64,
-                                               builder.getF64FloatAttr(0.0));
-      Value sum = kb.forLoop(
-          lane, channels, warpStride, {zero64},
-          [&](Value c, ValueRange carried) -> SmallVector<Value> {
-            Value x = arith::ExtFOp::create(builder, loc, f64, element(c));
-            Value square = arith::MulFOp::create(builder, loc, x, x);
-            return {arith::AddFOp::create(builder, loc, carried[0], square)};
-          })[0];
-      for (int32_t mask = 16; mask >= 1; mask /= 2) {
-        Value other = shuffleXorF64(kb, tc, sum, mask);
-        sum = arith::AddFOp::create(builder, loc, sum, other);
-      }
-      Value count = arith::ConstantOp::create(
-          builder, loc, f64, builder.getF64FloatAttr(double(headDim)));
-      Value epsilon =
-          arith::ConstantOp::create(builder, loc, f64,
-                                    builder.getF64FloatAttr(double(
-                                        op.getNormEpsilon().convertToFloat())));
-      Value mean = arith::DivFOp::create(builder, loc, sum, count);
-      Value root = math::SqrtOp::create(
-          builder, loc, arith::AddFOp::create(builder, loc, mean, epsilon));
-      Value one = arith::ConstantOp::create(builder, loc, f64,
-                                            builder.getF64FloatAttr(1.0));
-      factor = arith::DivFOp::create(builder, loc, one, root);
-    }
-    // Channel c, normalized (f32).
-    auto normalized = [&](Value channel) {
-      Value x = element(channel);
-      if (!factor)
-        return x;
-      Value wide = arith::ExtFOp::create(builder, loc, builder.getF64Type(), x);
-      Value scaled = arith::MulFOp::create(builder, loc, wide, factor);
-      Value narrow =
-          arith::TruncFOp::create(builder, loc, builder.getF32Type(), scaled);
-      return kb.fmul(narrow, kb.toF32(kb.load(a.weight, {channel})));
-    };
-
-    Value position = kb.toIndex(rotaryPosition(kb, op, a, token));
-    Value pairs = kb.index(half);
-    kb.forLoop(lane, pairs, warpStride, {},
-               [&](Value pair, ValueRange) -> SmallVector<Value> {
-                 Value first, second;
-                 if (op.getInterleaved()) {
-                   first = kb.mul(pair, kb.index(2));
-                   second = kb.add(first, kb.index(1));
-                 } else {
-                   first = pair;
-                   second = kb.add(pair, kb.index(half));
-                 }
-                 Value x = normalized(first), y = normalized(second);
-                 Value c = kb.toF32(kb.load(a.cos, {position, pair}));
-                 Value s = kb.toF32(kb.load(a.sin, {position, pair}));
-                 Value xc = kb.fmul(x, c), ys = kb.fmul(y, s);
-                 Value rotatedFirst = kb.fsub(xc, ys);
-                 Value yc = kb.fmul(y, c), xs = kb.fmul(x, s);
-                 Value rotatedSecond = kb.fadd(yc, xs);
-                 storeRounded(kb, rotatedFirst, a.out, {token, head, first});
-                 storeRounded(kb, rotatedSecond, a.out, {token, head, second});
-                 return {};
-               });
-    Value firstPlain = kb.add(lane, kb.index(2 * half));
-    kb.forLoop(firstPlain, channels, warpStride, {},
-               [&](Value c, ValueRange) -> SmallVector<Value> {
-                 storeRounded(kb, normalized(c), a.out, {token, head, c});
-                 return {};
-               });
+    emitRotaryRow(kb, op, a, token, inHead, lane, outType.getElementType(),
+                  [&](Value channel, Value value) {
+                    kb.store(value, out, {token, head, channel});
+                  });
   });
   gpu::ReturnOp::create(builder, loc);
   return result;

@@ -288,7 +288,8 @@ EXPLICIT = dataclasses.replace(DERIVED, name="explicit", mode="positions",
 
 def module_texts() -> list:
     """Every module this file compiles (python/tests/gpu/precompile.py)."""
-    return [_module(case)[0] for case in CASES + [DERIVED, EXPLICIT]]
+    return [_module(case)[0] for case in CASES + [DERIVED, EXPLICIT]] + [
+        _fused_module(*case[1:]) for case in FUSED]
 
 
 def test_decode_positions_from_seq_lens_and_offset():
@@ -305,3 +306,118 @@ def test_decode_positions_from_seq_lens_and_offset():
     _run(explicit, again)
     assert torch.equal(inputs.tensors["out"].view(torch.int16),
                        again.tensors["out"].view(torch.int16))
+
+
+# ---------------------------------------------------------------------------
+# Rotary fused into the cache write
+# ---------------------------------------------------------------------------
+
+#: (name, cache encoding, scale, norm): K rotated into a temporary that only
+#: the cache write reads, which pattn-compile fuses into the write kernel.
+FUSED = [("f16_cache", "f16", "none", False),
+         ("i8_tensor_norm", "i8", "tensor", True),
+         ("i4_channel", "i4", "channel", False)]
+FUSED_HEADS, FUSED_DIM, FUSED_BLOCK, FUSED_PAGES = 4, 64, 16, 12
+
+
+def _fused_module(encoding: str, scale: str, norm: bool) -> str:
+    """@fused: rotary into an alloc, then write_cache of it (fused);
+    @unfused: the same two ops through an argument buffer (not fused)."""
+    module = ir.Module()
+    cache = ir.cache(block_size=FUSED_BLOCK, kv_heads=FUSED_HEADS,
+                     head_dim=FUSED_DIM, encoding=encoding, scale=scale)
+    for name in ("fused", "unfused"):
+        f = module.function(name)
+        k = f.arg("k", ir.memref([None, FUSED_HEADS, FUSED_DIM], "f16"))
+        cos = f.arg("cos", ir.memref([None, FUSED_DIM // 2], "f32"))
+        sin = f.arg("sin", ir.memref([None, FUSED_DIM // 2], "f32"))
+        seq_lens = f.arg("seq_lens", ir.memref([None], "i32"))
+        weight = f.arg("weight", ir.memref([FUSED_DIM], "f16")) \
+            if norm else None
+        pages = f.arg("pages", cache.storage_type())
+        slots = f.arg("slots", ir.memref([None], "i32"))
+        table = f.arg("scale", cache.scale_type()) if scale != "none" \
+            else None
+        rotated = (f.alloc(ir.memref([None, FUSED_HEADS, FUSED_DIM], "f16"),
+                           like=k) if name == "fused" else
+                   f.arg("rotated", ir.memref([None, FUSED_HEADS, FUSED_DIM],
+                                              "f16")))
+        bound = f.bind_cache(pages, cache)
+        f.rotary(k, cos, sin, rotated, seq_lens=seq_lens, norm_weight=weight)
+        f.write_cache(rotated, bound, slots, scale=table)
+        if name == "fused":
+            f.dealloc(rotated)
+    return str(module)
+
+
+def _fused_inputs(encoding: str, scale: str, norm: bool, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    tokens, positions = 3, 512
+    half = FUSED_DIM // 2
+    angles = np.arange(positions)[:, None] * 10000.0 ** (
+        -np.arange(half)[None, :] / half)
+    row = FUSED_DIM // 2 if encoding == "i4" else (
+        2 * FUSED_DIM if encoding == "f16" else FUSED_DIM)
+    tensors = {
+        "k": torch.from_numpy(rng.uniform(-2, 2, (tokens, FUSED_HEADS,
+                                                   FUSED_DIM))).to(
+            torch.float16).cuda(),
+        "cos": torch.from_numpy(np.cos(angles)).float().cuda(),
+        "sin": torch.from_numpy(np.sin(angles)).float().cuda(),
+        "seq_lens": torch.tensor([5, 300, 511], dtype=torch.int32,
+                                 device="cuda"),
+        # Random bytes everywhere (stale pages may hold anything).
+        "pages": torch.from_numpy(rng.integers(
+            0, 256, (FUSED_PAGES, FUSED_BLOCK, FUSED_HEADS, row),
+            dtype=np.uint8)).view(torch.int8).cuda(),
+        "slots": torch.tensor([3, 17, 130], dtype=torch.int32, device="cuda"),
+        "rotated": torch.full((tokens, FUSED_HEADS, FUSED_DIM), float("nan"),
+                              dtype=torch.float16, device="cuda"),
+    }
+    if norm:
+        tensors["weight"] = torch.from_numpy(rng.uniform(
+            0.5, 1.5, FUSED_DIM)).to(torch.float16).cuda()
+    if scale == "tensor":
+        tensors["scale"] = torch.tensor([0.02], device="cuda")
+    elif scale == "channel":
+        tensors["scale"] = torch.from_numpy(rng.uniform(
+            0.2, 0.5, (FUSED_HEADS, FUSED_DIM))).float().cuda()
+    return tensors
+
+
+def _call(function, tensors: dict, names) -> None:
+    function(*[tensors[n] for n in names])
+
+
+@pytest.mark.parametrize("name,encoding,scale,norm", FUSED,
+                         ids=[c[0] for c in FUSED])
+def test_fused_rotary_write_is_the_unfused_write(name, encoding, scale,
+                                                 norm):
+    """The fused kernel's cache bytes equal those of pattn.rotary followed
+    by write_cache, bit for bit (every page: the untouched ones too), and a
+    bad position writes nothing at all."""
+    text = _fused_module(encoding, scale, norm)
+    if text not in _LOADED:
+        _LOADED[text] = pattn.load(pattn.compile(text, chips=[CHIP]))
+    module = _LOADED[text]
+    fused = _fused_inputs(encoding, scale, norm, seed=5)
+    unfused = {k: v.clone() for k, v in fused.items()}
+    names = {f: [a.name for a in getattr(module, f).args]
+             for f in ("fused", "unfused")}
+    _call(module.fused, fused, names["fused"])
+    _call(module.unfused, unfused, names["unfused"])
+    torch.cuda.synchronize()
+    module.check_device_errors()
+    assert torch.equal(fused["pages"], unfused["pages"])
+    assert not torch.equal(fused["pages"], _fused_inputs(
+        encoding, scale, norm, seed=5)["pages"]), "the write happened"
+    # A position past the tables: the whole call is rejected.
+    bad = _fused_inputs(encoding, scale, norm, seed=6)
+    before = bad["pages"].clone()
+    bad["seq_lens"][1] = 513
+    module.take_device_errors()
+    _call(module.fused, bad, names["fused"])
+    torch.cuda.synchronize()
+    with pytest.raises(pattn.DeviceError, match="position was below 0"):
+        module.check_device_errors()
+    assert torch.equal(bad["pages"], before), "nothing written"

@@ -136,3 +136,16 @@ func.func @rotary_in_place(%x: memref<?x4x64xf32>, %cos: memref<?x32xbf16>, %sin
   pattn.rotary input(%x : memref<?x4x64xf32>) cos(%cos : memref<?x32xbf16>) sin(%sin : memref<?x32xbf16>) seq_lens(%sl : memref<?xi32>) norm_weight(%w : memref<64xf32>) outs(%x : memref<?x4x64xf32>) {norm_epsilon = 1.0e-05 : f32}
   return
 }
+
+// Rotary fused into the cache write it alone feeds (QK-norm, an int4
+// channel-scaled cache, the K heads of a packed buffer).
+func.func @rotary_fused_into_write(%qkv: memref<?x24x64xbf16>, %cos: memref<?x32xf32>, %sin: memref<?x32xf32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %w: memref<64xbf16>, %pages: memref<?x16x4x32xi8>, %slots: memref<?xi64>, %s: memref<4x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %qkv, %c0 : memref<?x24x64xbf16>
+  %k = memref.alloc(%n) : memref<?x4x64xbf16>
+  %c = pattn.bind_cache storage(%pages : memref<?x16x4x32xi8>) : !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 64, encoding = i4, scale = channel>
+  pattn.rotary input(%qkv : memref<?x24x64xbf16>) cos(%cos : memref<?x32xf32>) sin(%sin : memref<?x32xf32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>) norm_weight(%w : memref<64xbf16>) outs(%k : memref<?x4x64xbf16>) {first_head = 16 : i64}
+  pattn.write_cache values(%k : memref<?x4x64xbf16>) into(%c : !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 64, encoding = i4, scale = channel>) slots(%slots : memref<?xi64>) scale(%s : memref<4x64xf32>)
+  memref.dealloc %k : memref<?x4x64xbf16>
+  return
+}
