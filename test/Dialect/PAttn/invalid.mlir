@@ -715,6 +715,23 @@ func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %
 
 // -----
 
+func.func @f(%x: memref<4x0x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %o: memref<4x0x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op outs must have at least one head and channel, got 'memref<4x0x64xf16>'}}
+  pattn.rotary input(%x : memref<4x0x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%o : memref<4x0x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>, %w: memref<64xi8>, %o: memref<4x8x64xf16>) {
+  // expected-error @below {{'pattn.rotary' op norm_weight must hold f16, bf16 or f32 elements, got 'i8'}}
+  pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) norm_weight(%w : memref<64xi8>) outs(%o : memref<4x8x64xf16>)
+  return
+}
+
+// -----
+
+// In place, the output heads are the input's: a first_head > 0 cannot fit.
 func.func @f(%x: memref<4x8x64xf16>, %c: memref<16x32xf16>, %p: memref<4xi32>) {
   // expected-error @below {{'pattn.rotary' op first_head 1 with 8 output heads must lie within the input's 8 heads}}
   pattn.rotary input(%x : memref<4x8x64xf16>) cos(%c : memref<16x32xf16>) sin(%c : memref<16x32xf16>) positions(%p : memref<4xi32>) outs(%x : memref<4x8x64xf16>) {first_head = 1 : i64}

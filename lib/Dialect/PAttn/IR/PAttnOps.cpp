@@ -432,10 +432,6 @@ LogicalResult RotaryOp::verify() {
     return emitOpError() << "first_head " << firstHead << " with " << outHeads
                          << " output heads must lie within the input's "
                          << inHeads << " heads";
-  if (input == out && firstHead != 0)
-    return emitOpError() << "rotating in place (input is outs) needs "
-                            "first_head 0, got "
-                         << firstHead;
 
   // The tables: [max_position, R/2] each, R <= head_dim.
   Value cos = getCos(), sin = getSin();
