@@ -2,7 +2,10 @@
 
 // pattn.rotary on its own: a single-block position check, then one warp per
 // (token, output head), 4 per block, gated by the check's flag.
+// First the dynamic sizes the verifier could not compare (SPEC §7): outs
+// against input tokens, sin against cos rows, input tokens against seq_lens.
 // CHECK-LABEL: func.func @rotary_alone
+// CHECK-COUNT-3: func.call @pattnRuntimeRejectSizes
 // CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_positions_1 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
 // CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_rotary_0 blocks in (%{{.*}}, %c8{{.*}}, %c1{{.*}}) threads in (%c128
 // CHECK:   gpu.func @pattn_rotary_0
@@ -12,8 +15,8 @@
 // CHECK:     math.sqrt %{{.*}} : f64
 // CHECK:   gpu.func @pattn_check_positions_1
 // CHECK:     memref.atomic_rmw ori %c2_i32
-func.func @rotary_alone(%q: memref<?x32x128xf16>, %cos: memref<4096x64xf16>, %sin: memref<4096x64xf16>, %sl: memref<?xi32>, %w: memref<128xf16>, %o: memref<?x32x128xf16>) {
-  pattn.rotary input(%q : memref<?x32x128xf16>) cos(%cos : memref<4096x64xf16>) sin(%sin : memref<4096x64xf16>) seq_lens(%sl : memref<?xi32>) norm_weight(%w : memref<128xf16>) outs(%o : memref<?x32x128xf16>)
+func.func @rotary_alone(%q: memref<?x32x128xf16>, %cos: memref<?x64xf16>, %sin: memref<?x64xf16>, %sl: memref<?xi32>, %w: memref<128xf16>, %o: memref<?x32x128xf16>) {
+  pattn.rotary input(%q : memref<?x32x128xf16>) cos(%cos : memref<?x64xf16>) sin(%sin : memref<?x64xf16>) seq_lens(%sl : memref<?xi32>) norm_weight(%w : memref<128xf16>) outs(%o : memref<?x32x128xf16>)
   return
 }
 
