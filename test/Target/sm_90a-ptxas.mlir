@@ -18,8 +18,9 @@
 // XQA: .entry pattn_xqa_decode
 // XQA: mma.sync.aligned.m16n8k16.row.col.f32
 // XQA: .entry pattn_xqa_mla_decode
-// XQA: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
-// XQA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// XQA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// XQA: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// XQA: prmt.b32
 // PORTABLE-NOT: pattn_xqa_mla_decode
 // PORTABLE-NOT: pattn_xqa_decode
 // PORTABLE-NOT: mma.sync

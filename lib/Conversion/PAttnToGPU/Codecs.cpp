@@ -88,6 +88,20 @@ static Value minifloatPair(KernelBuilder &kb, Value codes,
   return pair;
 }
 
+SmallVector<std::pair<int64_t, int64_t>>
+wordPairOrder(Encoding encoding, bool hardwareFp8, bool hardwareFp4) {
+  int64_t n = elementsPerWord(encoding);
+  // The chips' conversions pair adjacent elements; the bit tricks (and
+  // e5m2, i8, i4) pair element j with j + n/2.
+  bool adjacent = n == 2 || (encoding == Encoding::f8e4m3 && hardwareFp8) ||
+                  (encoding == Encoding::nvfp4 && hardwareFp4);
+  SmallVector<std::pair<int64_t, int64_t>> order;
+  for (int64_t j = 0; j < n / 2; ++j)
+    order.push_back(adjacent ? std::pair<int64_t, int64_t>{2 * j, 2 * j + 1}
+                             : std::pair<int64_t, int64_t>{j, j + n / 2});
+  return order;
+}
+
 SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
                                          Value word) {
   MLIRContext *context = kb.b.getContext();

@@ -36,6 +36,12 @@ int64_t elementsPerWord(pattn::Encoding encoding);
 llvm::SmallVector<ChannelPair>
 decodeWordPairs(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);
 
+/// Which elements of a word decodeWordPairs pairs, in the order it returns
+/// them (known before any code is emitted, so that a kernel can lay out
+/// the other mma operand to match).
+llvm::SmallVector<std::pair<int64_t, int64_t>>
+wordPairOrder(pattn::Encoding encoding, bool hardwareFp8, bool hardwareFp4);
+
 /// The pairs of a word across its two 16-bit halves, in order: pair j holds
 /// element j (low half) and element j + n/2 (high half) of the word's n
 /// elements. For a word of one cache row these are channels j and j + n/2;

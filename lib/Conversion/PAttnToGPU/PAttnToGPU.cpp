@@ -644,7 +644,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
     DecodeGrid grid;
     grid.tileKeys = xqa.getKeysPerTile();
     grid.sharedBytes = xqa.getSharedBytes();
-    grid.residentBlocks = xqaResidentBlocks(grid.sharedBytes, chips);
+    grid.residentBlocks = xqaMlaResidentBlocks(grid.sharedBytes, chips);
     grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 cache->type.getBlockSize(), latent, numHeads, grid,

@@ -6,25 +6,36 @@
 //
 // This file implements the tensor-core decode of pattn.mla_decode, following
 // its #pattn.xqa_mla_plan. One block of four warps serves 16 query heads of
-// one query token (the M rows of mma.sync.m16n8k16, bf16 operands, fp32
-// accumulation) and one split of the token's keys, a tile of 32 keys at a
-// time:
+// one query token (the M rows of mma.sync.m16n8k16, fp32 accumulation) and
+// one split of the token's keys, a tile of 32 keys at a time. The records
+// are never decoded into a shared operand tile: every warp builds its mma
+// operands in registers straight from the raw records.
 //
-//   cp.async: the tile's raw records -> shared memory (zero-filled for keys
-//             that are masked or unmapped, so stale bytes never decode)
-//   decode:   raw -> one bf16 operand tile [key][latent ‖ rope], exactly
-//             (e4m3 codes, e2m1 x e4m3 group scale, bf16 or e4m3 rope), and
-//             per key the scales that stay out of it (fp8 block scales, the
-//             nvfp4 outer scale, the rope scale); the next tile's copy is
-//             then issued and lands while this one is computed
-//   S = Q Kᵀ: warp w scores keys [8w, 8w + 8) for all 16 heads (each key
-//             once), applying each block's scale to its partial sum in fp32
+//   cp.async: tile i + 1's raw records -> the other slot of a two-slot
+//             ring (zero-filled for keys that are masked or unmapped), so
+//             the copy lands while tile i is computed
+//   S = Q Kᵀ: warp w scores keys [8w, 8w + 8) for all 16 heads. A thread
+//             loads one 32-bit word of codes per k-step and decodes it
+//             into its B registers. Which channels a register holds is the
+//             decoder's choice; the query tile is stored in the same order
+//             (a permutation of the k axis leaves the dot product as it
+//             is). Each block's scale is applied to its partial sum in fp32
 //   softmax:  the logits meet in shared memory; every warp runs the same
 //             online softmax over the whole tile
-//   O += P V: warp w owns latent channels [w L/4, (w+1) L/4): the operand
-//             tile's latent columns are V, read with ldmatrix.trans, and the
-//             per-key value scale rides on P (fp32, rounded once to bf16,
-//             whose range is fp32's)
+//   O += P V: warp w owns latent channels [w L/4, (w+1) L/4). A thread
+//             loads the word of the same channels of two keys, and one
+//             prmt pairs them as an mma B register (key 2t with 2t + 1);
+//             the n axis is permuted too, and undone when the partial
+//             results are written
+//
+// Operands: quantized codes (e4m3, e2m1 x e4m3 group scale) are exact in
+// f16, so their lanes use f16 mma with no conversion to bf16. The bf16
+// query is brought into f16 by a power of two per row (its largest
+// quantized-lane element lands in [2^14, 2^15), exact but for elements
+// below 2^-29 of it), undone on the fp32 logits; P times each key's value
+// scale is brought into f16 the same way per row and tile, and undone when
+// the tile's product is added to the fp32 accumulators. bf16 lanes (a bf16
+// latent or rope) are bf16 mma on the raw words and the raw query.
 //
 // A split ends with the same partial results as the portable kernel, which
 // the shared merge kernel combines.
@@ -49,13 +60,46 @@ using namespace pattn;
 
 namespace {
 
-/// Elements of a decode piece: one 16-byte store into the operand tile
-/// (consecutive threads store consecutive pieces: no bank conflicts).
-constexpr int64_t kPiece = 8;
 /// Elements of one 16-byte load of the query.
 constexpr int64_t kQueryPiece = 8;
 /// Threads of a block.
 constexpr int64_t kXqaMlaThreads = kXqaMlaWarps * kWarpThreads;
+/// Query rows of a block, and per warp while the query is loaded.
+constexpr int64_t kRows = kXqaMlaHeadsPerBlock;
+constexpr int64_t kRowsPerWarp = kRows / kXqaMlaWarps;
+
+/// How one lane of the record (latent or rope) feeds the mma.
+struct OperandLane {
+  LaneAttr lane;
+  Encoding encoding = Encoding::bf16;
+  /// bf16 operands (the raw words, the raw query); else f16 (decoded codes,
+  /// the normalized query).
+  bool bf16 = true;
+  /// Channels per 32-bit word: 2 (bf16), 4 (e4m3) or 8 (e2m1).
+  int64_t wordChannels = 2;
+  /// The decoder's pairs within a word (wordPairOrder).
+  SmallVector<std::pair<int64_t, int64_t>> pairs;
+  /// The lane's first column of the key (and of the query tile).
+  int64_t firstColumn = 0;
+  int64_t count = 0;
+
+  /// k-steps of 16 channels one thread's word serves in S (f16 lanes).
+  int64_t stepsPerWord() const { return wordChannels / 4; }
+  /// Channels of a query group whose permutation stays inside it: the k-
+  /// steps that one word of each of the 4 threads of a quad covers.
+  int64_t groupChannels() const { return bf16 ? 16 : 4 * wordChannels; }
+  /// The physical channel (within its group) of logical column `column`
+  /// (within its group) of the query tile: where B register r of thread t
+  /// at k-step s of the group takes element h from.
+  int64_t physicalInGroup(int64_t column) const {
+    int64_t step = column / 16, within = column % 16;
+    int64_t t = (within % 8) / 2, r = within / 8, h = within % 2;
+    if (bf16)
+      return 16 * step + 8 * r + 2 * t + h;
+    auto [low, high] = pairs[2 * step + r];
+    return wordChannels * t + (h ? high : low);
+  }
+};
 
 class XqaMlaBuilder {
 public:
@@ -63,7 +107,7 @@ public:
                 const RecordBuffers &cache)
       : kernels(kernels), op(op), plan(plan), cache(cache),
         builder(op.getContext()), kb(builder, op.getLoc()),
-        tc(kb, /*bf16=*/true) {}
+        f16Mma(kb, /*bf16=*/false), bf16Mma(kb, /*bf16=*/true) {}
 
   gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
 
@@ -74,24 +118,27 @@ private:
   const RecordBuffers &cache;
   OpBuilder builder;
   KernelBuilder kb;
-  MmaBuilder tc;
+  MmaBuilder f16Mma, bf16Mma;
 
   // Static facts.
   RecordType recordType;
   MlaRecordLayout record;
   XqaMlaSharedLayout layout;
-  LaneAttr latentLane, ropeLane, latentScaleLane, ropeScaleLane, tokenLane;
-  int64_t latent = 0, rope = 0, keyDim = 0, recordBytes = 0, numHeads = 0,
+  OperandLane latentLane, ropeLane;
+  LaneAttr latentScaleLane, ropeScaleLane, tokenLane;
+  int64_t latent = 0, keyDim = 0, recordBytes = 0, numHeads = 0,
           headGroups = 0, tileKeys = 0, blockSize = 0;
   /// Latent channels per post-mma scale (the whole latent when one).
   int64_t latentGroup = 0;
   int64_t warpChannels = 0, warpTiles = 0; ///< of P V, per warp
 
   // Kernel values.
-  Value smem, storage, outerScale, blockTable, sequence, first, last, tileCount,
+  Value smem, query, storage, outerScale, blockTable, sequence, first, last, tileCount,
       tid, warp, lane, groupId, threadInGroup;
-  Value queryTile, operandTile, logits, pages, live, scales, words, bytes;
+  Value queryTile, queryBf16, queryInverse, logits, pages, words, bytes;
   Value softmaxScale, negInf, zero;
+  /// The query rows' inverse normalizations (rows g and g + 8).
+  Value rowInverse[2];
 
   Value index(int64_t v) { return kb.index(v); }
   /// A typed view of dynamic shared memory at byte `offset`.
@@ -108,47 +155,56 @@ private:
     Value rounded = kb.add(a, kb.i32(int32_t(b - 1)));
     return kb.divs(rounded, kb.i32(int32_t(b)));
   }
+  MmaBuilder &mmaOf(const OperandLane &l) { return l.bf16 ? bf16Mma : f16Mma; }
+  bool anyF16Query() const { return !latentLane.bf16 || !ropeLane.bf16; }
 
+  OperandLane describeLane(LaneAttr lane, int64_t firstColumn);
+  /// The 16 query rows into the query tile: raw bf16 for bf16 lanes, times
+  /// the row's power of two into f16, in the decoders' channel order, for
+  /// the others.
+  void loadQuery(Value token, Value firstHead);
   /// Threads 0 .. T-1 write the pages of tile `tileIndex` (i32) into page
   /// slot `slot` (index): -1 for keys outside [first, last) or unmapped.
   void lookupPages(Value tileIndex, Value slot);
-  /// cp.async of tile `tileIndex`'s records (pages in slot `slot`) into the
-  /// raw buffer; dead keys are zero-filled.
-  void issueTile(Value tileIndex, Value slot);
-  /// Raw records -> the operand tile, the live flags and the key scales.
-  void decodeTile(Value slot);
-  /// 8 elements of `lane` (a piece starting at element `element`) of key
-  /// `key`, dequantized into bf16 (exact), as a vector<8xf16> of bits.
-  Value decodePiece(LaneAttr lane, LaneAttr groupScales, Value key,
-                    Value element);
+  /// cp.async of tile `tileIndex`'s records (pages in page slot
+  /// `pageSlot`) into raw slot `rawSlot`; dead keys are zero-filled.
+  void issueTile(Value tileIndex, Value rawSlot, Value pageSlot);
+  // Raw-record reads of the current tile. Every address is the slot's base
+  // + a per-thread part (loop-invariant, computed once) + a compile-time
+  // part, which the load's immediate offset absorbs.
+  int64_t strideWords() const { return layout.rawStride / 4; }
+  /// The 32-bit word at the slot's word `threadWords` + `constant`.
+  Value rawWord(Value threadWords, int64_t constant) {
+    Value at = kb.add(rawBaseWords, threadWords);
+    return kb.load(words, {kb.add(at, index(constant))});
+  }
+  Value rawF32(Value threadWords, int64_t constant) {
+    return kb.bitcast(builder.getF32Type(), rawWord(threadWords, constant));
+  }
+  /// The byte at the slot's byte `threadBytes` + `constant`, as an i32.
+  Value rawByte(Value threadBytes, int64_t constant) {
+    Value at = kb.add(rawBaseBytes, threadBytes);
+    return kb.loadByte(bytes, {kb.add(at, index(constant))});
+  }
+  /// The post-mma latent scale of the record whose words start at
+  /// `threadWords` + `constant` (a block's index added to either), null for
+  /// 1.
+  Value latentScale(Value threadWords, int64_t constant);
+  /// Two e4m3 group-scale bytes (of two keys) as one f16 pair.
+  Value scalePair(Value low, Value high);
   /// S = Q Kᵀ for this warp's 8 keys, scaled and masked, into the logits.
-  void scoreTile();
+  void scoreTile(Value pageSlot);
   /// The online softmax over the tile and O += P V; `s` is the loop state.
   void accumulateTile(SmallVectorImpl<Value> &s);
-  /// The post-mma scales `column` of keys `key` and `key` + 1 (index, even),
-  /// as a vector<2xf32>: the table is [column][key].
-  Value keyScales(Value key, int64_t column) {
-    Value at = kb.add(key, index(column * tileKeys));
-    return vector::LoadOp::create(
-        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), scales,
-        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
-  }
-  Value keyScales(Value key, Value column) {
-    Value at = kb.mul(column, index(tileKeys));
-    at = kb.add(at, key);
-    return vector::LoadOp::create(
-        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), scales,
-        ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
-  }
-  /// The value block (post-mma latent scale column) of this warp's n-tile
-  /// `nTile` of P V.
-  Value valueBlock(int64_t nTile) {
-    Value channel = kb.mul(warp, index(warpChannels));
-    channel = kb.add(channel, index(8 * nTile));
-    return kb.divs(channel, index(latentGroup));
-  }
   void writePartials(ArrayRef<Value> s, Value split, Value firstRow,
                      Value partialOut, Value partialStats);
+  /// 2^k and 2^-k for the k that brings `magnitude` (>= 0) into
+  /// [2^14, 2^15) (clamped so both stay normal fp32).
+  std::pair<Value, Value> normalization(Value magnitude);
+
+  /// The current raw slot's first word and byte (index), set per tile;
+  /// the tensor outer scale (nvfp4 tensor mode), loaded once.
+  Value rawBaseWords, rawBaseBytes, tensorScale;
 
   /// Loop state: max and sum of rows g and g + 8, then the accumulators
   /// (n-tile nt, element e).
@@ -156,6 +212,146 @@ private:
   static int64_t sumAt(int64_t h) { return 2 + h; }
   static int64_t accAt(int64_t nt, int64_t e) { return 4 + nt * 4 + e; }
 };
+
+OperandLane XqaMlaBuilder::describeLane(LaneAttr lane, int64_t firstColumn) {
+  OperandLane result;
+  result.lane = lane;
+  result.firstColumn = firstColumn;
+  result.count = lane.getCount();
+  Type type = lane.getElementType();
+  if (type.isBF16())
+    result.encoding = Encoding::bf16;
+  else if (isa<Float4E2M1FNType>(type))
+    result.encoding = Encoding::nvfp4;
+  else
+    result.encoding = Encoding::f8e4m3;
+  result.bf16 = result.encoding == Encoding::bf16;
+  result.wordChannels = elementsPerWord(result.encoding);
+  result.pairs =
+      wordPairOrder(result.encoding, kb.hardwareFp8, kb.hardwareFp4);
+  return result;
+}
+
+std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude) {
+  // magnitude = 1.f x 2^(E - 127): the factor's exponent field is 268 - E
+  // (at most 253, so that the inverse 2^(254 - F - 127) stays normal); an
+  // inf or NaN maximum gives 13, and stays inf or NaN.
+  Value bits = kb.bitcast(builder.getI32Type(), magnitude);
+  Value exponent = kb.shru(bits, kb.i32(23));
+  Value field = kb.sub(kb.i32(268), exponent);
+  field = kb.mins(field, kb.i32(253));
+  Value factor = kb.bitcast(builder.getF32Type(), kb.shl(field, kb.i32(23)));
+  Value inverseField = kb.sub(kb.i32(254), field);
+  Value inverse =
+      kb.bitcast(builder.getF32Type(), kb.shl(inverseField, kb.i32(23)));
+  return {factor, inverse};
+}
+
+void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
+  Location loc = kb.loc;
+  Type f16 = builder.getF16Type(), bf16 = builder.getBF16Type();
+  Type queryElement =
+      cast<MemRefType>(op.getQuery().getType()).getElementType();
+  int64_t pieces = keyDim / kQueryPiece;
+  int64_t latentPieces = latent / kQueryPiece;
+  for (int64_t rr = 0; rr < kRowsPerWarp; ++rr) {
+    Value row = kb.add(kb.mul(warp, index(kRowsPerWarp)), index(rr));
+    Value head = kb.add(firstHead, row);
+    // The row's raw bits, and the largest magnitude of its f16 lanes.
+    Value largest = zero;
+    for (int64_t k = 0; k * kWarpThreads < pieces; ++k) {
+      Value piece = kb.add(lane, index(k * kWarpThreads));
+      auto copy = [&] {
+        Value column = kb.mul(piece, index(kQueryPiece));
+        Value loaded = vector::LoadOp::create(
+            builder, loc, VectorType::get({kQueryPiece}, queryElement),
+            query, ValueRange{token, head, column});
+        Value halves = vector::BitCastOp::create(
+            builder, loc, VectorType::get({kQueryPiece}, f16), loaded);
+        vector::StoreOp::create(builder, loc, halves, queryTile,
+                                ValueRange{row, column},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+      };
+      if ((k + 1) * kWarpThreads <= pieces)
+        copy();
+      else
+        kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, piece, index(pieces)),
+                  copy);
+    }
+    if (!anyF16Query())
+      continue;
+    // The f16 lanes' maximum: reread what this lane stored (its own
+    // stores), so that the loads above stay unconditional vectors.
+    for (int64_t k = 0; k * kWarpThreads < pieces; ++k) {
+      Value piece = kb.add(lane, index(k * kWarpThreads));
+      Value inRange = kb.cmpi(arith::CmpIPredicate::slt, piece, index(pieces));
+      Value safePiece = kb.mins(piece, index(pieces - 1));
+      Value column = kb.mul(safePiece, index(kQueryPiece));
+      Value loaded = vector::LoadOp::create(
+          builder, loc, VectorType::get({kQueryPiece}, bf16), queryBf16,
+          ValueRange{row, column}, /*nontemporal=*/false,
+          llvm::MaybeAlign(16));
+      Value pieceMax = zero;
+      for (int64_t e = 0; e < kQueryPiece; ++e) {
+        Value x = vector::ExtractOp::create(builder, loc, loaded, e);
+        pieceMax = kb.fmax(pieceMax, kb.fabs(kb.toF32(x)));
+      }
+      Value isLatent =
+          kb.cmpi(arith::CmpIPredicate::slt, safePiece, index(latentPieces));
+      Value counts = kb.select(isLatent, kb.boolean(!latentLane.bf16),
+                               kb.boolean(!ropeLane.bf16));
+      counts = kb.land(counts, inRange);
+      largest = kb.fmax(largest, kb.select(counts, pieceMax, zero));
+    }
+    for (int32_t mask = 16; mask >= 1; mask /= 2)
+      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, mask));
+    auto [factor, inverse] = normalization(largest);
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, index(0)),
+              [&] { kb.store(inverse, queryInverse, {row}); });
+    NVVM::SyncWarpOp::create(builder, loc, kb.i32(-1));
+    // Each f16 lane's groups: normalized, rounded once, permuted into the
+    // decoder's order (a group is read and written by one thread).
+    for (const OperandLane *l : {&latentLane, &ropeLane}) {
+      if (l->bf16)
+        continue;
+      int64_t width = l->groupChannels();
+      int64_t groups = l->count / width;
+      SmallVector<int64_t> mask;
+      for (int64_t c = 0; c < width; ++c)
+        mask.push_back(l->physicalInGroup(c));
+      Value splat = vector::BroadcastOp::create(
+          builder, loc, VectorType::get({width}, builder.getF32Type()),
+          factor);
+      for (int64_t k = 0; k * kWarpThreads < groups; ++k) {
+        Value group = kb.add(lane, index(k * kWarpThreads));
+        auto permute = [&] {
+          Value column = kb.mul(group, index(width));
+          column = kb.add(column, index(l->firstColumn));
+          Value raw = vector::LoadOp::create(
+              builder, loc, VectorType::get({width}, bf16), queryBf16,
+              ValueRange{row, column}, /*nontemporal=*/false,
+              llvm::MaybeAlign(16));
+          Value wide = arith::ExtFOp::create(
+              builder, loc, VectorType::get({width}, builder.getF32Type()),
+              raw);
+          Value scaled = arith::MulFOp::create(builder, loc, wide, splat);
+          Value halves = arith::TruncFOp::create(
+              builder, loc, VectorType::get({width}, f16), scaled);
+          Value ordered =
+              vector::ShuffleOp::create(builder, loc, halves, halves, mask);
+          vector::StoreOp::create(builder, loc, ordered, queryTile,
+                                  ValueRange{row, column},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(16));
+        };
+        if ((k + 1) * kWarpThreads <= groups)
+          permute();
+        else
+          kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, group, index(groups)),
+                    permute);
+      }
+    }
+  }
+}
 
 void XqaMlaBuilder::lookupPages(Value tileIndex, Value slot) {
   Value isKeyThread = kb.cmpi(arith::CmpIPredicate::slt, tid, index(tileKeys));
@@ -178,28 +374,30 @@ void XqaMlaBuilder::lookupPages(Value tileIndex, Value slot) {
   });
 }
 
-void XqaMlaBuilder::issueTile(Value tileIndex, Value slot) {
+void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
   // 16 bytes per cp.async, consecutive threads on consecutive chunks of a
   // record (coalesced).
   int64_t chunksPerRecord = recordBytes / 16;
   int64_t chunks = tileKeys * chunksPerRecord;
   Value tileStart = kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
   Value rawBytes = view(0, {layout.total}, builder.getIntegerType(8));
+  Value slotBase = kb.mul(rawSlot, index(tileKeys * layout.rawStride));
+  slotBase = kb.add(slotBase, index(layout.raw));
   for (int64_t pass = 0; pass * kXqaMlaThreads < chunks; ++pass) {
     Value chunk = kb.add(tid, index(pass * kXqaMlaThreads));
     auto copy = [&] {
       Value key = kb.divs(chunk, index(chunksPerRecord));
       Value byte = kb.rems(chunk, index(chunksPerRecord));
       byte = kb.mul(byte, index(16));
-      Value at = kb.add(kb.mul(slot, index(tileKeys)), key);
+      Value at = kb.add(kb.mul(pageSlot, index(tileKeys)), key);
       Value page = kb.load(pages, {at});
       Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
       Value keyPos = kb.add(tileStart, kb.toI32(key));
       Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
       Value safePage = kb.toIndex(kb.maxs(page, kb.i32(0)));
       Value copied = kb.select(isLive, index(16), index(0));
-      Value dst = kb.mul(key, index(recordBytes));
-      dst = kb.add(dst, index(layout.raw));
+      Value dst = kb.mul(key, index(layout.rawStride));
+      dst = kb.add(dst, slotBase);
       dst = kb.add(dst, byte);
       nvgpu::DeviceAsyncCopyOp::create(
           builder, kb.loc, rawBytes, ValueRange{dst}, storage,
@@ -213,254 +411,141 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value slot) {
   }
 }
 
-Value XqaMlaBuilder::decodePiece(LaneAttr lane, LaneAttr groupScales, Value key,
-                                 Value element) {
-  Type type = lane.getElementType();
-  int64_t bits = lane.getElementBits();
-  // The piece's bytes in the raw record, as 32-bit words.
-  Value recordBase = kb.mul(key, index(recordBytes));
-  recordBase = kb.add(recordBase, index(layout.raw));
-  Value byte = kb.add(recordBase, index(lane.getOffset()));
-  Value within = kb.mul(element, index(bits));
-  within = kb.divs(within, index(8));
-  byte = kb.add(byte, within);
-  int64_t pieceWords = kPiece * bits / 32;
-  auto wordsType = VectorType::get({pieceWords}, builder.getI32Type());
-  Value firstWord = kb.divs(byte, index(4));
-  Value loaded = vector::LoadOp::create(
-      builder, kb.loc, wordsType, words, ValueRange{firstWord},
-      /*nontemporal=*/false,
-      llvm::MaybeAlign(std::min<int64_t>(16, pieceWords * 4)));
-  auto halvesType = VectorType::get({kPiece}, builder.getF16Type());
-  if (type.isBF16()) // already operands: the words are the piece
-    return vector::BitCastOp::create(builder, kb.loc, halvesType, loaded);
-
-  Encoding encoding =
-      isa<Float4E2M1FNType>(type) ? Encoding::nvfp4 : Encoding::f8e4m3;
-  // The e4m3 group scale of an e2m1 piece (8 elements of one 16-group), as
-  // an f16 pair: code x scale is exact in f16 (at most 6 significant bits,
-  // within [2^-10, 2688]) and then in bf16.
-  Value groupScale;
-  if (groupScales) {
-    Value group = kb.divs(element, index(16));
-    Value scaleByte = kb.add(recordBase, index(groupScales.getOffset()));
-    scaleByte = kb.add(scaleByte, group);
-    Value code = kb.loadByte(bytes, {scaleByte});
-    Value high = kb.shl(code, kb.i32(16));
-    Value both = kb.ori(code, high);
-    groupScale = decodeWordHalves(kb, Encoding::f8e4m3, both)[0];
+Value XqaMlaBuilder::latentScale(Value threadWords, int64_t constant) {
+  switch (record.latentFormat) {
+  case MlaLatentFormat::E4M3BlockScaled:
+    return rawF32(threadWords, constant + latentScaleLane.getOffset() / 4);
+  case MlaLatentFormat::E2M1GroupScaled:
+    return tokenLane ? rawF32(threadWords, constant + tokenLane.getOffset() / 4)
+                     : tensorScale;
+  default:
+    return Value();
   }
-  // f16 -> bf16 without a round trip through f32: every value here is a
-  // normal f16 (or zero) with at most 6 significant bits, so its exponent
-  // and top mantissa bits, shifted into bf16's fields, are the value times
-  // 2^-112, and one exact bf16 multiply by 2^112 restores it.
-  Value restore = arith::ConstantOp::create(
-      builder, kb.loc,
-      DenseElementsAttr::get(VectorType::get({2}, builder.getBF16Type()),
-                             APFloat(APFloat::BFloat(), "0x1p112")));
-  auto toBf16Word = [&](Value halves) {
-    Value word = vector::BitCastOp::create(
-        builder, kb.loc, VectorType::get({1}, builder.getI32Type()), halves);
-    word = vector::ExtractOp::create(builder, kb.loc, word, 0);
-    Value shifted = kb.shru(word, kb.i32(3));
-    Value magnitude = kb.andi(shifted, kb.i32(0x0FFF0FFF));
-    Value sign = kb.andi(word, kb.i32(int32_t(0x80008000u)));
-    Value bits = kb.ori(magnitude, sign);
-    Value pair = vector::BitCastOp::create(
-        builder, kb.loc, VectorType::get({2}, builder.getBF16Type()),
-        vector::BroadcastOp::create(
-            builder, kb.loc, VectorType::get({1}, builder.getI32Type()), bits));
-    Value scaled = arith::MulFOp::create(builder, kb.loc, pair, restore);
-    Value result = vector::BitCastOp::create(
-        builder, kb.loc, VectorType::get({1}, builder.getI32Type()), scaled);
-    return vector::ExtractOp::create(builder, kb.loc, result, 0).getResult();
-  };
-  // Pairs of adjacent elements (the chips' conversions) are output words
-  // as they are; other pairs (the bit tricks: elements j, j + n/2) are
-  // split into their halves and re-paired.
-  int64_t perWord = elementsPerWord(encoding);
-  SmallVector<Value> outWords(kPiece / 2);
-  SmallVector<Value> halves(kPiece);
-  for (int64_t w = 0; w < pieceWords; ++w) {
-    Value word = vector::ExtractOp::create(builder, kb.loc, loaded, w);
-    for (const ChannelPair &pair : decodeWordPairs(kb, encoding, word)) {
-      Value values = pair.pair;
-      if (groupScale)
-        values = arith::MulFOp::create(builder, kb.loc, values, groupScale);
-      Value bf16Word = toBf16Word(values);
-      int64_t low = w * perWord + pair.low, high = w * perWord + pair.high;
-      if (high == low + 1 && low % 2 == 0) {
-        outWords[low / 2] = bf16Word;
-        continue;
-      }
-      halves[low] = kb.andi(bf16Word, kb.i32(0xFFFF));
-      halves[high] = kb.shru(bf16Word, kb.i32(16));
-    }
-  }
-  for (int64_t k = 0; k < kPiece / 2; ++k)
-    if (!outWords[k]) {
-      Value high = kb.shl(halves[2 * k + 1], kb.i32(16));
-      outWords[k] = kb.ori(halves[2 * k], high);
-    }
-  Value piece = vector::FromElementsOp::create(
-      builder, kb.loc, VectorType::get({kPiece / 2}, builder.getI32Type()),
-      outWords);
-  return vector::BitCastOp::create(builder, kb.loc, halvesType, piece);
 }
 
-void XqaMlaBuilder::decodeTile(Value slot) {
-  // The live flags and post-mma scales of the tile's keys (0 for dead keys,
-  // whose zero-filled codes decode to 0, so P V never sees a stale value).
-  Value isKeyThread = kb.cmpi(arith::CmpIPredicate::slt, tid, index(tileKeys));
-  kb.ifThen(isKeyThread, [&] {
-    Value at = kb.add(kb.mul(slot, index(tileKeys)), tid);
-    Value page = kb.load(pages, {at});
-    Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
-    Value liveOne = kb.i32(1);
-    Value flag = kb.select(isLive, liveOne, kb.i32(0));
-    kb.store(flag, live, {tid});
-    Value recordBase = kb.mul(tid, index(recordBytes));
-    recordBase = kb.add(recordBase, index(layout.raw));
-    auto rawF32 = [&](LaneAttr lane, int64_t element) {
-      Value byte = kb.add(recordBase, index(lane.getOffset() + 4 * element));
-      Value value = kb.load(words, {kb.divs(byte, index(4))});
-      return kb.bitcast(builder.getF32Type(), value);
-    };
-    Value one = kb.f32(1.0f);
-    SmallVector<Value> keyScales;
-    int64_t blocks = record.latentBlocks();
-    for (int64_t b = 0; b < blocks; ++b) {
-      Value scale = one;
-      if (record.latentFormat == MlaLatentFormat::E4M3BlockScaled)
-        scale = rawF32(latentScaleLane, b);
-      else if (record.latentFormat == MlaLatentFormat::E2M1GroupScaled)
-        scale =
-            tokenLane ? rawF32(tokenLane, 0) : kb.load(outerScale, {index(0)});
-      keyScales.push_back(scale);
-    }
-    keyScales.push_back(ropeScaleLane ? rawF32(ropeScaleLane, 0) : one);
-    for (auto [column, scale] : llvm::enumerate(keyScales)) {
-      Value kept = kb.select(isLive, scale, zero);
-      Value to = kb.add(tid, index(int64_t(column) * tileKeys));
-      kb.store(kept, scales, {to});
-    }
-  });
-
-  // The operand tile, a piece of 8 elements per item. Where a pass of the
-  // block's threads covers whole keys, a thread keeps its piece of every
-  // key it decodes, and the passes are unrolled.
-  auto decodeLane = [&](LaneAttr lane, LaneAttr groupScales,
-                        int64_t firstColumn) {
-    int64_t piecesPerKey = lane.getCount() / kPiece;
-    auto decodeItem = [&](Value key, Value element) {
-      Value piece = decodePiece(lane, groupScales, key, element);
-      Value column = kb.add(element, index(firstColumn));
-      vector::StoreOp::create(builder, kb.loc, piece, operandTile,
-                              ValueRange{key, column},
-                              /*nontemporal=*/false, llvm::MaybeAlign(16));
-    };
-    if (kXqaMlaThreads % piecesPerKey == 0) {
-      int64_t keysPerPass = kXqaMlaThreads / piecesPerKey;
-      Value firstKey = kb.divs(tid, index(piecesPerKey));
-      Value element = kb.rems(tid, index(piecesPerKey));
-      element = kb.mul(element, index(kPiece));
-      for (int64_t pass = 0; pass * keysPerPass < tileKeys; ++pass) {
-        Value key = kb.add(firstKey, index(pass * keysPerPass));
-        if ((pass + 1) * keysPerPass <= tileKeys)
-          decodeItem(key, element);
-        else
-          kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, key, index(tileKeys)),
-                    [&] { decodeItem(key, element); });
-      }
-      return;
-    }
-    Value items = index(tileKeys * piecesPerKey);
-    Value stride = index(kXqaMlaThreads);
-    kb.forLoop(tid, items, stride, {},
-               [&](Value item, ValueRange) -> SmallVector<Value> {
-                 Value key = kb.divs(item, index(piecesPerKey));
-                 Value element = kb.rems(item, index(piecesPerKey));
-                 element = kb.mul(element, index(kPiece));
-                 decodeItem(key, element);
-                 return {};
-               });
-  };
-  LaneAttr latentGroups =
-      record.latentFormat == MlaLatentFormat::E2M1GroupScaled ? latentScaleLane
-                                                              : LaneAttr();
-  decodeLane(latentLane, latentGroups, 0);
-  decodeLane(ropeLane, LaneAttr(), latent);
+Value XqaMlaBuilder::scalePair(Value low, Value high) {
+  // Elements 0 and 2 of a word are the pair decodeWordHalves returns first.
+  Value word = kb.ori(low, kb.shl(high, kb.i32(16)));
+  return decodeWordHalves(kb, Encoding::f8e4m3, word)[0];
 }
 
-void XqaMlaBuilder::scoreTile() {
+void XqaMlaBuilder::scoreTile(Value pageSlot) {
   // Warp w scores keys n0 + g (B operand columns), n0 = 8w; element e of
   // the result is row g + 8 (e / 2), key n0 + 2t + (e % 2). Two accumulator
   // chains (even and odd k-steps) per scale block keep two mma in flight.
   Value n0 = kb.mul(warp, index(8));
-  int64_t steps = keyDim / 16;
-  int64_t latentSteps = latent / 16;
-  int64_t blocks = record.latentBlocks();
-  auto blockOf = [&](int64_t step) {
-    return step < latentSteps ? step * 16 / latentGroup : blocks;
-  };
-  Value keyLow = kb.mul(threadInGroup, index(2));
-  keyLow = kb.add(n0, keyLow);
-  Value bRow = kb.rems(lane, index(8));
-  bRow = kb.add(n0, bRow);
-  Value bColumnOffset = kb.divs(lane, index(8));
-  bColumnOffset = kb.mul(bColumnOffset, index(8));
+  Value bKey = kb.add(n0, groupId);
+  Value keyLow = kb.add(n0, kb.mul(threadInGroup, index(2)));
   Value aRow = kb.rems(lane, index(16));
-  Value aColumnOffset = kb.divs(lane, index(16));
-  aColumnOffset = kb.mul(aColumnOffset, index(8));
+  Value aColumnOffset = kb.mul(kb.divs(lane, index(16)), index(8));
+  int64_t stride = strideWords();
+  // Words of the B key's record from word t, and of key 2t's record.
+  Value bKeyWords = kb.mul(bKey, index(stride));
+  Value bWords = kb.add(bKeyWords, threadInGroup);
+  Value lowKeyWords = kb.mul(keyLow, index(stride));
+  // The B key's group-scale byte of the thread's word: group t / 2 of the
+  // word's 32 channels.
+  Value bScaleBytes = kb.mul(bKey, index(layout.rawStride));
+  bScaleBytes = kb.add(bScaleBytes, kb.divs(threadInGroup, index(2)));
 
-  SmallVector<Value> total(4, zero);
-  SmallVector<Value> chains[2] = {SmallVector<Value>(4, zero),
-                                  SmallVector<Value>(4, zero)};
-  int64_t current = blockOf(0);
-  auto flush = [&](int64_t block) {
-    // The block scales of keys 2t and 2t + 1, side by side.
-    Value pair = keyScales(keyLow, block);
-    Value low = vector::ExtractOp::create(builder, kb.loc, pair, 0);
-    Value high = vector::ExtractOp::create(builder, kb.loc, pair, 1);
+  SmallVector<Value> logit(4, zero);
+  for (const OperandLane *l : {&latentLane, &ropeLane}) {
+    MmaBuilder &tc = mmaOf(*l);
+    bool isLatent = l == &latentLane;
+    int64_t steps = l->count / 16;
+    auto blockOf = [&](int64_t step) -> int64_t {
+      return isLatent ? step * 16 / latentGroup : 0;
+    };
+    SmallVector<Value> laneTotal(4, zero);
+    SmallVector<Value> chains[2] = {SmallVector<Value>(4, zero),
+                                    SmallVector<Value>(4, zero)};
+    auto flush = [&](int64_t block) {
+      // The scales of keys 2t and 2t + 1 (none: 1).
+      Value low, high;
+      if (isLatent) {
+        low = latentScale(lowKeyWords, block);
+        high = latentScale(lowKeyWords, stride + block);
+      } else if (ropeScaleLane) {
+        low = rawF32(lowKeyWords, ropeScaleLane.getOffset() / 4);
+        high = rawF32(lowKeyWords, stride + ropeScaleLane.getOffset() / 4);
+      }
+      for (int64_t e = 0; e < 4; ++e) {
+        Value sum = kb.fadd(chains[0][e], chains[1][e]);
+        laneTotal[e] = low ? kb.fma(sum, e % 2 ? high : low, laneTotal[e])
+                           : kb.fadd(sum, laneTotal[e]);
+        chains[0][e] = chains[1][e] = zero;
+      }
+    };
+    int64_t current = blockOf(0);
+    SmallVector<ChannelPair> decoded;
+    for (int64_t step = 0; step < steps; ++step) {
+      if (blockOf(step) != current) {
+        flush(current);
+        current = blockOf(step);
+      }
+      SmallVector<Value> b(2);
+      if (l->bf16) {
+        // Channels 16 step + 8 r + 2t, + 1: the raw words are operands.
+        for (int64_t r = 0; r < 2; ++r)
+          b[r] = rawWord(bWords, l->lane.getOffset() / 4 + 8 * step + 4 * r);
+      } else {
+        int64_t perWord = l->stepsPerWord();
+        if (step % perWord == 0) {
+          // Channels 4 w (step / perWord) + w t .. of the B key, w the word's
+          // channels: one word serves perWord k-steps.
+          Value word =
+              rawWord(bWords, l->lane.getOffset() / 4 + 4 * (step / perWord));
+          decoded = decodeWordPairs(kb, l->encoding, word);
+          for (auto [pair, expected] : llvm::zip_equal(decoded, l->pairs)) {
+            (void)expected;
+            assert(pair.low == expected.first && pair.high == expected.second &&
+                   "the query tile is laid out for another pair order");
+          }
+          if (l->encoding == Encoding::nvfp4) {
+            // One e4m3 group scale covers the word's 8 channels.
+            Value code = rawByte(bScaleBytes, latentScaleLane.getOffset() +
+                                                  2 * (step / perWord));
+            Value scale = scalePair(code, code);
+            for (ChannelPair &pair : decoded)
+              pair.pair = arith::MulFOp::create(builder, kb.loc, pair.pair,
+                                                scale);
+          }
+        }
+        int64_t p0 = 2 * (step % perWord);
+        b = {decoded[p0].pair, decoded[p0 + 1].pair};
+      }
+      Value aColumn = kb.add(aColumnOffset, index(l->firstColumn + 16 * step));
+      SmallVector<Value> a;
+      for (Value word :
+           tc.ldmatrix(queryTile, aRow, aColumn, 4, /*transpose=*/false))
+        a.push_back(l->bf16 ? word : f16PairOf(kb, word));
+      SmallVector<Value> &chain = chains[step % 2];
+      chain = tc.mma(a, b, chain);
+    }
+    flush(current);
     for (int64_t e = 0; e < 4; ++e) {
-      Value sum = kb.fadd(chains[0][e], chains[1][e]);
-      total[e] = kb.fma(sum, e % 2 ? high : low, total[e]);
-      chains[0][e] = chains[1][e] = zero;
+      Value total = laneTotal[e];
+      if (!l->bf16)
+        total = kb.fmul(total, rowInverse[e / 2]);
+      logit[e] = kb.fadd(logit[e], total);
     }
-  };
-  SmallVector<Value> b;
-  for (int64_t step = 0; step < steps; ++step) {
-    if (step % 2 == 0) {
-      Value column = kb.add(bColumnOffset, index(16 * step));
-      b = tc.ldmatrix(operandTile, bRow, column, step + 1 < steps ? 4 : 2,
-                      /*transpose=*/false);
-    }
-    if (blockOf(step) != current) {
-      flush(current);
-      current = blockOf(step);
-    }
-    Value aColumn = kb.add(aColumnOffset, index(16 * step));
-    SmallVector<Value> a =
-        tc.ldmatrix(queryTile, aRow, aColumn, 4, /*transpose=*/false);
-    SmallVector<Value> &chain = chains[step % 2];
-    chain = tc.mma(a, {b[2 * (step % 2)], b[2 * (step % 2) + 1]}, chain);
   }
-  flush(current);
 
   // Base-2 logits, -inf for dead keys (outside the split or the causal
   // range, on an unmapped page), as float2 per row.
-  auto livePair = vector::LoadOp::create(
-      builder, kb.loc, VectorType::get({2}, builder.getI32Type()), live,
-      ValueRange{keyLow}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+  Value pageAt = kb.add(kb.mul(pageSlot, index(tileKeys)), keyLow);
+  auto pagePair = vector::LoadOp::create(
+      builder, kb.loc, VectorType::get({2}, builder.getI32Type()), pages,
+      ValueRange{pageAt}, /*nontemporal=*/false, llvm::MaybeAlign(8));
   SmallVector<Value> isLive(2);
   for (int64_t k = 0; k < 2; ++k) {
-    Value flag = vector::ExtractOp::create(builder, kb.loc, livePair, k);
-    isLive[k] = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
+    Value page = vector::ExtractOp::create(builder, kb.loc, pagePair, k);
+    isLive[k] = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
   }
   for (int64_t h = 0; h < 2; ++h) {
     SmallVector<Value> pair(2);
     for (int64_t k = 0; k < 2; ++k) {
-      Value scaled = kb.fmul(total[2 * h + k], softmaxScale);
+      Value scaled = kb.fmul(logit[2 * h + k], softmaxScale);
       Value x = kb.finiteLogit(scaled);
       pair[k] = kb.select(isLive[k], x, negInf);
     }
@@ -506,17 +591,17 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     for (int64_t nt = 0; nt < keyTiles; ++nt)
       for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
         rowMax = kb.fmax(rowMax, x[nt * 4 + e]);
-    rowMax = kb.fmax(rowMax, tc.shuffleXor(rowMax, 1));
-    rowMax = kb.fmax(rowMax, tc.shuffleXor(rowMax, 2));
+    rowMax = kb.fmax(rowMax, f16Mma.shuffleXor(rowMax, 1));
+    rowMax = kb.fmax(rowMax, f16Mma.shuffleXor(rowMax, 2));
     Value oldMax = s[maxAt(h)];
     Value newMax = kb.fmax(oldMax, rowMax);
     Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
     Value finiteMax = kb.select(noKey, zero, newMax);
-    Value alpha = tc.exp2(kb.fsub(oldMax, finiteMax));
+    Value alpha = f16Mma.exp2(kb.fsub(oldMax, finiteMax));
     Value sum = kb.fmul(s[sumAt(h)], alpha);
     for (int64_t nt = 0; nt < keyTiles; ++nt)
       for (int64_t e = 2 * h; e < 2 * h + 2; ++e) {
-        Value w = tc.exp2(kb.fsub(x[nt * 4 + e], finiteMax));
+        Value w = f16Mma.exp2(kb.fsub(x[nt * 4 + e], finiteMax));
         sum = kb.fadd(sum, w);
         p[nt * 4 + e] = w;
       }
@@ -544,64 +629,124 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
       });
   std::copy(decayed.begin(), decayed.end(), s.begin() + accAt(0, 0));
 
-  // P times each key's value scale, as the A operands of P V: per k-step
-  // (16 keys: key tiles 2 ks, 2 ks + 1) a0 = row g, a1 = row g + 8 of the
-  // first key tile, a2, a3 of the second. One set per value block this
-  // warp's channels touch.
+  // P V, one value block of this warp at a time (eligibility row M5: a
+  // warp's channels are one block, inside one, or whole blocks).
+  const OperandLane &v = latentLane;
+  MmaBuilder &tc = mmaOf(v);
+  int64_t width = v.wordChannels;
+  int64_t chunkChannels = 8 * width; ///< n-tile column g is word g
+  int64_t blockChannels = std::min(latentGroup, warpChannels);
+  int64_t chunksPerBlock = blockChannels / chunkChannels;
   int64_t keySteps = tileKeys / 16;
-  SmallVector<Value> keys(keyTiles * 2);
-  for (int64_t nt = 0; nt < keyTiles; ++nt)
-    for (int64_t e = 0; e < 2; ++e)
-      keys[nt * 2 + e] = keyOf(nt, e);
-  auto pOperands = [&](Value block) {
-    SmallVector<Value> scaled(keyTiles * 4);
-    for (int64_t nt = 0; nt < keyTiles; ++nt) {
-      Value pair = keyScales(keys[nt * 2], block);
+  Value channelBase = kb.mul(warp, index(warpChannels));
+  Value twoT = kb.mul(threadInGroup, index(2));
+  // Words of two keys -> B registers: one prmt gathers the same channels
+  // of both (low half key 2t, high half key 2t + 1). The chips' e4m3
+  // conversion pairs adjacent bytes, the others the two halves.
+  bool adjacentBytes = v.encoding == Encoding::f8e4m3 && kb.hardwareFp8;
+  int32_t lowSelector = adjacentBytes ? 0x5140 : 0x5410;
+  int32_t highSelector = adjacentBytes ? 0x7362 : 0x7632;
+  // The thread's words: key 2t's record, word g of each chunk of the
+  // warp's channels; the rest (key, chunk) is compile-time.
+  int64_t stride = strideWords();
+  Value pairWords = kb.mul(twoT, index(stride));
+  pairWords = kb.add(pairWords, groupId);
+  pairWords = kb.add(pairWords, kb.mul(warp, index(warpChannels / width)));
+  // Its group-scale bytes (e2m1: word g of a chunk is group g / 2).
+  Value pairScaleBytes = kb.mul(twoT, index(layout.rawStride));
+  pairScaleBytes = kb.add(pairScaleBytes, kb.divs(groupId, index(2)));
+  pairScaleBytes =
+      kb.add(pairScaleBytes, kb.mul(warp, index(warpChannels / 16)));
+  // Key 2t + `key` (compile-time) and key + 1, chunk channel `channel`.
+  auto keyPairRegisters = [&](int64_t key, int64_t channel) {
+    int64_t constant = key * stride + v.lane.getOffset() / 4 + channel / width;
+    Value wordA = rawWord(pairWords, constant);
+    Value wordB = rawWord(pairWords, constant + stride);
+    SmallVector<Value> registers(width);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value selector = kb.i32(half ? highSelector : lowSelector);
+      Value gathered = NVVM::PermuteOp::create(
+          builder, loc, builder.getI32Type(), wordA, wordB, selector,
+          NVVM::PermuteMode::DEFAULT);
+      if (adjacentBytes) {
+        for (const ChannelPair &pair :
+             decodeWordPairs(kb, v.encoding, gathered))
+          registers[half * width / 2 + pair.low / 2] = pair.pair;
+      } else {
+        SmallVector<Value> halves = decodeWordHalves(kb, v.encoding, gathered);
+        for (auto [j, pair] : llvm::enumerate(halves))
+          registers[half * width / 2 + int64_t(j)] = pair;
+      }
+    }
+    if (v.encoding == Encoding::nvfp4) {
+      int64_t at = key * layout.rawStride + latentScaleLane.getOffset() +
+                   channel / 16;
+      Value scale = scalePair(rawByte(pairScaleBytes, at),
+                              rawByte(pairScaleBytes, at + layout.rawStride));
+      for (Value &reg : registers)
+        reg = arith::MulFOp::create(builder, loc, reg, scale);
+    }
+    for (Value &reg : registers)
+      reg = tc.bitsOperand(reg);
+    return registers;
+  };
+
+  int64_t blocks = warpChannels / blockChannels;
+  for (int64_t bw = 0; bw < blocks; ++bw) {
+    Value firstChannel = kb.add(channelBase, index(bw * blockChannels));
+    Value block = kb.divs(firstChannel, index(latentGroup));
+    Value scaleWords = kb.add(kb.mul(twoT, index(stride)), block);
+    // P times each key's value scale, brought per row into [2^14, 2^15).
+    SmallVector<Value> scaled(p);
+    for (int64_t nt = 0; nt < keyTiles; ++nt)
       for (int64_t e = 0; e < 2; ++e) {
-        Value scale = vector::ExtractOp::create(builder, kb.loc, pair, e);
+        Value scale = latentScale(scaleWords, (8 * nt + e) * stride);
+        if (!scale)
+          continue;
         scaled[nt * 4 + e] = kb.fmul(p[nt * 4 + e], scale);
         scaled[nt * 4 + e + 2] = kb.fmul(p[nt * 4 + e + 2], scale);
       }
+    Value inverse[2];
+    for (int64_t h = 0; h < 2; ++h) {
+      Value largest = zero;
+      for (int64_t nt = 0; nt < keyTiles; ++nt)
+        for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
+          largest = kb.fmax(largest, scaled[nt * 4 + e]);
+      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 1));
+      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 2));
+      auto [factor, undo] = normalization(largest);
+      inverse[h] = undo;
+      for (int64_t nt = 0; nt < keyTiles; ++nt)
+        for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
+          scaled[nt * 4 + e] = kb.fmul(scaled[nt * 4 + e], factor);
     }
-    SmallVector<SmallVector<Value>> steps(keySteps);
+    // A operands per k-step (16 keys: key tiles 2 ks, 2 ks + 1): a0 = row
+    // g, a1 = row g + 8 of the first key tile, a2, a3 of the second.
+    SmallVector<SmallVector<Value>> a(keySteps);
     for (int64_t ks = 0; ks < keySteps; ++ks) {
       int64_t lo = 2 * ks * 4, hi = (2 * ks + 1) * 4;
-      steps[ks] = {tc.packPair(scaled[lo], scaled[lo + 1]),
-                   tc.packPair(scaled[lo + 2], scaled[lo + 3]),
-                   tc.packPair(scaled[hi], scaled[hi + 1]),
-                   tc.packPair(scaled[hi + 2], scaled[hi + 3])};
+      a[ks] = {tc.packPair(scaled[lo], scaled[lo + 1]),
+               tc.packPair(scaled[lo + 2], scaled[lo + 3]),
+               tc.packPair(scaled[hi], scaled[hi + 1]),
+               tc.packPair(scaled[hi + 2], scaled[hi + 3])};
     }
-    return steps;
-  };
-  // Warps own whole value blocks or lie inside one (eligibility row M5).
-  int64_t tilesPerBlock = std::max<int64_t>(latentGroup / 8, 1);
-  Value channelBase = kb.mul(warp, index(warpChannels));
-  Value matrix = kb.divs(lane, index(8));
-  Value vRowOffset = kb.rems(matrix, index(2));
-  vRowOffset = kb.mul(vRowOffset, index(8));
-  Value laneRow = kb.rems(lane, index(8));
-  vRowOffset = kb.add(vRowOffset, laneRow);
-  Value vColumnOffset = kb.divs(lane, index(16));
-  vColumnOffset = kb.mul(vColumnOffset, index(8));
-  SmallVector<SmallVector<Value>> a;
-  for (int64_t nt = 0; nt < warpTiles; nt += 2) {
-    if (nt % tilesPerBlock == 0 || a.empty())
-      a = pOperands(valueBlock(nt));
-    for (int64_t ks = 0; ks < keySteps; ++ks) {
-      // Matrices: keys 16 ks + 8 (m % 2) .., channels of n-tile nt + m / 2.
-      Value row = kb.add(vRowOffset, index(16 * ks));
-      Value column = kb.add(vColumnOffset, index(8 * nt));
-      column = kb.add(channelBase, column);
-      SmallVector<Value> v =
-          tc.ldmatrix(operandTile, row, column, 4, /*transpose=*/true);
-      for (int64_t j = 0; j < 2; ++j) {
-        SmallVector<Value> c;
-        for (int64_t e = 0; e < 4; ++e)
-          c.push_back(s[accAt(nt + j, e)]);
-        SmallVector<Value> d = tc.mma(a[ks], {v[2 * j], v[2 * j + 1]}, c);
-        for (int64_t e = 0; e < 4; ++e)
-          s[accAt(nt + j, e)] = d[e];
+    for (int64_t c = 0; c < chunksPerBlock; ++c) {
+      // n-tile j of the chunk, column n: channel chunk + width n + j.
+      int64_t channel = bw * blockChannels + c * chunkChannels;
+      SmallVector<SmallVector<Value>> tile(width, SmallVector<Value>(4, zero));
+      for (int64_t ks = 0; ks < keySteps; ++ks) {
+        SmallVector<Value> registers[2];
+        for (int64_t r = 0; r < 2; ++r)
+          registers[r] = keyPairRegisters(16 * ks + 8 * r, channel);
+        for (int64_t j = 0; j < width; ++j)
+          tile[j] = tc.mma(a[ks], {registers[0][j], registers[1][j]}, tile[j]);
       }
+      int64_t firstTile = (bw * chunksPerBlock + c) * width;
+      for (int64_t j = 0; j < width; ++j)
+        for (int64_t e = 0; e < 4; ++e) {
+          Value &acc = s[accAt(firstTile + j, e)];
+          acc = kb.fma(tile[j][e], inverse[e / 2], acc);
+        }
     }
   }
 }
@@ -610,31 +755,43 @@ void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
                                   Value firstRow, Value partialOut,
                                   Value partialStats) {
   // Rows g and g + 8: unnormalized outputs of this warp's channels; warp 0
-  // writes the (natural) max and the sum.
+  // writes the (natural) max and the sum. Element e of n-tile j of chunk c
+  // is channel c C + w (2t + e % 2) + j (C = 8 w, w the latent's channels
+  // per word): a thread's 2w channels of a chunk are contiguous.
+  int64_t width = latentLane.wordChannels;
+  int64_t chunkChannels = 8 * width;
+  int64_t chunks = warpChannels / chunkChannels;
   Value channelBase = kb.mul(warp, index(warpChannels));
   Value firstOfQuad =
       kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
   Value writesStats =
       kb.land(firstOfQuad, kb.cmpi(arith::CmpIPredicate::eq, warp, index(0)));
+  Value threadChannels = kb.mul(threadInGroup, index(2 * width));
   for (int64_t h = 0; h < 2; ++h) {
     Value outRow = kb.add(firstRow, kb.add(groupId, index(8 * h)));
     Value sum = s[sumAt(h)];
-    sum = kb.fadd(sum, tc.shuffleXor(sum, 1));
-    sum = kb.fadd(sum, tc.shuffleXor(sum, 2));
+    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 1));
+    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 2));
     kb.ifThen(writesStats, [&] {
       Value naturalMax = kb.fmul(s[maxAt(h)], kb.f32(float(M_LN2)));
       kb.store(naturalMax, partialStats, {split, outRow, index(0)});
       kb.store(sum, partialStats, {split, outRow, index(1)});
     });
-    for (int64_t nt = 0; nt < warpTiles; ++nt) {
-      Value channel = kb.add(channelBase, index(8 * nt));
-      channel = kb.add(channel, kb.mul(threadInGroup, index(2)));
-      Value pair = vector::FromElementsOp::create(
-          builder, kb.loc, VectorType::get({2}, builder.getF32Type()),
-          ValueRange{s[accAt(nt, 2 * h)], s[accAt(nt, 2 * h + 1)]});
-      vector::StoreOp::create(builder, kb.loc, pair, partialOut,
-                              ValueRange{split, outRow, channel},
-                              /*nontemporal=*/false, llvm::MaybeAlign(8));
+    for (int64_t c = 0; c < chunks; ++c) {
+      SmallVector<Value> values;
+      for (int64_t k = 0; k < 2 * width; ++k)
+        values.push_back(s[accAt(c * width + k % width, 2 * h + k / width)]);
+      Value channel = kb.add(channelBase, index(c * chunkChannels));
+      channel = kb.add(channel, threadChannels);
+      for (int64_t q = 0; q < 2 * width; q += 4) {
+        Value quad = vector::FromElementsOp::create(
+            builder, kb.loc, VectorType::get({4}, builder.getF32Type()),
+            ArrayRef<Value>(values).slice(q, 4));
+        Value at = kb.add(channel, index(q));
+        vector::StoreOp::create(builder, kb.loc, quad, partialOut,
+                                ValueRange{split, outRow, at},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+      }
     }
   }
 }
@@ -642,20 +799,23 @@ void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
 gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
+  kb.hardwareFp8 = kernels.hardwareFp8;
+  kb.hardwareFp4 = kernels.hardwareFp4;
   recordType = cache.type.getRecord();
   record = describeMlaRecord(recordType);
-  latentLane = recordType.getLane("latent");
-  ropeLane = recordType.getLane("rope");
-  if (latentLane.isScaled())
-    latentScaleLane = recordType.getLane(latentLane.getScaleLane());
-  if (ropeLane.isScaled())
-    ropeScaleLane = recordType.getLane(ropeLane.getScaleLane());
+  LaneAttr latentAttr = recordType.getLane("latent");
+  LaneAttr ropeAttr = recordType.getLane("rope");
+  if (latentAttr.isScaled())
+    latentScaleLane = recordType.getLane(latentAttr.getScaleLane());
+  if (ropeAttr.isScaled())
+    ropeScaleLane = recordType.getLane(ropeAttr.getScaleLane());
   if (record.latentFormat == MlaLatentFormat::E2M1GroupScaled &&
       recordType.getMode() == ScaleGranularity::token)
     tokenLane = recordType.getLane("token_scale");
   latent = record.latent;
-  rope = record.rope;
-  keyDim = latent + rope;
+  keyDim = latent + record.rope;
+  latentLane = describeLane(latentAttr, 0);
+  ropeLane = describeLane(ropeAttr, latent);
   recordBytes = record.recordBytes;
   numHeads = static_cast<int64_t>(op.getNumHeads());
   headGroups = numHeads / plan.getHeadsPerBlock();
@@ -667,8 +827,6 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   warpChannels = latent / kXqaMlaWarps;
   warpTiles = warpChannels / 8;
   layout = layoutXqaMlaShared(record, tileKeys);
-  kb.hardwareFp8 = kernels.hardwareFp8;
-  kb.hardwareFp4 = kernels.hardwareFp4;
 
   // Kernel arguments: the op's buffers, the records, then the workspace.
   hostOperands.assign({op.getQuery(), op.getBlockTable(), op.getSeqLens()});
@@ -686,9 +844,9 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   gpu::GPUFuncOp kernel =
       kernels.create(builder, loc, "pattn_xqa_mla_decode", argTypes, {});
   setLaunchBounds(kernel, kXqaMlaThreads,
-                  xqaResidentBlocks(plan.getSharedBytes(), kernels.chips));
+                  xqaMlaResidentBlocks(plan.getSharedBytes(), kernels.chips));
   unsigned next = 0;
-  Value query = kernel.getArgument(next++);
+  query = kernel.getArgument(next++);
   blockTable = kernel.getArgument(next++);
   Value seqLens = kernel.getArgument(next++);
   Value queryStart = op.getQueryStart() ? kernel.getArgument(next++) : Value();
@@ -703,12 +861,12 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           {ShapedType::kDynamic}, builder.getIntegerType(8), AffineMap(),
           gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
   Type f16 = builder.getF16Type(), i32 = builder.getI32Type();
-  queryTile = view(layout.query, {16, layout.rowStride}, f16);
-  operandTile = view(layout.operands, {tileKeys, layout.rowStride}, f16);
-  logits = view(layout.logits, {16 * layout.logitStride}, f32);
-  pages = view(layout.pages, {2 * tileKeys}, i32);
-  live = view(layout.live, {tileKeys}, i32);
-  scales = view(layout.scales, {tileKeys * layout.scaleStride}, f32);
+  queryTile = view(layout.query, {kRows, layout.rowStride}, f16);
+  queryBf16 =
+      view(layout.query, {kRows, layout.rowStride}, builder.getBF16Type());
+  queryInverse = view(layout.queryScales, {kRows}, f32);
+  logits = view(layout.logits, {kRows * layout.logitStride}, f32);
+  pages = view(layout.pages, {3 * tileKeys}, i32);
   words = view(0, {layout.total / 4}, i32);
   bytes = view(0, {layout.total}, builder.getIntegerType(8));
 
@@ -723,7 +881,7 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value row = kb.blockId(gpu::Dimension::y);
   Value token = kb.divs(row, index(headGroups));
   Value headGroup = kb.rems(row, index(headGroups));
-  Value firstHead = kb.mul(headGroup, index(16));
+  Value firstHead = kb.mul(headGroup, index(kRows));
 
   // The token's keys, cut to this split: splits of ceil(max keys /
   // gridDim.x) keys rounded up to whole tiles (host-known sizes only).
@@ -747,26 +905,9 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value tiles = ceilDiv(span, tileKeys);
   tileCount = kb.select(nonEmpty, tiles, kb.i32(0));
 
-  // The 16 query rows as bf16 operands, 8 elements per load.
-  Type queryElement = cast<MemRefType>(query.getType()).getElementType();
-  Value queryItems = index(16 * keyDim / kQueryPiece);
-  Value itemStride = index(kXqaMlaThreads);
-  kb.forLoop(tid, queryItems, itemStride, {},
-             [&](Value item, ValueRange) -> SmallVector<Value> {
-               Value r = kb.divs(item, index(keyDim / kQueryPiece));
-               Value column = kb.rems(item, index(keyDim / kQueryPiece));
-               column = kb.mul(column, index(kQueryPiece));
-               Value head = kb.add(firstHead, r);
-               Value loaded = vector::LoadOp::create(
-                   builder, loc, VectorType::get({kQueryPiece}, queryElement),
-                   query, ValueRange{token, head, column});
-               Value halves = vector::BitCastOp::create(
-                   builder, loc, VectorType::get({kQueryPiece}, f16), loaded);
-               vector::StoreOp::create(
-                   builder, loc, halves, queryTile, ValueRange{r, column},
-                   /*nontemporal=*/false, llvm::MaybeAlign(16));
-               return {};
-             });
+  loadQuery(token, firstHead);
+  if (outerScale)
+    tensorScale = kb.load(outerScale, {index(0)});
 
   std::optional<APFloat> scale = op.getSoftmaxScale();
   float softmax =
@@ -774,13 +915,19 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   // Logits in base 2: every exponential is one ex2.approx.
   softmaxScale = kb.f32(softmax * float(M_LOG2E));
 
-  // Prologue: tile 0's pages, its copy, then tile 1's pages.
-  Value zeroI32 = kb.i32(0), oneI32 = kb.i32(1);
+  // Prologue: tile 0's pages, its copy, then tile 1's pages. The barrier
+  // also publishes the query tile.
+  Value zeroI32 = kb.i32(0), oneI32 = kb.i32(1), twoI32 = kb.i32(2),
+        threeI32 = kb.i32(3);
   lookupPages(zeroI32, index(0));
   kb.barrier();
-  kb.ifThen(nonEmpty, [&] { issueTile(zeroI32, index(0)); });
+  kb.ifThen(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
   NVVM::CpAsyncCommitGroupOp::create(builder, loc);
   lookupPages(oneI32, index(1));
+  for (int64_t h = 0; h < 2; ++h)
+    rowInverse[h] = anyF16Query()
+                        ? kb.load(queryInverse, {kb.add(groupId, index(8 * h))})
+                        : kb.f32(1.0f);
 
   SmallVector<Value> init = {negInf, negInf, zero, zero};
   for (int64_t i = 0; i < warpTiles * 4; ++i)
@@ -792,20 +939,25 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         SmallVector<Value> s(carried.begin(), carried.end());
         Value i = kb.toI32(iteration);
-        Value slot = kb.toIndex(kb.rems(i, kb.i32(2)));
+        // Tile i is in raw slot i % 2 with its pages in slot i % 3.
         NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
         kb.barrier();
-        decodeTile(slot);
-        kb.barrier();
-        // The raw buffer is free: the next tile's copy lands while this one
-        // is computed; its pages were looked up a tile ago.
+        // Every warp is past tile i - 1: its raw slot takes tile i + 1,
+        // whose pages were looked up a tile ago.
         Value nextTile = kb.add(i, oneI32);
         Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
-        Value nextSlot = kb.toIndex(kb.rems(nextTile, kb.i32(2)));
-        kb.ifThen(more, [&] { issueTile(nextTile, nextSlot); });
+        Value nextRaw = kb.toIndex(kb.rems(nextTile, twoI32));
+        Value nextPages = kb.toIndex(kb.rems(nextTile, threeI32));
+        kb.ifThen(more, [&] { issueTile(nextTile, nextRaw, nextPages); });
         NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-        lookupPages(kb.add(i, kb.i32(2)), slot);
-        scoreTile();
+        Value afterNext = kb.add(i, twoI32);
+        lookupPages(afterNext, kb.toIndex(kb.rems(afterNext, threeI32)));
+        Value rawSlot = kb.toIndex(kb.rems(i, twoI32));
+        rawBaseBytes = kb.mul(rawSlot, index(tileKeys * layout.rawStride));
+        rawBaseBytes = kb.add(rawBaseBytes, index(layout.raw));
+        rawBaseWords = kb.mul(rawSlot, index(tileKeys * strideWords()));
+        rawBaseWords = kb.add(rawBaseWords, index(layout.raw / 4));
+        scoreTile(kb.toIndex(kb.rems(i, threeI32)));
         kb.barrier();
         accumulateTile(s);
         return s;

@@ -6,53 +6,63 @@
 // "The tensor-core MLA decode").
 //
 // Host: the split count comes from the SM count and host-known sizes (the
-// XQA search over candidate counts), then a block per (split, token x
-// 16-head group) of 128 threads with the plan's 80640 bytes of dynamic
-// shared memory, and
-// the portable merge over the 512 latent channels.
+// XQA search over candidate counts, 3 resident blocks per SM), then a block
+// per (split, token x 16-head group) of 128 threads with the plan's 63680
+// bytes of dynamic shared memory, and the portable merge over the 512
+// latent channels.
 // CHECK-LABEL: func.func @mla
 // CHECK:   call @pattnRuntimeDeviceMultiprocessors()
 // CHECK:   %[[BEST:.*]]:2 = scf.for {{.*}} -> (index, index)
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_mla_decode_0 blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c80640_i32
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_mla_decode_0 blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c63680_i32
 // CHECK-SAME: memref<?x?x512xf32>
 // CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
 //
-// Kernel: 4 warps, 2 blocks per SM (80640 bytes each of the H200's
-// 228 KiB). The layout: the query tile [16][576 + 8], the operand tile
-// [32][576 + 8], 32 raw records, the logits [16][32 + 8], pages, live
-// flags and per key 4 block scales + the rope scale.
-// CHECK: gpu.func @pattn_xqa_mla_decode_0({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32}
+// Kernel: 4 warps, 3 blocks per SM. The layout: the query tile [16][576 +
+// 8] of 16-bit operands, two slots of 32 raw records, the logits [16][32 +
+// 8], three slots of pages, the query rows' inverse normalizations.
+// CHECK: gpu.func @pattn_xqa_mla_decode_0({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK:   memref.view {{.*}}[%c0{{.*}} to memref<16x584xf16, #gpu.address_space<workgroup>>
+// The query: warp w loads rows 4w .. 4w + 3; per row, the largest
+// magnitude of the e4m3 latent's channels (a warp reduction), its inverse
+// power of two to shared memory, then each 16-channel group scaled into f16
+// and permuted into the order the e4m3 decoder pairs channels (sm_90a's
+// cvt pairs adjacent bytes: the thread's word holds logical columns 2t, 2t
+// + 1, 2t + 8, 2t + 9). The bf16 rope stays as it is.
+// CHECK:   gpu.shuffle  xor
+// CHECK:   nvvm.bar.warp.sync
+// CHECK:   arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
+// CHECK:   vector.shuffle {{.*}} [0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15] : vector<16xf16>, vector<16xf16>
 // Prologue: tile 0's pages, then 16-byte cp.async copies of whole records
-// that zero-fill dead keys (a source size operand), one commit group.
+// into raw slot 0 that zero-fill dead keys (a source size operand), one
+// commit group.
 // CHECK:   gpu.barrier
-// CHECK:   nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?x64x656xi8> to memref<80640xi8, #gpu.address_space<workgroup>>
+// CHECK:   nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?x64x656xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
 // CHECK:   nvvm.cp.async.commit.group
-// CHECK:   memref.view {{.*}}[%c18688{{.*}} to memref<32x584xf16, #gpu.address_space<workgroup>>
-// The tile loop: wait, decode into the operand tile, issue the next copy.
+// The tile loop: wait for tile i, then copy tile i + 1 into the other slot.
 // CHECK:   scf.for
 // CHECK:     nvvm.cp.async.wait.group 0
 // CHECK:     gpu.barrier
-// CHECK:     nvvm.convert.f8x2.to.f16x2
-// CHECK:     vector.store {{.*}} : memref<32x584xf16, #gpu.address_space<workgroup>>, vector<8xf16>
-// CHECK:     gpu.barrier
 // CHECK:     nvgpu.device_async_copy
 // CHECK:     nvvm.cp.async.commit.group
-// S = Q Kᵀ: the warp's 8 keys (ldmatrix of the operand tile) times the
-// query tile, bf16 mma with fp32 accumulation (two chains).
-// CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<32x584xf16
+// S = Q Kᵀ: per k-step, one word of the B key's record decoded straight
+// into the B registers (two e4m3 pairs), the query by ldmatrix, f16 mma
+// with fp32 accumulation; the bf16 rope as bf16 mma on the raw words.
+// CHECK:     nvvm.convert.f8x2.to.f16x2
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x584xf16
-// CHECK:     nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK:     nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK:     nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>
 // CHECK:     gpu.barrier
-// The online softmax (base 2), then P V from ldmatrix.trans of the same
-// operand tile.
+// The online softmax (base 2), then P V: the same channels of keys 2t and
+// 2t + 1 gathered by one prmt into a B register, decoded, f16 mma.
 // CHECK:     llvm.nvvm.ex2.approx.f32
 // CHECK:     nvvm.vote.sync any
-// CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<32x584xf16
+// CHECK:     nvvm.prmt <default>
+// CHECK:     nvvm.convert.f8x2.to.f16x2
 // CHECK:     nvvm.mma.sync
 // CHECK:   scf.yield
-// The split's partials: float2 stores of the unnormalized output.
-// CHECK:   vector.store {{.*}} : memref<?x?x512xf32>, vector<2xf32>
+// The split's partials: 8 contiguous channels per thread and chunk, as
+// float4 stores of the unnormalized output.
+// CHECK:   vector.store {{.*}} : memref<?x?x512xf32>, vector<4xf32>
 
 // PORT-LABEL: func.func @mla
 // PORT-NOT: pattn_xqa_mla_decode

@@ -119,6 +119,10 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
   return std::max<int64_t>(blocks, 1);
 }
 
+int64_t xqaMlaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
+  return std::min<int64_t>(3, xqaResidentBlocks(sharedBytes, chips));
+}
+
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
                           int64_t maxKeysPerSplit) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
@@ -239,20 +243,18 @@ XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
   int64_t offset = 0;
   layout.query = offset;
   offset += align16(kXqaMlaHeadsPerBlock * layout.rowStride * 2);
-  layout.operands = offset;
-  offset += align16(keysPerTile * layout.rowStride * 2);
   layout.raw = offset;
-  offset += align16(keysPerTile * record.recordBytes);
+  layout.rawStride = align16(record.recordBytes);
+  if (layout.rawStride / 4 % 8 == 0)
+    layout.rawStride += 16;
+  offset += 2 * keysPerTile * layout.rawStride;
   layout.logits = offset;
   layout.logitStride = keysPerTile + 8;
   offset += align16(kXqaMlaHeadsPerBlock * layout.logitStride * 4);
   layout.pages = offset;
-  offset += align16(2 * keysPerTile * 4);
-  layout.live = offset;
-  offset += align16(keysPerTile * 4);
-  layout.scales = offset;
-  layout.scaleStride = record.latentBlocks() + 1;
-  offset += align16(keysPerTile * layout.scaleStride * 4);
+  offset += align16(3 * keysPerTile * 4);
+  layout.queryScales = offset;
+  offset += align16(kXqaMlaHeadsPerBlock * 4);
   layout.total = offset;
   return layout;
 }

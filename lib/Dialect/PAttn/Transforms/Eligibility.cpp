@@ -55,9 +55,9 @@ static void checkMlaRows(const AttentionConfig &config,
   if (computeCapability(config.chip) < 80)
     fail(llvm::formatv("chip {0} below sm_80", stringifyChip(config.chip)));
 
-  // M2: bf16 operands. The per-key scales (fp8 block scales, the nvfp4
-  // outer scale) ride on P, which f16 would push into its subnormals, and a
-  // bf16 rope lane is not exact in f16.
+  // M2: a bf16 query. bf16 lanes multiply it as it is; quantized lanes
+  // multiply it in f16 after a power of two per row (bf16's 8 significant
+  // bits are exact in f16's 11).
   if (!config.activation || !config.activation.isBF16())
     fail(llvm::formatv("MLA query {0} is not bf16",
                        typeName(config.activation)));
@@ -67,28 +67,40 @@ static void checkMlaRows(const AttentionConfig &config,
     fail(llvm::formatv("MLA num_heads {0} not a multiple of 16",
                        config.numHeads));
 
-  // M4: each of the 4 warps owns latent / 4 value channels (whole
-  // 16-channel ldmatrix tiles, at most 64 accumulators per thread); the
-  // key is latent + rope channels in 16-channel k-steps.
+  // M4: each of the 4 warps owns latent / 4 value channels (at most 64
+  // accumulators per thread), in chunks of 8 n-tile columns of one 32-bit
+  // word of codes each; the key is latent + rope channels in 16-channel
+  // k-steps.
   if (record.latent % 64 != 0 || record.latent > 512)
     fail(llvm::formatv("MLA latent {0} not a multiple of 64 up to 512",
                        record.latent));
+  int64_t latentWordChannels =
+      record.latentFormat == MlaLatentFormat::BF16
+          ? 2
+          : (record.latentFormat == MlaLatentFormat::E2M1GroupScaled ? 8 : 4);
+  int64_t chunk = 8 * latentWordChannels;
+  if (record.latent % 64 == 0 && record.latent <= 512 &&
+      record.latent % (kXqaMlaWarps * chunk) != 0)
+    fail(llvm::formatv("MLA latent {0} not a multiple of {1} for its {2}-"
+                       "channel words (4 warps x 8 words)",
+                       record.latent, kXqaMlaWarps * chunk,
+                       latentWordChannels));
   if (record.rope % 16 != 0 || record.rope > 128)
     fail(llvm::formatv("MLA rope {0} not a multiple of 16 up to 128",
                        record.rope));
 
-  // M5: the latent formats the kernel dequantizes exactly into bf16 (a
-  // block scale must cover whole k-steps, and one warp's channels one
-  // block or a whole number of them).
+  // M5: the latent formats the kernel dequantizes exactly into f16 or bf16
+  // (a block scale must cover whole 32-channel chunks of P V, and one
+  // warp's channels one block or a whole number of them).
   int64_t warpChannels = record.latent / kXqaMlaWarps;
   bool blockOk = record.latentScaleGroup > 0 &&
-                 record.latentScaleGroup % 16 == 0 &&
+                 record.latentScaleGroup % 32 == 0 &&
                  (warpChannels % record.latentScaleGroup == 0 ||
                   record.latentScaleGroup % warpChannels == 0);
   if (record.latentFormat == MlaLatentFormat::Unsupported ||
       (record.latentFormat == MlaLatentFormat::E4M3BlockScaled && !blockOk))
     fail(llvm::formatv("MLA latent lane {0} not bf16, e4m3 (optionally with "
-                       "f32 scales per multiple of 16 channels) or e2m1 with "
+                       "f32 scales per multiple of 32 channels) or e2m1 with "
                        "e4m3 group-16 scales",
                        record.latentText));
   if (record.ropeFormat == MlaRopeFormat::Unsupported)
@@ -243,9 +255,9 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
      << "| MLA: chip | >= sm_80 | no MLA |\n"
      << "| MLA: query | bf16 | no MLA |\n"
      << "| MLA: num_heads | a multiple of 16 | no MLA |\n"
-     << "| MLA: latent, rope | latent a multiple of 64 up to 512, rope a "
-        "multiple of 16 up to 128 | no MLA |\n"
-     << "| MLA: lanes | latent bf16, e4m3 (f32 scales per multiple of 16 "
+     << "| MLA: latent, rope | latent a multiple of 64 up to 512 (128 for "
+        "e4m3, 256 for e2m1), rope a multiple of 16 up to 128 | no MLA |\n"
+     << "| MLA: lanes | latent bf16, e4m3 (f32 scales per multiple of 32 "
         "channels) or e2m1 + e4m3 group-16 scales; rope bf16 or e4m3 (one f32 "
         "scale) | no MLA |\n"
      << "| MLA: lane offsets | aligned to 8-element pieces (16 bytes for "

@@ -54,9 +54,10 @@ func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memre
 }
 
 // MLA on tensor cores: 16 heads of one token per block, 32-key tiles; the
-// 368-byte records take 32 x 368 bytes of the 71 KB of shared memory.
+// 368-byte records take two slots of 32 x 368 bytes of the 45 KB of shared
+// memory.
 // H200-LABEL: func.func @mla
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 71040>
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 45248>
 // PORT-LABEL: func.func @mla
 // PORT: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 1024>
 !rec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>

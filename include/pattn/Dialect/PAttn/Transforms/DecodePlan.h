@@ -62,6 +62,11 @@ XqaSharedLayout layoutXqaShared(pattn::CacheType key, pattn::CacheType value,
 /// once (at most 4, which leaves 128 registers per thread).
 int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
+/// Tensor-core MLA blocks resident per SM: as xqaResidentBlocks, but at
+/// most 3, which leaves the kernel 168 registers per thread (its P V
+/// accumulators and the operands it decodes spill at 128).
+int64_t xqaMlaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
+
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
 pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
@@ -73,20 +78,20 @@ pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
 MlaRecordLayout describeMlaRecord(pattn::RecordType record);
 
 /// Byte offsets into the tensor-core MLA kernel's dynamic shared memory
-/// (all 16-byte aligned): the block's 16 query rows and the tile's operand
-/// rows, both bf16 with rows padded by 8 elements (so that ldmatrix rows
-/// fall in different banks); the raw records of the tile as cp.async
-/// copied them; the tile's logits; the page of each key of two tiles (the
-/// next copy and the one after) and whether each key of the decoded tile is
-/// live; and per key its post-mma scales.
+/// (all 16-byte aligned): the block's 16 query rows (16-bit operands, rows
+/// padded by 8 elements so that ldmatrix rows fall in different banks);
+/// two slots of raw records as cp.async copied them, a record every
+/// `rawStride` bytes (an odd multiple of 16 bytes, so that the 8 keys or 8
+/// words a warp's quad rows read fall in different banks); the tile's
+/// logits; the page of each key of three tiles (the one computed, the one
+/// copied, the one looked up); and per query row the inverse of its f16
+/// normalization.
 struct XqaMlaSharedLayout {
-  int64_t query = 0, operands = 0, rowStride = 0; ///< rowStride: elements
-  int64_t raw = 0;
+  int64_t query = 0, rowStride = 0; ///< rowStride: elements
+  int64_t raw = 0, rawStride = 0;   ///< rawStride: bytes
   int64_t logits = 0, logitStride = 0; ///< logitStride: f32 elements
-  int64_t pages = 0, live = 0;         ///< i32 per key
-  /// [column][key]: latentBlocks() columns of latent scales, then the rope
-  /// scale.
-  int64_t scales = 0, scaleStride = 0;
+  int64_t pages = 0;                   ///< i32 per key
+  int64_t queryScales = 0;             ///< f32 per query row
   int64_t total = 0;
 };
 
