@@ -171,11 +171,13 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
       return pairs;
     }
     // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
-    // bit 15, times 2^(15 - 1) in f16x2 (0.5 included).
+    // bit 15, times 2^(15 - 1) in f16x2 (0.5 included; left to the caller
+    // under fp4Subnormal).
     for (int64_t p = 0; p < 4; ++p)
       pairs.push_back(
           {minifloatPair(kb, p ? kb.shru(word, kb.i32(4 * p)) : word,
-                         0x00070007, 9, 0x00080008, 12, 16384.0f),
+                         0x00070007, 9, 0x00080008, 12,
+                         kb.fp4Subnormal ? 1.0f : kFp4SubnormalScale),
            p, p + 4});
     return pairs;
   case Encoding::i8: {

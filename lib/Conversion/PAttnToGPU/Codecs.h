@@ -28,6 +28,10 @@ struct ChannelPair {
   int64_t low, high;
 };
 
+/// What the e2m1 bit trick's pairs are short of under
+/// KernelBuilder::fp4Subnormal.
+inline constexpr float kFp4SubnormalScale = 16384.0f;
+
 /// Elements of `encoding` in a 32-bit word: 2, 4 or 8.
 int64_t elementsPerWord(pattn::Encoding encoding);
 

@@ -972,6 +972,31 @@ gpu::GPUFuncOp buildDecodeKernel(KernelModule &kernels, KVSource &source,
   return kernel;
 }
 
+/// Splits whose weights a merge block stages in shared memory at a time.
+constexpr int64_t kMergeSplitsPerChunk = 256;
+/// Splits per iteration of the merge's channel sum: their loads are in
+/// flight together.
+constexpr int64_t kMergeUnroll = 8;
+
+/// acc = body(j, acc) for j in [0, count) in order (the same operations as
+/// a plain loop), kMergeUnroll at a time.
+static Value foldInOrder(KernelBuilder &kb, Value count, Value init,
+                         function_ref<Value(Value, Value)> body) {
+  Value unroll = kb.index(kMergeUnroll);
+  Value whole = kb.mul(kb.divs(count, unroll), unroll);
+  Value acc = kb.forLoop(kb.index(0), whole, unroll, {init},
+                         [&](Value j, ValueRange c) -> SmallVector<Value> {
+                           Value a = c[0];
+                           for (int64_t u = 0; u < kMergeUnroll; ++u)
+                             a = body(kb.add(j, kb.index(u)), a);
+                           return {a};
+                         })[0];
+  return kb.forLoop(whole, count, kb.index(1), {acc},
+                    [&](Value j, ValueRange c) -> SmallVector<Value> {
+                      return {body(j, c[0])};
+                    })[0];
+}
+
 gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
                                 int64_t kvHeads, const DecodeParams &p,
                                 SmallVectorImpl<Value> &hostOperands) {
@@ -989,9 +1014,16 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
       llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
   argTypes.push_back(workspaceOutputType(context, valueDim));
   argTypes.push_back(workspaceStatsType(context));
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, p.loc, "pattn_merge", argTypes, {});
+  // Per chunk of splits: their weights and their sums (staged), which also
+  // hold the threads' partial maxima first.
+  auto stageType = MemRefType::get(
+      {kMergeSplitsPerChunk}, builder.getF32Type(), AffineMap(),
+      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+  gpu::GPUFuncOp kernel = kernels.create(builder, p.loc, "pattn_merge",
+                                         argTypes, {stageType, stageType});
   KernelBuilder kb(builder, p.loc);
+  Value weights = kernel.getWorkgroupAttributions()[0];
+  Value sums = kernel.getWorkgroupAttributions()[1];
 
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };
@@ -1002,57 +1034,95 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
   Type outType = cast<MemRefType>(out.getType()).getElementType();
   int64_t group = p.numHeads / kvHeads;
 
+  // A block per (row, kBlockThreads channels): thread t merges one channel.
   Value tid = kb.threadId();
   Value tokenHead = kb.blockId(gpu::Dimension::x);
+  Value channel = kb.add(kb.mul(kb.blockId(gpu::Dimension::y),
+                                kb.index(kBlockThreads)),
+                         tid);
   Value token = kb.divs(tokenHead, kb.index(p.numHeads));
   Value head = kb.rems(tokenHead, kb.index(p.numHeads));
   Value kvHead = kb.divs(head, kb.index(group));
   Value splits = memref::DimOp::create(builder, p.loc, partialStats, 0);
+  Value threads = kb.index(kBlockThreads);
+  Value hasChannel =
+      kb.cmpi(arith::CmpIPredicate::slt, channel, kb.index(valueDim));
 
   kb.ifThen(guardAllows(kb, guard, p.guardValue), [&] {
-    Value globalMax = kb.forLoop(
-        kb.index(0), splits, kb.index(1), {negInf(kb)},
+    // The largest split maximum (exact in any order): per thread, per warp
+    // (shuffles), then across the warps through shared memory.
+    Value ownMax = kb.forLoop(
+        tid, splits, threads, {negInf(kb)},
         [&](Value s, ValueRange c) -> SmallVector<Value> {
           return {kb.fmax(c[0],
                           kb.load(partialStats, {s, tokenHead, kb.index(0)}))};
         })[0];
+    for (int32_t mask = 16; mask >= 1; mask /= 2) {
+      Value other = gpu::ShuffleOp::create(builder, p.loc, ownMax, kb.i32(mask),
+                                           kb.i32(32), gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      ownMax = kb.fmax(ownMax, other);
+    }
+    Value warp = kb.divs(tid, kb.index(32));
+    kb.store(ownMax, weights, {warp});
+    kb.barrier();
+    Value globalMax = negInf(kb);
+    for (int64_t w = 0; w < kBlockThreads / 32; ++w)
+      globalMax = kb.fmax(globalMax, kb.load(weights, {kb.index(w)}));
     // Sinks of any float type, as ONNX Runtime's T-typed head_sink: f32.
     Value sink = sinks ? kb.toF32(kb.load(sinks, {head})) : Value();
     if (sink)
       globalMax = kb.fmax(globalMax, sink);
-    Value denominator = kb.forLoop(
-        kb.index(0), splits, kb.index(1), {kb.f32(0.0f)},
-        [&](Value s, ValueRange c) -> SmallVector<Value> {
-          Value m = kb.load(partialStats, {s, tokenHead, kb.index(0)});
-          Value l = kb.load(partialStats, {s, tokenHead, kb.index(1)});
-          return {kb.fma(l, weight(kb, m, globalMax), c[0])};
-        })[0];
+    kb.barrier();
+
+    // Chunks of splits: their weights and sums staged by the block, then
+    // the denominator and the channel's sum folded in split order (the
+    // same operations, in the same order, as one thread walking them).
+    Value chunk = kb.index(kMergeSplitsPerChunk);
+    SmallVector<Value> totals = kb.forLoop(
+        kb.index(0), splits, chunk, {kb.f32(0.0f), kb.f32(0.0f)},
+        [&](Value base, ValueRange c) -> SmallVector<Value> {
+          Value count = kb.mins(chunk, kb.sub(splits, base));
+          kb.forLoop(tid, count, threads, {},
+                     [&](Value j, ValueRange) -> SmallVector<Value> {
+                       Value s = kb.add(base, j);
+                       Value m =
+                           kb.load(partialStats, {s, tokenHead, kb.index(0)});
+                       Value l =
+                           kb.load(partialStats, {s, tokenHead, kb.index(1)});
+                       kb.store(weight(kb, m, globalMax), weights, {j});
+                       kb.store(l, sums, {j});
+                       return {};
+                     });
+          kb.barrier();
+          Value denominator =
+              foldInOrder(kb, count, c[0], [&](Value j, Value acc) {
+                return kb.fma(kb.load(sums, {j}), kb.load(weights, {j}), acc);
+              });
+          Value safeChannel = kb.mins(channel, kb.index(valueDim - 1));
+          Value sum = foldInOrder(kb, count, c[1], [&](Value j, Value acc) {
+            Value o =
+                kb.load(partialOut, {kb.add(base, j), tokenHead, safeChannel});
+            return kb.fma(o, kb.load(weights, {j}), acc);
+          });
+          kb.barrier();
+          return {denominator, sum};
+        });
+    Value denominator = totals[0];
     // A sink adds exp(sink - max) to the denominator and nothing to the sum.
     if (sink)
       denominator = kb.fadd(denominator, weight(kb, sink, globalMax));
     Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
     Value inverse =
         kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
-    kb.forLoop(tid, kb.index(valueDim), kb.index(kBlockThreads), {},
-               [&](Value channel, ValueRange) -> SmallVector<Value> {
-                 Value sum = kb.forLoop(
-                     kb.index(0), splits, kb.index(1), {kb.f32(0.0f)},
-                     [&](Value s, ValueRange c) -> SmallVector<Value> {
-                       Value m =
-                           kb.load(partialStats, {s, tokenHead, kb.index(0)});
-                       Value o = kb.load(partialOut, {s, tokenHead, channel});
-                       return {kb.fma(o, weight(kb, m, globalMax), c[0])};
-                     })[0];
-                 Value result = kb.fmul(sum, inverse);
-                 if (outScale)
-                   result =
-                       kb.fmul(result, kb.load(outScale, {kvHead, channel}));
-                 // The output's only rounding.
-                 Value rounded =
-                     arith::TruncFOp::create(kb.b, kb.loc, outType, result);
-                 kb.store(rounded, out, {token, head, channel});
-                 return {};
-               });
+    kb.ifThen(hasChannel, [&] {
+      Value result = kb.fmul(totals[1], inverse);
+      if (outScale)
+        result = kb.fmul(result, kb.load(outScale, {kvHead, channel}));
+      // The output's only rounding.
+      Value rounded = arith::TruncFOp::create(kb.b, kb.loc, outType, result);
+      kb.store(rounded, out, {token, head, channel});
+    });
   });
   gpu::ReturnOp::create(builder, p.loc);
   return kernel;

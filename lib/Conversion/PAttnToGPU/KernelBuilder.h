@@ -51,6 +51,10 @@ public:
   /// The kernel runs only on chips with cvt.rn.f16x2.e2m1x2 (sm_100a,
   /// sm_120a).
   bool hardwareFp4 = false;
+  /// The e2m1 bit trick stops short of its restoring multiply: its pairs
+  /// are the codes x 2^-14, exact f16 subnormals, and the caller applies
+  /// kFp4SubnormalScale itself (once per sum instead of once per pair).
+  bool fp4Subnormal = false;
 
   // Constants.
   mlir::Value index(int64_t value);

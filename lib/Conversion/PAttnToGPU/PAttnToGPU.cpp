@@ -578,7 +578,9 @@ void HostRewriter::lowerDecode(
              decodeOperands, decode.sharedBytes, decode.blockThreads);
       SmallVector<Value> mergeOperands(decode.mergeOperands);
       mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-      launch(loc, decode.merge, {rows, kb.index(1), kb.index(1)},
+      // A merge block per (row, kBlockThreads channels).
+      Value channelBlocks = kb.index(llvm::divideCeil(valueDim, kBlockThreads));
+      launch(loc, decode.merge, {rows, channelBlocks, kb.index(1)},
              mergeOperands);
     });
     gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},

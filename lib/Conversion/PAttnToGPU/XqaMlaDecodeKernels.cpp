@@ -200,7 +200,9 @@ private:
                      Value partialOut, Value partialStats);
   /// 2^k and 2^-k for the k that brings `magnitude` (>= 0) into
   /// [2^14, 2^15) (clamped so both stay normal fp32).
-  std::pair<Value, Value> normalization(Value magnitude);
+  /// With `inverseShift`, the inverse also carries 2^inverseShift.
+  std::pair<Value, Value> normalization(Value magnitude,
+                                        int64_t inverseShift = 0);
 
   /// The current raw slot's first word and byte (index), set per tile;
   /// the tensor outer scale (nvfp4 tensor mode), loaded once.
@@ -232,7 +234,8 @@ OperandLane XqaMlaBuilder::describeLane(LaneAttr lane, int64_t firstColumn) {
   return result;
 }
 
-std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude) {
+std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude,
+                                                     int64_t inverseShift) {
   // magnitude = 1.f x 2^(E - 127): the factor's exponent field is 268 - E
   // (at most 253, so that the inverse 2^(254 - F - 127) stays normal); an
   // inf or NaN maximum gives 13, and stays inf or NaN.
@@ -241,7 +244,7 @@ std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude) {
   Value field = kb.sub(kb.i32(268), exponent);
   field = kb.mins(field, kb.i32(253));
   Value factor = kb.bitcast(builder.getF32Type(), kb.shl(field, kb.i32(23)));
-  Value inverseField = kb.sub(kb.i32(254), field);
+  Value inverseField = kb.sub(kb.i32(int32_t(254 + inverseShift)), field);
   Value inverse =
       kb.bitcast(builder.getF32Type(), kb.shl(inverseField, kb.i32(23)));
   return {factor, inverse};
@@ -375,39 +378,68 @@ void XqaMlaBuilder::lookupPages(Value tileIndex, Value slot) {
 }
 
 void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
-  // 16 bytes per cp.async, consecutive threads on consecutive chunks of a
-  // record (coalesced).
+  // 16 bytes per cp.async; consecutive threads copy consecutive chunks of
+  // a record (coalesced). Dead keys are zero-filled.
   int64_t chunksPerRecord = recordBytes / 16;
-  int64_t chunks = tileKeys * chunksPerRecord;
   Value tileStart = kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
   Value rawBytes = view(0, {layout.total}, builder.getIntegerType(8));
   Value slotBase = kb.mul(rawSlot, index(tileKeys * layout.rawStride));
   slotBase = kb.add(slotBase, index(layout.raw));
-  for (int64_t pass = 0; pass * kXqaMlaThreads < chunks; ++pass) {
-    Value chunk = kb.add(tid, index(pass * kXqaMlaThreads));
-    auto copy = [&] {
-      Value key = kb.divs(chunk, index(chunksPerRecord));
-      Value byte = kb.rems(chunk, index(chunksPerRecord));
-      byte = kb.mul(byte, index(16));
-      Value at = kb.add(kb.mul(pageSlot, index(tileKeys)), key);
-      Value page = kb.load(pages, {at});
-      Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
-      Value keyPos = kb.add(tileStart, kb.toI32(key));
-      Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
-      Value safePage = kb.toIndex(kb.maxs(page, kb.i32(0)));
-      Value copied = kb.select(isLive, index(16), index(0));
-      Value dst = kb.mul(key, index(layout.rawStride));
-      dst = kb.add(dst, slotBase);
-      dst = kb.add(dst, byte);
-      nvgpu::DeviceAsyncCopyOp::create(
-          builder, kb.loc, rawBytes, ValueRange{dst}, storage,
-          ValueRange{safePage, kb.toIndex(offset), byte},
-          builder.getIndexAttr(16), copied, builder.getUnitAttr());
-    };
-    if ((pass + 1) * kXqaMlaThreads <= chunks)
-      copy();
-    else
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks)), copy);
+  // The key's position in its page: block_size is a power of two.
+  Value pageMask = kb.i32(int32_t(blockSize - 1));
+  auto copy = [&](Value key, Value byte, Value dst) {
+    Value at = kb.add(kb.mul(pageSlot, index(tileKeys)), key);
+    Value page = kb.load(pages, {at});
+    Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
+    Value keyPos = kb.add(tileStart, kb.toI32(key));
+    Value offset = kb.andi(keyPos, pageMask);
+    Value safePage = kb.toIndex(kb.maxs(page, kb.i32(0)));
+    Value copied = kb.select(isLive, index(16), index(0));
+    nvgpu::DeviceAsyncCopyOp::create(
+        builder, kb.loc, rawBytes, ValueRange{dst}, storage,
+        ValueRange{safePage, kb.toIndex(offset), byte},
+        builder.getIndexAttr(16), copied, builder.getUnitAttr());
+  };
+  if (chunksPerRecord <= kXqaMlaThreads) {
+    // Thread t copies chunk t % C of keys t / C + K j (K = whole records
+    // per pass): its chunk and first destination are fixed, the passes
+    // differ by compile-time strides.
+    int64_t keysPerPass = kXqaMlaThreads / chunksPerRecord;
+    Value byte = kb.mul(kb.rems(tid, index(chunksPerRecord)), index(16));
+    Value firstKey = kb.divs(tid, index(chunksPerRecord));
+    Value threadDst = kb.add(kb.mul(firstKey, index(layout.rawStride)), byte);
+    threadDst = kb.add(slotBase, threadDst);
+    Value inPass = kb.cmpi(arith::CmpIPredicate::slt, tid,
+                           index(keysPerPass * chunksPerRecord));
+    for (int64_t pass = 0; pass * keysPerPass < tileKeys; ++pass) {
+      Value key = kb.add(firstKey, index(pass * keysPerPass));
+      Value dst =
+          kb.add(threadDst, index(pass * keysPerPass * layout.rawStride));
+      Value active = inPass;
+      if ((pass + 1) * keysPerPass > tileKeys)
+        active = kb.land(active, kb.cmpi(arith::CmpIPredicate::slt, key,
+                                         index(tileKeys)));
+      if (keysPerPass * chunksPerRecord == kXqaMlaThreads &&
+          (pass + 1) * keysPerPass <= tileKeys)
+        copy(key, byte, dst);
+      else
+        kb.ifThen(active, [&] { copy(key, byte, dst); });
+    }
+    return;
+  }
+  // Records of more chunks than threads: chunk t + T q of every key.
+  for (int64_t q = 0; q * kXqaMlaThreads < chunksPerRecord; ++q) {
+    Value chunk = kb.add(tid, index(q * kXqaMlaThreads));
+    Value byte = kb.mul(chunk, index(16));
+    Value inRecord =
+        kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunksPerRecord));
+    kb.ifThen(inRecord, [&] {
+      for (int64_t key = 0; key < tileKeys; ++key) {
+        Value dst = kb.add(slotBase, byte);
+        dst = kb.add(dst, index(key * layout.rawStride));
+        copy(index(key), byte, dst);
+      }
+    });
   }
 }
 
@@ -523,8 +555,13 @@ void XqaMlaBuilder::scoreTile(Value pageSlot) {
       chain = tc.mma(a, b, chain);
     }
     flush(current);
+    // The bit trick's e2m1 pairs are short of 2^14 (KernelBuilder::
+    // fp4Subnormal); the chips' cvt is not.
+    bool subnormalCodes = l->encoding == Encoding::nvfp4 && !kb.hardwareFp4;
     for (int64_t e = 0; e < 4; ++e) {
       Value total = laneTotal[e];
+      if (subnormalCodes)
+        total = kb.fmul(total, kb.f32(kFp4SubnormalScale));
       if (!l->bf16)
         total = kb.fmul(total, rowInverse[e / 2]);
       logit[e] = kb.fadd(logit[e], total);
@@ -714,7 +751,9 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
           largest = kb.fmax(largest, scaled[nt * 4 + e]);
       largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 1));
       largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 2));
-      auto [factor, undo] = normalization(largest);
+      // decodeWordHalves always takes the e2m1 bit trick, short of 2^14.
+      int64_t shift = v.encoding == Encoding::nvfp4 ? 14 : 0;
+      auto [factor, undo] = normalization(largest, shift);
       inverse[h] = undo;
       for (int64_t nt = 0; nt < keyTiles; ++nt)
         for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
@@ -801,6 +840,9 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Location loc = op.getLoc();
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
+  // e2m1 pairs stay codes x 2^-14; the sums take the 2^14 (in S, on the
+  // logits; in P V, in the inverse of P's normalization).
+  kb.fp4Subnormal = true;
   recordType = cache.type.getRecord();
   record = describeMlaRecord(recordType);
   LaneAttr latentAttr = recordType.getLane("latent");
