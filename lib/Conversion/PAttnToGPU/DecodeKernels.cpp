@@ -1064,7 +1064,9 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
       ownMax = kb.fmax(ownMax, other);
     }
     Value warp = kb.divs(tid, kb.index(32));
-    kb.store(ownMax, weights, {warp});
+    Value leadsWarp = kb.cmpi(arith::CmpIPredicate::eq,
+                              kb.rems(tid, kb.index(32)), kb.index(0));
+    kb.ifThen(leadsWarp, [&] { kb.store(ownMax, weights, {warp}); });
     kb.barrier();
     Value globalMax = negInf(kb);
     for (int64_t w = 0; w < kBlockThreads / 32; ++w)
