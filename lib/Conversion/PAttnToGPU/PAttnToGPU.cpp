@@ -56,6 +56,8 @@ static constexpr int64_t kDefaultXqaKeysPerSplit = 4096;
 /// merge, is about one tile).
 static constexpr int64_t kXqaMostSplits = 64;
 static constexpr int64_t kXqaLeastTilesPerSplit = 4;
+static constexpr int64_t kXqaMlaMostSplits = 128;
+static constexpr int64_t kXqaMlaLeastTilesPerSplit = 2;
 
 /// Declares the runtime function `name` taking nothing and returning
 /// `result`; one returning a memref goes through MLIR's C interface.
@@ -134,6 +136,10 @@ private:
     /// `residentBlocks` of them fit on an SM.
     int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
     int64_t blocksPerSequence = 0, blocksPerToken = 0;
+    /// The split search's bounds: at least this many tiles per split, at
+    /// most this many splits.
+    int64_t leastTilesPerSplit = kXqaLeastTilesPerSplit;
+    int64_t mostSplits = kXqaMostSplits;
   };
   /// The workspace, then per kernel module the decode and merge launches of
   /// the kernels `build` makes in that module.
@@ -523,8 +529,8 @@ void HostRewriter::lowerDecode(
       Value one = kb.index(1);
       Value tiles = ceilDiv(maxKeys, kb.index(tile));
       tiles = kb.maxs(tiles, one);
-      Value most = kb.divs(tiles, kb.index(kXqaLeastTilesPerSplit));
-      most = kb.mins(most, kb.index(kXqaMostSplits));
+      Value most = kb.divs(tiles, kb.index(grid.leastTilesPerSplit));
+      most = kb.mins(most, kb.index(grid.mostSplits));
       most = kb.maxs(most, one);
       auto cost = [&](Value candidate) {
         Value waves = ceilDiv(kb.mul(candidate, sequences), wave);
@@ -648,6 +654,10 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
     grid.sharedBytes = xqa.getSharedBytes();
     grid.residentBlocks = xqaMlaResidentBlocks(grid.sharedBytes, chips);
     grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
+    // An MLA tile is 32 keys, and a block's tile costs more than a paged
+    // one: a short sequence spreads over more splits.
+    grid.leastTilesPerSplit = kXqaMlaLeastTilesPerSplit;
+    grid.mostSplits = kXqaMlaMostSplits;
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 cache->type.getBlockSize(), latent, numHeads, grid,
                 [&](KernelModule &module) {

@@ -284,11 +284,12 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
     if (!anyF16Query())
       continue;
     // The f16 lanes' maximum: reread what this lane stored (its own
-    // stores), so that the loads above stay unconditional vectors.
+    // stores), so that the loads above stay unconditional vectors; a lane
+    // past the row rereads its first piece, which the mask then drops.
     for (int64_t k = 0; k * kWarpThreads < pieces; ++k) {
       Value piece = kb.add(lane, index(k * kWarpThreads));
       Value inRange = kb.cmpi(arith::CmpIPredicate::slt, piece, index(pieces));
-      Value safePiece = kb.mins(piece, index(pieces - 1));
+      Value safePiece = kb.select(inRange, piece, lane);
       Value column = kb.mul(safePiece, index(kQueryPiece));
       Value loaded = vector::LoadOp::create(
           builder, loc, VectorType::get({kQueryPiece}, bf16), queryBf16,
@@ -311,7 +312,10 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
     auto [factor, inverse] = normalization(largest);
     kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, index(0)),
               [&] { kb.store(inverse, queryInverse, {row}); });
-    NVVM::SyncWarpOp::create(builder, loc, kb.i32(-1));
+    // The row's raw bits, stored by every lane of the warp, are reread by
+    // others below (every warp takes the same rows loop, so a block
+    // barrier is uniform; it runs once per block).
+    kb.barrier();
     // Each f16 lane's groups: normalized, rounded once, permuted into the
     // decoder's order (a group is read and written by one thread).
     for (const OperandLane *l : {&latentLane, &ropeLane}) {

@@ -24,12 +24,13 @@
 // CHECK:   memref.view {{.*}}[%c0{{.*}} to memref<16x584xf16, #gpu.address_space<workgroup>>
 // The query: warp w loads rows 4w .. 4w + 3; per row, the largest
 // magnitude of the e4m3 latent's channels (a warp reduction), its inverse
-// power of two to shared memory, then each 16-channel group scaled into f16
+// power of two to shared memory, a barrier (lanes reread each other's
+// stores), then each 16-channel group scaled into f16
 // and permuted into the order the e4m3 decoder pairs channels (sm_90a's
 // cvt pairs adjacent bytes: the thread's word holds logical columns 2t, 2t
 // + 1, 2t + 8, 2t + 9). The bf16 rope stays as it is.
 // CHECK:   gpu.shuffle  xor
-// CHECK:   nvvm.bar.warp.sync
+// CHECK:   gpu.barrier
 // CHECK:   arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
 // CHECK:   vector.shuffle {{.*}} [0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15] : vector<16xf16>, vector<16xf16>
 // Prologue: tile 0's pages, then 16-byte cp.async copies of whole records
