@@ -126,15 +126,15 @@ private:
   XqaMlaSharedLayout layout;
   OperandLane latentLane, ropeLane;
   LaneAttr latentScaleLane, ropeScaleLane, tokenLane;
-  int64_t latent = 0, keyDim = 0, recordBytes = 0, numHeads = 0,
-          headGroups = 0, tileKeys = 0, blockSize = 0;
+  int64_t latent = 0, keyDim = 0, recordBytes = 0, numHeads = 0, headGroups = 0,
+          tileKeys = 0, blockSize = 0;
   /// Latent channels per post-mma scale (the whole latent when one).
   int64_t latentGroup = 0;
   int64_t warpChannels = 0, warpTiles = 0; ///< of P V, per warp
 
   // Kernel values.
-  Value smem, query, storage, outerScale, blockTable, sequence, first, last, tileCount,
-      tid, warp, lane, groupId, threadInGroup;
+  Value smem, query, storage, outerScale, blockTable, sequence, first, last,
+      tileCount, tid, warp, lane, groupId, threadInGroup;
   Value queryTile, queryBf16, queryInverse, logits, pages, words, bytes;
   Value softmaxScale, negInf, zero;
   /// The query rows' inverse normalizations (rows g and g + 8).
@@ -156,6 +156,28 @@ private:
     return kb.divs(rounded, kb.i32(int32_t(b)));
   }
   MmaBuilder &mmaOf(const OperandLane &l) { return l.bf16 ? bf16Mma : f16Mma; }
+  /// The largest of `init` and row h's (g or g + 8) elements of `values`
+  /// (per key tile, the 4 elements of the mma C layout) across the quad.
+  Value quadRowMax(ArrayRef<Value> values, int64_t h, Value init) {
+    Value largest = init;
+    for (int64_t nt = 0; nt < int64_t(values.size()) / 4; ++nt)
+      for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
+        largest = kb.fmax(largest, values[nt * 4 + e]);
+    largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 1));
+    return kb.fmax(largest, f16Mma.shuffleXor(largest, 2));
+  }
+  /// body(item) for this lane's items lane, lane + 32, ... below `count`
+  /// (only the last pass guarded).
+  void forLaneItems(int64_t count, function_ref<void(Value)> body) {
+    for (int64_t k = 0; k * kWarpThreads < count; ++k) {
+      Value item = kb.add(lane, index(k * kWarpThreads));
+      if ((k + 1) * kWarpThreads <= count)
+        body(item);
+      else
+        kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, item, index(count)),
+                  [&] { body(item); });
+    }
+  }
   bool anyF16Query() const { return !latentLane.bf16 || !ropeLane.bf16; }
 
   OperandLane describeLane(LaneAttr lane, int64_t firstColumn);
@@ -229,8 +251,7 @@ OperandLane XqaMlaBuilder::describeLane(LaneAttr lane, int64_t firstColumn) {
     result.encoding = Encoding::f8e4m3;
   result.bf16 = result.encoding == Encoding::bf16;
   result.wordChannels = elementsPerWord(result.encoding);
-  result.pairs =
-      wordPairOrder(result.encoding, kb.hardwareFp8, kb.hardwareFp4);
+  result.pairs = wordPairOrder(result.encoding, kb.hardwareFp8, kb.hardwareFp4);
   return result;
 }
 
@@ -262,25 +283,17 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
     Value head = kb.add(firstHead, row);
     // The row's raw bits, and the largest magnitude of its f16 lanes.
     Value largest = zero;
-    for (int64_t k = 0; k * kWarpThreads < pieces; ++k) {
-      Value piece = kb.add(lane, index(k * kWarpThreads));
-      auto copy = [&] {
-        Value column = kb.mul(piece, index(kQueryPiece));
-        Value loaded = vector::LoadOp::create(
-            builder, loc, VectorType::get({kQueryPiece}, queryElement),
-            query, ValueRange{token, head, column});
-        Value halves = vector::BitCastOp::create(
-            builder, loc, VectorType::get({kQueryPiece}, f16), loaded);
-        vector::StoreOp::create(builder, loc, halves, queryTile,
-                                ValueRange{row, column},
-                                /*nontemporal=*/false, llvm::MaybeAlign(16));
-      };
-      if ((k + 1) * kWarpThreads <= pieces)
-        copy();
-      else
-        kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, piece, index(pieces)),
-                  copy);
-    }
+    forLaneItems(pieces, [&](Value piece) {
+      Value column = kb.mul(piece, index(kQueryPiece));
+      Value loaded = vector::LoadOp::create(
+          builder, loc, VectorType::get({kQueryPiece}, queryElement), query,
+          ValueRange{token, head, column});
+      Value halves = vector::BitCastOp::create(
+          builder, loc, VectorType::get({kQueryPiece}, f16), loaded);
+      vector::StoreOp::create(builder, loc, halves, queryTile,
+                              ValueRange{row, column},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    });
     if (!anyF16Query())
       continue;
     // The f16 lanes' maximum: reread what this lane stored (its own
@@ -293,8 +306,7 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
       Value column = kb.mul(safePiece, index(kQueryPiece));
       Value loaded = vector::LoadOp::create(
           builder, loc, VectorType::get({kQueryPiece}, bf16), queryBf16,
-          ValueRange{row, column}, /*nontemporal=*/false,
-          llvm::MaybeAlign(16));
+          ValueRange{row, column}, /*nontemporal=*/false, llvm::MaybeAlign(16));
       Value pieceMax = zero;
       for (int64_t e = 0; e < kQueryPiece; ++e) {
         Value x = vector::ExtractOp::create(builder, loc, loaded, e);
@@ -327,35 +339,25 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
       for (int64_t c = 0; c < width; ++c)
         mask.push_back(l->physicalInGroup(c));
       Value splat = vector::BroadcastOp::create(
-          builder, loc, VectorType::get({width}, builder.getF32Type()),
-          factor);
-      for (int64_t k = 0; k * kWarpThreads < groups; ++k) {
-        Value group = kb.add(lane, index(k * kWarpThreads));
-        auto permute = [&] {
-          Value column = kb.mul(group, index(width));
-          column = kb.add(column, index(l->firstColumn));
-          Value raw = vector::LoadOp::create(
-              builder, loc, VectorType::get({width}, bf16), queryBf16,
-              ValueRange{row, column}, /*nontemporal=*/false,
-              llvm::MaybeAlign(16));
-          Value wide = arith::ExtFOp::create(
-              builder, loc, VectorType::get({width}, builder.getF32Type()),
-              raw);
-          Value scaled = arith::MulFOp::create(builder, loc, wide, splat);
-          Value halves = arith::TruncFOp::create(
-              builder, loc, VectorType::get({width}, f16), scaled);
-          Value ordered =
-              vector::ShuffleOp::create(builder, loc, halves, halves, mask);
-          vector::StoreOp::create(builder, loc, ordered, queryTile,
-                                  ValueRange{row, column},
-                                  /*nontemporal=*/false, llvm::MaybeAlign(16));
-        };
-        if ((k + 1) * kWarpThreads <= groups)
-          permute();
-        else
-          kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, group, index(groups)),
-                    permute);
-      }
+          builder, loc, VectorType::get({width}, builder.getF32Type()), factor);
+      forLaneItems(groups, [&](Value group) {
+        Value column = kb.mul(group, index(width));
+        column = kb.add(column, index(l->firstColumn));
+        Value raw =
+            vector::LoadOp::create(builder, loc, VectorType::get({width}, bf16),
+                                   queryBf16, ValueRange{row, column},
+                                   /*nontemporal=*/false, llvm::MaybeAlign(16));
+        Value wide = arith::ExtFOp::create(
+            builder, loc, VectorType::get({width}, builder.getF32Type()), raw);
+        Value scaled = arith::MulFOp::create(builder, loc, wide, splat);
+        Value halves = arith::TruncFOp::create(
+            builder, loc, VectorType::get({width}, f16), scaled);
+        Value ordered =
+            vector::ShuffleOp::create(builder, loc, halves, halves, mask);
+        vector::StoreOp::create(builder, loc, ordered, queryTile,
+                                ValueRange{row, column},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+      });
     }
   }
 }
@@ -421,8 +423,8 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
           kb.add(threadDst, index(pass * keysPerPass * layout.rawStride));
       Value active = inPass;
       if ((pass + 1) * keysPerPass > tileKeys)
-        active = kb.land(active, kb.cmpi(arith::CmpIPredicate::slt, key,
-                                         index(tileKeys)));
+        active = kb.land(
+            active, kb.cmpi(arith::CmpIPredicate::slt, key, index(tileKeys)));
       if (keysPerPass * chunksPerRecord == kXqaMlaThreads &&
           (pass + 1) * keysPerPass <= tileKeys)
         copy(key, byte, dst);
@@ -543,8 +545,8 @@ void XqaMlaBuilder::scoreTile(Value pageSlot) {
                                                   2 * (step / perWord));
             Value scale = scalePair(code, code);
             for (ChannelPair &pair : decoded)
-              pair.pair = arith::MulFOp::create(builder, kb.loc, pair.pair,
-                                                scale);
+              pair.pair =
+                  arith::MulFOp::create(builder, kb.loc, pair.pair, scale);
           }
         }
         int64_t p0 = 2 * (step % perWord);
@@ -628,12 +630,7 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   SmallVector<Value> p(keyTiles * 4), alphas(2);
   Value rescale = kb.boolean(false);
   for (int64_t h = 0; h < 2; ++h) {
-    Value rowMax = negInf;
-    for (int64_t nt = 0; nt < keyTiles; ++nt)
-      for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
-        rowMax = kb.fmax(rowMax, x[nt * 4 + e]);
-    rowMax = kb.fmax(rowMax, f16Mma.shuffleXor(rowMax, 1));
-    rowMax = kb.fmax(rowMax, f16Mma.shuffleXor(rowMax, 2));
+    Value rowMax = quadRowMax(x, h, negInf);
     Value oldMax = s[maxAt(h)];
     Value newMax = kb.fmax(oldMax, rowMax);
     Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
@@ -706,9 +703,9 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     SmallVector<Value> registers(width);
     for (int64_t half = 0; half < 2; ++half) {
       Value selector = kb.i32(half ? highSelector : lowSelector);
-      Value gathered = NVVM::PermuteOp::create(
-          builder, loc, builder.getI32Type(), wordA, wordB, selector,
-          NVVM::PermuteMode::DEFAULT);
+      Value gathered =
+          NVVM::PermuteOp::create(builder, loc, builder.getI32Type(), wordA,
+                                  wordB, selector, NVVM::PermuteMode::DEFAULT);
       if (adjacentBytes) {
         for (const ChannelPair &pair :
              decodeWordPairs(kb, v.encoding, gathered))
@@ -720,8 +717,8 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
       }
     }
     if (v.encoding == Encoding::nvfp4) {
-      int64_t at = key * layout.rawStride + latentScaleLane.getOffset() +
-                   channel / 16;
+      int64_t at =
+          key * layout.rawStride + latentScaleLane.getOffset() + channel / 16;
       Value scale = scalePair(rawByte(pairScaleBytes, at),
                               rawByte(pairScaleBytes, at + layout.rawStride));
       for (Value &reg : registers)
@@ -749,12 +746,7 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
       }
     Value inverse[2];
     for (int64_t h = 0; h < 2; ++h) {
-      Value largest = zero;
-      for (int64_t nt = 0; nt < keyTiles; ++nt)
-        for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
-          largest = kb.fmax(largest, scaled[nt * 4 + e]);
-      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 1));
-      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 2));
+      Value largest = quadRowMax(scaled, h, zero);
       // decodeWordHalves always takes the e2m1 bit trick, short of 2^14.
       int64_t shift = v.encoding == Encoding::nvfp4 ? 14 : 0;
       auto [factor, undo] = normalization(largest, shift);
