@@ -1037,9 +1037,8 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
   // A block per (row, kBlockThreads channels): thread t merges one channel.
   Value tid = kb.threadId();
   Value tokenHead = kb.blockId(gpu::Dimension::x);
-  Value channel = kb.add(kb.mul(kb.blockId(gpu::Dimension::y),
-                                kb.index(kBlockThreads)),
-                         tid);
+  Value channel = kb.add(
+      kb.mul(kb.blockId(gpu::Dimension::y), kb.index(kBlockThreads)), tid);
   Value token = kb.divs(tokenHead, kb.index(p.numHeads));
   Value head = kb.rems(tokenHead, kb.index(p.numHeads));
   Value kvHead = kb.divs(head, kb.index(group));

@@ -87,8 +87,8 @@ MlaRecordLayout describeMlaRecord(pattn::RecordType record);
 /// copied, the one looked up); and per query row the inverse of its f16
 /// normalization.
 struct XqaMlaSharedLayout {
-  int64_t query = 0, rowStride = 0; ///< rowStride: elements
-  int64_t raw = 0, rawStride = 0;   ///< rawStride: bytes
+  int64_t query = 0, rowStride = 0;    ///< rowStride: elements
+  int64_t raw = 0, rawStride = 0;      ///< rawStride: bytes
   int64_t logits = 0, logitStride = 0; ///< logitStride: f32 elements
   int64_t pages = 0;                   ///< i32 per key
   int64_t queryScales = 0;             ///< f32 per query row
