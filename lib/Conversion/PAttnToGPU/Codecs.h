@@ -9,7 +9,7 @@
 // integer codes by the magic-number trick, minifloat codes by moving their
 // bits into f16 bit patterns (or by the chip's conversion instruction where
 // the kernel module's chips have one). The portable kernel widens the pairs
-// to fp32; the tensor-core kernel stores them as mma operand tiles.
+// to fp32; the tensor-core kernels make mma operands of them.
 //
 //===----------------------------------------------------------------------===//
 

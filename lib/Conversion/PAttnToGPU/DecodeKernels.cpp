@@ -1037,8 +1037,9 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
   // A block per (row, kBlockThreads channels): thread t merges one channel.
   Value tid = kb.threadId();
   Value tokenHead = kb.blockId(gpu::Dimension::x);
-  Value channel = kb.add(
-      kb.mul(kb.blockId(gpu::Dimension::y), kb.index(kBlockThreads)), tid);
+  Value channelBlock = kb.blockId(gpu::Dimension::y);
+  Value channel = kb.mul(channelBlock, kb.index(kBlockThreads));
+  channel = kb.add(channel, tid);
   Value token = kb.divs(tokenHead, kb.index(p.numHeads));
   Value head = kb.rems(tokenHead, kb.index(p.numHeads));
   Value kvHead = kb.divs(head, kb.index(group));
@@ -1063,8 +1064,9 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
       ownMax = kb.fmax(ownMax, other);
     }
     Value warp = kb.divs(tid, kb.index(32));
-    Value leadsWarp = kb.cmpi(arith::CmpIPredicate::eq,
-                              kb.rems(tid, kb.index(32)), kb.index(0));
+    Value laneOfWarp = kb.rems(tid, kb.index(32));
+    Value leadsWarp =
+        kb.cmpi(arith::CmpIPredicate::eq, laneOfWarp, kb.index(0));
     kb.ifThen(leadsWarp, [&] { kb.store(ownMax, weights, {warp}); });
     kb.barrier();
     Value globalMax = negInf(kb);
@@ -1098,7 +1100,9 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
           kb.barrier();
           Value denominator =
               foldInOrder(kb, count, c[0], [&](Value j, Value acc) {
-                return kb.fma(kb.load(sums, {j}), kb.load(weights, {j}), acc);
+                Value l = kb.load(sums, {j});
+                Value w = kb.load(weights, {j});
+                return kb.fma(l, w, acc);
               });
           Value safeChannel = kb.mins(channel, kb.index(valueDim - 1));
           Value sum = foldInOrder(kb, count, c[1], [&](Value j, Value acc) {

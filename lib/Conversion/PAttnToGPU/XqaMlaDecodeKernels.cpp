@@ -279,7 +279,8 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
   int64_t pieces = keyDim / kQueryPiece;
   int64_t latentPieces = latent / kQueryPiece;
   for (int64_t rr = 0; rr < kRowsPerWarp; ++rr) {
-    Value row = kb.add(kb.mul(warp, index(kRowsPerWarp)), index(rr));
+    Value row = kb.mul(warp, index(kRowsPerWarp));
+    row = kb.add(row, index(rr));
     Value head = kb.add(firstHead, row);
     // The row's raw bits, and the largest magnitude of its f16 lanes.
     Value largest = zero;
@@ -411,7 +412,8 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
     // per pass): its chunk and first destination are fixed, the passes
     // differ by compile-time strides.
     int64_t keysPerPass = kXqaMlaThreads / chunksPerRecord;
-    Value byte = kb.mul(kb.rems(tid, index(chunksPerRecord)), index(16));
+    Value byte = kb.rems(tid, index(chunksPerRecord));
+    byte = kb.mul(byte, index(16));
     Value firstKey = kb.divs(tid, index(chunksPerRecord));
     Value threadDst = kb.add(kb.mul(firstKey, index(layout.rawStride)), byte);
     threadDst = kb.add(slotBase, threadDst);
@@ -475,7 +477,8 @@ void XqaMlaBuilder::scoreTile(Value pageSlot) {
   Value bKey = kb.add(n0, groupId);
   Value keyLow = kb.add(n0, kb.mul(threadInGroup, index(2)));
   Value aRow = kb.rems(lane, index(16));
-  Value aColumnOffset = kb.mul(kb.divs(lane, index(16)), index(8));
+  Value aColumnOffset = kb.divs(lane, index(16));
+  aColumnOffset = kb.mul(aColumnOffset, index(8));
   int64_t stride = strideWords();
   // Words of the B key's record from word t, and of key 2t's record.
   Value bKeyWords = kb.mul(bKey, index(stride));

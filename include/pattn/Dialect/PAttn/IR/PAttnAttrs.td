@@ -193,10 +193,11 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
     is `xqa`, and obeyed by `--convert-pattn-to-gpu`. One block of four
     warps serves `heads_per_block` (16) query heads of one query token and
     one split of its keys: those heads are the 16 M rows of
-    `mma.sync.m16n8k16` (bf16 operands, fp32 accumulation). Per tile of
-    `keys_per_tile` keys the records are copied raw into shared memory with
-    `cp.async`, dequantized once into one bf16 operand tile that serves as
-    K (latent ‖ rope) and as V (latent), and then
+    `mma.sync.m16n8k16` (f16 operands for quantized lanes, bf16 for bf16
+    lanes, fp32 accumulation). Per tile of `keys_per_tile` keys the records
+    are copied raw into a two-slot ring in shared memory with `cp.async`
+    (the next tile lands while this one is computed), and every warp
+    decodes its mma operands from the raw words in registers:
 
     - S = Q Kᵀ is split over the warps by keys (each warp computes its
       keys' logits once for all 16 heads),
@@ -210,7 +211,7 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
     Example:
     ```mlir
     #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
-                        shared_bytes = 60416>
+                        shared_bytes = 63680>
     ```
   }];
   let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
