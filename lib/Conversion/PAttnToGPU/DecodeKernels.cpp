@@ -1082,8 +1082,11 @@ gpu::GPUFuncOp buildMergeKernel(KernelModule &kernels, int64_t valueDim,
     // the denominator and the channel's sum folded in split order (the
     // same operations, in the same order, as one thread walking them).
     Value chunk = kb.index(kMergeSplitsPerChunk);
+    Value chunkBegin = kb.index(0);
+    Value zeroDenominator = kb.f32(0.0f);
+    Value zeroSum = kb.f32(0.0f);
     SmallVector<Value> totals = kb.forLoop(
-        kb.index(0), splits, chunk, {kb.f32(0.0f), kb.f32(0.0f)},
+        chunkBegin, splits, chunk, {zeroDenominator, zeroSum},
         [&](Value base, ValueRange c) -> SmallVector<Value> {
           Value count = kb.mins(chunk, kb.sub(splits, base));
           kb.forLoop(tid, count, threads, {},

@@ -315,8 +315,9 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
       }
       Value isLatent =
           kb.cmpi(arith::CmpIPredicate::slt, safePiece, index(latentPieces));
-      Value counts = kb.select(isLatent, kb.boolean(!latentLane.bf16),
-                               kb.boolean(!ropeLane.bf16));
+      Value latentCounts = kb.boolean(!latentLane.bf16);
+      Value ropeCounts = kb.boolean(!ropeLane.bf16);
+      Value counts = kb.select(isLatent, latentCounts, ropeCounts);
       counts = kb.land(counts, inRange);
       largest = kb.fmax(largest, kb.select(counts, pieceMax, zero));
     }
@@ -401,7 +402,8 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
     Value keyPos = kb.add(tileStart, kb.toI32(key));
     Value offset = kb.andi(keyPos, pageMask);
     Value safePage = kb.toIndex(kb.maxs(page, kb.i32(0)));
-    Value copied = kb.select(isLive, index(16), index(0));
+    Value full = index(16);
+    Value copied = kb.select(isLive, full, index(0));
     nvgpu::DeviceAsyncCopyOp::create(
         builder, kb.loc, rawBytes, ValueRange{dst}, storage,
         ValueRange{safePage, kb.toIndex(offset), byte},
@@ -722,8 +724,9 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     if (v.encoding == Encoding::nvfp4) {
       int64_t at =
           key * layout.rawStride + latentScaleLane.getOffset() + channel / 16;
-      Value scale = scalePair(rawByte(pairScaleBytes, at),
-                              rawByte(pairScaleBytes, at + layout.rawStride));
+      Value lowScale = rawByte(pairScaleBytes, at);
+      Value highScale = rawByte(pairScaleBytes, at + layout.rawStride);
+      Value scale = scalePair(lowScale, highScale);
       for (Value &reg : registers)
         reg = arith::MulFOp::create(builder, loc, reg, scale);
     }
