@@ -67,6 +67,20 @@ constexpr int64_t kXqaMlaThreads = kXqaMlaWarps * kWarpThreads;
 /// Query rows of a block, and per warp while the query is loaded.
 constexpr int64_t kRows = kXqaMlaHeadsPerBlock;
 constexpr int64_t kRowsPerWarp = kRows / kXqaMlaWarps;
+/// The softmax keeps a row's maximum until a tile's logits pass it by more
+/// than this (base 2), so P = 2^(x - max) <= 2^4 and the accumulators are
+/// rescaled only when a maximum jumps.
+constexpr int32_t kMaxSlack = 4;
+/// P V's A operand is P times each key's value scale times 2^e, with one
+/// exponent e per value block of a warp: set where the tile's largest scale
+/// times 2^e lands in [2^5, 2^6), and kept while it stays within 2^5 of
+/// that, in [2^0, 2^11) (so A < 2^15 with P <= 2^4, and the dominant keys'
+/// A, P >= 1, keep every bit down to scales 2^-14 of the tile's largest).
+constexpr int32_t kValueScaleTarget = 5;
+constexpr int32_t kValueExponentWindow = 5;
+/// Where the keys share one value scale (a tensor scale, or none), A is
+/// P 2^10: below 2^15, and exact in f16 down to P = 2^-24.
+constexpr int kSharedScaleExponent = 10;
 
 /// How one lane of the record (latent or rope) feeds the mma.
 struct OperandLane {
@@ -131,6 +145,8 @@ private:
   /// Latent channels per post-mma scale (the whole latent when one).
   int64_t latentGroup = 0;
   int64_t warpChannels = 0, warpTiles = 0; ///< of P V, per warp
+  /// A warp's value blocks (channels of one scale) in P V.
+  int64_t blockChannels = 0, valueBlocks = 0;
 
   // Kernel values.
   Value smem, query, storage, outerScale, blockTable, sequence, first, last,
@@ -179,6 +195,12 @@ private:
     }
   }
   bool anyF16Query() const { return !latentLane.bf16 || !ropeLane.bf16; }
+  /// Whether each key has its own value scale (e4m3 blocks, the nvfp4
+  /// per-token outer scale); else one scale serves every key.
+  bool perKeyValueScale() const {
+    return record.latentFormat == MlaLatentFormat::E4M3BlockScaled ||
+           bool(tokenLane);
+  }
 
   OperandLane describeLane(LaneAttr lane, int64_t firstColumn);
   /// The 16 query rows into the query tile: raw bf16 for bf16 lanes, times
@@ -222,19 +244,30 @@ private:
                      Value partialOut, Value partialStats);
   /// 2^k and 2^-k for the k that brings `magnitude` (>= 0) into
   /// [2^14, 2^15) (clamped so both stay normal fp32).
-  /// With `inverseShift`, the inverse also carries 2^inverseShift.
-  std::pair<Value, Value> normalization(Value magnitude,
-                                        int64_t inverseShift = 0);
+  std::pair<Value, Value> normalization(Value magnitude);
+  /// The block exponent (i32) that brings `largest` (>= 0), the largest
+  /// value scale of a tile, into [2^9, 2^10).
+  Value valueExponent(Value largest);
+  /// The accumulators and block exponents after moving the blocks whose
+  /// `leaves` is set toward `targets`.
+  SmallVector<Value> moveExponents(ArrayRef<Value> state,
+                                   ArrayRef<Value> targets,
+                                   ArrayRef<Value> leaves);
+  /// The factor that turns a value block's accumulators into partial
+  /// results.
+  SmallVector<Value> undoFactors(ArrayRef<Value> s, int64_t bw);
 
   /// The current raw slot's first word and byte (index), set per tile;
   /// the tensor outer scale (nvfp4 tensor mode), loaded once.
   Value rawBaseWords, rawBaseBytes, tensorScale;
 
-  /// Loop state: max and sum of rows g and g + 8, then the accumulators
-  /// (n-tile nt, element e).
+  /// Loop state: max and sum of rows g and g + 8, the accumulators (n-tile
+  /// nt, element e), then the value blocks' exponents (perKeyValueScale).
   static int64_t maxAt(int64_t h) { return h; }
   static int64_t sumAt(int64_t h) { return 2 + h; }
   static int64_t accAt(int64_t nt, int64_t e) { return 4 + nt * 4 + e; }
+  int64_t expAt(int64_t bw) const { return accAt(warpTiles, 0) + bw; }
+  int64_t expCount() const { return perKeyValueScale() ? valueBlocks : 0; }
 };
 
 OperandLane XqaMlaBuilder::describeLane(LaneAttr lane, int64_t firstColumn) {
@@ -255,8 +288,7 @@ OperandLane XqaMlaBuilder::describeLane(LaneAttr lane, int64_t firstColumn) {
   return result;
 }
 
-std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude,
-                                                     int64_t inverseShift) {
+std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude) {
   // magnitude = 1.f x 2^(E - 127): the factor's exponent field is 268 - E
   // (at most 253, so that the inverse 2^(254 - F - 127) stays normal); an
   // inf or NaN maximum gives 13, and stays inf or NaN.
@@ -265,7 +297,7 @@ std::pair<Value, Value> XqaMlaBuilder::normalization(Value magnitude,
   Value field = kb.sub(kb.i32(268), exponent);
   field = kb.mins(field, kb.i32(253));
   Value factor = kb.bitcast(builder.getF32Type(), kb.shl(field, kb.i32(23)));
-  Value inverseField = kb.sub(kb.i32(int32_t(254 + inverseShift)), field);
+  Value inverseField = kb.sub(kb.i32(254), field);
   Value inverse =
       kb.bitcast(builder.getF32Type(), kb.shl(inverseField, kb.i32(23)));
   return {factor, inverse};
@@ -632,12 +664,26 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
 
   // The online softmax (as the paged XQA kernel: a finite maximum, so that
   // ex2.approx(-inf) = +0 covers masked keys and a row's first maximum).
-  SmallVector<Value> p(keyTiles * 4), alphas(2);
+  // A row's maximum moves only when some row's logits pass its maximum by
+  // more than kMaxSlack; every row then takes its new maximum (a warp-
+  // uniform choice: every warp runs the same softmax on the same logits).
+  SmallVector<Value> p(keyTiles * 4), alphas(2), kept(2), raised(2);
   Value rescale = kb.boolean(false);
   for (int64_t h = 0; h < 2; ++h) {
     Value rowMax = quadRowMax(x, h, negInf);
     Value oldMax = s[maxAt(h)];
-    Value newMax = kb.fmax(oldMax, rowMax);
+    kept[h] = oldMax;
+    raised[h] = kb.fmax(oldMax, rowMax);
+    Value limit = kb.fadd(oldMax, kb.f32(float(kMaxSlack)));
+    rescale =
+        kb.lor(rescale, kb.cmpf(arith::CmpFPredicate::OGT, raised[h], limit));
+  }
+  Value anyRescale =
+      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), kb.i32(-1),
+                               rescale, NVVM::VoteSyncKind::any);
+  for (int64_t h = 0; h < 2; ++h) {
+    Value oldMax = kept[h];
+    Value newMax = kb.select(anyRescale, raised[h], oldMax);
     Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
     Value finiteMax = kb.select(noKey, zero, newMax);
     Value alpha = f16Mma.exp2(kb.fsub(oldMax, finiteMax));
@@ -648,41 +694,80 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
         sum = kb.fadd(sum, w);
         p[nt * 4 + e] = w;
       }
-    rescale =
-        kb.lor(rescale, kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax));
     alphas[h] = alpha;
     s[maxAt(h)] = newMax;
     s[sumAt(h)] = sum;
   }
-  Value anyRescale =
-      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), kb.i32(-1),
-                               rescale, NVVM::VoteSyncKind::any);
-  SmallVector<Type> accTypes(warpTiles * 4, builder.getF32Type());
-  SmallVector<Value> decayed = kb.ifElse(
-      anyRescale, accTypes,
-      [&]() -> SmallVector<Value> {
-        SmallVector<Value> result;
-        for (int64_t nt = 0; nt < warpTiles; ++nt)
-          for (int64_t e = 0; e < 4; ++e)
-            result.push_back(kb.fmul(s[accAt(nt, e)], alphas[e / 2]));
-        return result;
-      },
-      [&]() -> SmallVector<Value> {
-        return SmallVector<Value>(s.begin() + accAt(0, 0), s.end());
-      });
-  std::copy(decayed.begin(), decayed.end(), s.begin() + accAt(0, 0));
-
   // P V, one value block of this warp at a time (eligibility row M5: a
   // warp's channels are one block, inside one, or whole blocks).
   const OperandLane &v = latentLane;
   MmaBuilder &tc = mmaOf(v);
   int64_t width = v.wordChannels;
   int64_t chunkChannels = 8 * width; ///< n-tile column g is word g
-  int64_t blockChannels = std::min(latentGroup, warpChannels);
   int64_t chunksPerBlock = blockChannels / chunkChannels;
+  int64_t tilesPerBlock = chunksPerBlock * width;
   int64_t keySteps = tileKeys / 16;
   Value channelBase = kb.mul(warp, index(warpChannels));
   Value twoT = kb.mul(threadInGroup, index(2));
+  int64_t stride = strideWords();
+
+  // Each block's value scales of this tile's keys 8 nt + 2t + e, their
+  // largest over the tile (every quad holds all 32 keys: warp-uniform),
+  // and whether the block's exponent leaves its window.
+  SmallVector<SmallVector<Value>> keyScales(valueBlocks);
+  SmallVector<Value> targets(valueBlocks), leaves(valueBlocks);
+  Value anyLeaves = kb.boolean(false);
+  if (perKeyValueScale()) {
+    for (int64_t bw = 0; bw < valueBlocks; ++bw) {
+      Value firstChannel = kb.add(channelBase, index(bw * blockChannels));
+      Value block = kb.divs(firstChannel, index(latentGroup));
+      Value scaleWords = kb.add(kb.mul(twoT, index(stride)), block);
+      Value largest = zero;
+      for (int64_t nt = 0; nt < keyTiles; ++nt)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value scale = latentScale(scaleWords, (8 * nt + e) * stride);
+          keyScales[bw].push_back(scale);
+          largest = kb.fmax(largest, scale);
+        }
+      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 1));
+      largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 2));
+      targets[bw] = valueExponent(largest);
+      Value distance = kb.sub(s[expAt(bw)], targets[bw]);
+      Value negated = kb.sub(kb.i32(0), distance);
+      distance = kb.maxs(distance, negated);
+      leaves[bw] = kb.cmpi(arith::CmpIPredicate::sgt, distance,
+                           kb.i32(kValueExponentWindow));
+      anyLeaves = kb.lor(anyLeaves, leaves[bw]);
+    }
+  }
+
+  // The accumulators decay when a row's maximum rose, and move to a
+  // block's new exponent when its scales left the window (both uniform
+  // across the warp, and rare once a split's first tiles are past).
+  Value update = kb.lor(anyRescale, anyLeaves);
+  int64_t accCount = warpTiles * 4;
+  SmallVector<Type> stateTypes(accCount, builder.getF32Type());
+  stateTypes.append(expCount(), builder.getI32Type());
+  auto current = [&]() {
+    return SmallVector<Value>(s.begin() + accAt(0, 0), s.end());
+  };
+  SmallVector<Value> updated = kb.ifElse(
+      update, stateTypes,
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> state = current();
+        if (perKeyValueScale())
+          state = kb.ifElse(
+              anyLeaves, stateTypes,
+              [&]() { return moveExponents(state, targets, leaves); },
+              [&]() { return state; });
+        for (int64_t nt = 0; nt < warpTiles; ++nt)
+          for (int64_t e = 0; e < 4; ++e)
+            state[nt * 4 + e] = kb.fmul(state[nt * 4 + e], alphas[e / 2]);
+        return state;
+      },
+      current);
+  std::copy(updated.begin(), updated.end(), s.begin() + accAt(0, 0));
+
   // Words of two keys -> B registers: one prmt gathers the same channels
   // of both (low half key 2t, high half key 2t + 1). The chips' e4m3
   // conversion pairs adjacent bytes, the others the two halves.
@@ -691,7 +776,6 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   int32_t highSelector = adjacentBytes ? 0x7362 : 0x7632;
   // The thread's words: key 2t's record, word g of each chunk of the
   // warp's channels; the rest (key, chunk) is compile-time.
-  int64_t stride = strideWords();
   Value pairWords = kb.mul(twoT, index(stride));
   pairWords = kb.add(pairWords, groupId);
   pairWords = kb.add(pairWords, kb.mul(warp, index(warpChannels / width)));
@@ -735,31 +819,23 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     return registers;
   };
 
-  int64_t blocks = warpChannels / blockChannels;
-  for (int64_t bw = 0; bw < blocks; ++bw) {
-    Value firstChannel = kb.add(channelBase, index(bw * blockChannels));
-    Value block = kb.divs(firstChannel, index(latentGroup));
-    Value scaleWords = kb.add(kb.mul(twoT, index(stride)), block);
-    // P times each key's value scale, brought per row into [2^14, 2^15).
+  for (int64_t bw = 0; bw < valueBlocks; ++bw) {
+    // A = P times each key's value scale times the block's 2^exponent
+    // (P <= 1, so A stays below 2^15), or P 2^14 where the keys share one
+    // scale (applied to the partial results instead).
     SmallVector<Value> scaled(p);
-    for (int64_t nt = 0; nt < keyTiles; ++nt)
-      for (int64_t e = 0; e < 2; ++e) {
-        Value scale = latentScale(scaleWords, (8 * nt + e) * stride);
-        if (!scale)
-          continue;
-        scaled[nt * 4 + e] = kb.fmul(p[nt * 4 + e], scale);
-        scaled[nt * 4 + e + 2] = kb.fmul(p[nt * 4 + e + 2], scale);
-      }
-    Value inverse[2];
-    for (int64_t h = 0; h < 2; ++h) {
-      Value largest = quadRowMax(scaled, h, zero);
-      // decodeWordHalves always takes the e2m1 bit trick, short of 2^14.
-      int64_t shift = v.encoding == Encoding::nvfp4 ? 14 : 0;
-      auto [factor, undo] = normalization(largest, shift);
-      inverse[h] = undo;
+    if (perKeyValueScale()) {
+      Value factor = kb.powerOfTwo(s[expAt(bw)]);
       for (int64_t nt = 0; nt < keyTiles; ++nt)
-        for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
-          scaled[nt * 4 + e] = kb.fmul(scaled[nt * 4 + e], factor);
+        for (int64_t e = 0; e < 2; ++e) {
+          Value scale = kb.fmul(keyScales[bw][nt * 2 + e], factor);
+          scaled[nt * 4 + e] = kb.fmul(p[nt * 4 + e], scale);
+          scaled[nt * 4 + e + 2] = kb.fmul(p[nt * 4 + e + 2], scale);
+        }
+    } else {
+      Value factor = kb.f32(std::ldexp(1.0f, kSharedScaleExponent));
+      for (Value &x : scaled)
+        x = kb.fmul(x, factor);
     }
     // A operands per k-step (16 keys: key tiles 2 ks, 2 ks + 1): a0 = row
     // g, a1 = row g + 8 of the first key tile, a2, a3 of the second.
@@ -771,25 +847,94 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
                tc.packPair(scaled[hi], scaled[hi + 1]),
                tc.packPair(scaled[hi + 2], scaled[hi + 3])};
     }
+    // n-tile j of chunk c, column n: channel chunk + width n + j; the
+    // products accumulate straight into the (block-exponent) accumulators.
     for (int64_t c = 0; c < chunksPerBlock; ++c) {
-      // n-tile j of the chunk, column n: channel chunk + width n + j.
       int64_t channel = bw * blockChannels + c * chunkChannels;
-      SmallVector<SmallVector<Value>> tile(width, SmallVector<Value>(4, zero));
+      int64_t firstTile = bw * tilesPerBlock + c * width;
       for (int64_t ks = 0; ks < keySteps; ++ks) {
         SmallVector<Value> registers[2];
         for (int64_t r = 0; r < 2; ++r)
           registers[r] = keyPairRegisters(16 * ks + 8 * r, channel);
-        for (int64_t j = 0; j < width; ++j)
-          tile[j] = tc.mma(a[ks], {registers[0][j], registers[1][j]}, tile[j]);
-      }
-      int64_t firstTile = (bw * chunksPerBlock + c) * width;
-      for (int64_t j = 0; j < width; ++j)
-        for (int64_t e = 0; e < 4; ++e) {
-          Value &acc = s[accAt(firstTile + j, e)];
-          acc = kb.fma(tile[j][e], inverse[e / 2], acc);
+        for (int64_t j = 0; j < width; ++j) {
+          SmallVector<Value> acc(4);
+          for (int64_t e = 0; e < 4; ++e)
+            acc[e] = s[accAt(firstTile + j, e)];
+          acc = tc.mma(a[ks], {registers[0][j], registers[1][j]}, acc);
+          for (int64_t e = 0; e < 4; ++e)
+            s[accAt(firstTile + j, e)] = acc[e];
         }
+      }
     }
   }
+}
+
+Value XqaMlaBuilder::valueExponent(Value largest) {
+  // largest = 1.f x 2^(E - 127) (E its exponent field): 2^(136 - E) brings
+  // it into [2^9, 2^10); clamped so that 2^e stays a normal fp32.
+  Value bits = kb.bitcast(builder.getI32Type(), largest);
+  Value field = kb.shru(bits, kb.i32(23));
+  Value exponent = kb.sub(kb.i32(127 + kValueScaleTarget), field);
+  exponent = kb.mins(exponent, kb.i32(126));
+  return kb.maxs(exponent, kb.i32(-126));
+}
+
+SmallVector<Value> XqaMlaBuilder::moveExponents(ArrayRef<Value> state,
+                                                ArrayRef<Value> targets,
+                                                ArrayRef<Value> leaves) {
+  // A raised exponent is held where the largest accumulator would pass
+  // 2^119 (the tile's products are then below 2^-90 of it); a lowered
+  // one only shrinks the accumulators. The move is two exact powers of
+  // two (each in [2^-126, 2^126]).
+  SmallVector<Value> result(state);
+  int64_t accCount = warpTiles * 4;
+  Value largest = zero;
+  for (int64_t i = 0; i < accCount; ++i)
+    largest = kb.fmax(largest, kb.fabs(state[i]));
+  for (int32_t mask = 16; mask >= 1; mask /= 2)
+    largest = kb.fmax(largest, f16Mma.shuffleXor(largest, mask));
+  Value largestBits = kb.bitcast(builder.getI32Type(), largest);
+  Value largestField = kb.shru(largestBits, kb.i32(23));
+  Value room = kb.sub(kb.i32(127 + 119), largestField);
+  int64_t tilesPerBlock = warpTiles / valueBlocks;
+  for (int64_t bw = 0; bw < valueBlocks; ++bw) {
+    Value old = state[accCount + bw];
+    Value raised = kb.mins(targets[bw], kb.add(old, room));
+    Value rises = kb.cmpi(arith::CmpIPredicate::sgt, targets[bw], old);
+    Value next = kb.select(rises, raised, targets[bw]);
+    next = kb.select(leaves[bw], next, old);
+    Value move = kb.sub(next, old);
+    Value first = kb.mins(move, kb.i32(126));
+    first = kb.maxs(first, kb.i32(-126));
+    Value second = kb.sub(move, first);
+    Value firstFactor = kb.powerOfTwo(first);
+    Value secondFactor = kb.powerOfTwo(second);
+    for (int64_t i = bw * tilesPerBlock * 4; i < (bw + 1) * tilesPerBlock * 4;
+         ++i)
+      result[i] = kb.fmul(kb.fmul(state[i], firstFactor), secondFactor);
+    result[accCount + bw] = next;
+  }
+  return result;
+}
+
+SmallVector<Value> XqaMlaBuilder::undoFactors(ArrayRef<Value> s, int64_t bw) {
+  // In order: the constant part (the e2m1 bit trick's 2^14 in P V's B
+  // operand, P 2^14 for shared scales), then 2^-e, then a tensor scale
+  // (so that no factor underflows what a later one would restore).
+  SmallVector<Value> factors;
+  float constant =
+      perKeyValueScale() ? 1.0f : std::ldexp(1.0f, -kSharedScaleExponent);
+  if (latentLane.encoding == Encoding::nvfp4)
+    constant *= kFp4SubnormalScale;
+  if (constant != 1.0f)
+    factors.push_back(kb.f32(constant));
+  if (perKeyValueScale()) {
+    Value negated = kb.sub(kb.i32(0), s[expAt(bw)]);
+    factors.push_back(kb.powerOfTwo(negated));
+  } else if (tensorScale) {
+    factors.push_back(tensorScale);
+  }
+  return factors;
 }
 
 void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
@@ -808,6 +953,10 @@ void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
   Value writesStats =
       kb.land(firstOfQuad, kb.cmpi(arith::CmpIPredicate::eq, warp, index(0)));
   Value threadChannels = kb.mul(threadInGroup, index(2 * width));
+  int64_t chunksPerBlock = chunks / valueBlocks;
+  SmallVector<SmallVector<Value>> undo;
+  for (int64_t bw = 0; bw < valueBlocks; ++bw)
+    undo.push_back(undoFactors(s, bw));
   for (int64_t h = 0; h < 2; ++h) {
     Value outRow = kb.add(firstRow, kb.add(groupId, index(8 * h)));
     Value sum = s[sumAt(h)];
@@ -820,8 +969,12 @@ void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
     });
     for (int64_t c = 0; c < chunks; ++c) {
       SmallVector<Value> values;
-      for (int64_t k = 0; k < 2 * width; ++k)
-        values.push_back(s[accAt(c * width + k % width, 2 * h + k / width)]);
+      for (int64_t k = 0; k < 2 * width; ++k) {
+        Value value = s[accAt(c * width + k % width, 2 * h + k / width)];
+        for (Value factor : undo[c / chunksPerBlock])
+          value = kb.fmul(value, factor);
+        values.push_back(value);
+      }
       Value channel = kb.add(channelBase, index(c * chunkChannels));
       channel = kb.add(channel, threadChannels);
       for (int64_t q = 0; q < 2 * width; q += 4) {
@@ -870,6 +1023,8 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                     : latent;
   warpChannels = latent / kXqaMlaWarps;
   warpTiles = warpChannels / 8;
+  blockChannels = std::min(latentGroup, warpChannels);
+  valueBlocks = warpChannels / blockChannels;
   layout = layoutXqaMlaShared(record, tileKeys);
 
   // Kernel arguments: the op's buffers, the records, then the workspace.
@@ -976,6 +1131,8 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   SmallVector<Value> init = {negInf, negInf, zero, zero};
   for (int64_t i = 0; i < warpTiles * 4; ++i)
     init.push_back(zero);
+  for (int64_t bw = 0; bw < expCount(); ++bw)
+    init.push_back(kb.i32(0));
   Value loopBegin = index(0), loopStep = index(1);
   Value loopEnd = kb.toIndex(tileCount);
   SmallVector<Value> state = kb.forLoop(

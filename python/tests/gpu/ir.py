@@ -159,6 +159,10 @@ class MlaConfig:
     seq_lens: tuple[int, ...] = (70, 1)
     dtype: str = "bf16"
     softmax_scale: float = 0.0721  # written out: MLA's default is ambiguous
+    #: Tokens in runs of 40 whose magnitudes are 2^k, k uniform in
+    #: [-token_binades, token_binades] (0: one magnitude), so that the value
+    #: scales of successive key tiles are binades apart.
+    token_binades: int = 0
 
     latent: int = 512
     rope: int = 64
@@ -179,7 +183,9 @@ class MlaConfig:
     def id(self) -> str:
         return (f"{self.preset}-{self.mode},bs{self.block_size},"
                 f"h{self.num_heads},q{self.query_tokens},{self.dtype},"
-                "L" + "-".join(map(str, self.seq_lens)))
+                "L" + "-".join(map(str, self.seq_lens))
+                + (f",binades{self.token_binades}" if self.token_binades
+                   else ""))
 
 
 # ---------------------------------------------------------------------------

@@ -53,10 +53,17 @@
 // CHECK:     nvvm.mma.sync {{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // CHECK:     nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>
 // CHECK:     gpu.barrier
-// The online softmax (base 2), then P V: the same channels of keys 2t and
-// 2t + 1 gathered by one prmt into a B register, decoded, f16 mma.
-// CHECK:     llvm.nvvm.ex2.approx.f32
+// The online softmax (base 2; the warp votes on moving the maxima first),
+// the value-block exponent's window (the accumulators move with the
+// maxima in one branch), then P V: the same channels of keys 2t and 2t + 1
+// gathered by one prmt into a B register, decoded, f16 mma accumulating
+// straight into the loop's accumulators.
 // CHECK:     nvvm.vote.sync any
+// CHECK:     llvm.nvvm.ex2.approx.f32
+// CHECK:     arith.cmpi sgt, {{.*}}, %c5_i32 : i32
+// CHECK:     scf.if
+// CHECK:       scf.if
+// CHECK:         gpu.shuffle  xor
 // CHECK:     nvvm.prmt <default>
 // CHECK:     nvvm.convert.f8x2.to.f16x2
 // CHECK:     nvvm.mma.sync
