@@ -63,8 +63,10 @@ XqaSharedLayout layoutXqaShared(pattn::CacheType key, pattn::CacheType value,
 int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
 /// Tensor-core MLA blocks resident per SM: as xqaResidentBlocks, but at
-/// most 3, which leaves the kernel 168 registers per thread (its P V
-/// accumulators and the operands it decodes spill at 128).
+/// most 3, which leaves the kernel 168 registers per thread (the fp8
+/// preset uses them all; the nvfp4 presets fit 128 without spilling, but a
+/// fourth block measured 4-5% slower at B32 L8K on the H200: more splits,
+/// more partial results to write and merge).
 int64_t xqaMlaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
