@@ -9,6 +9,16 @@
 // RUN: FileCheck %s --check-prefix=NONE < %t.ptx
 // RUN: FileCheck %s --check-prefix=FP8 < %t.ptx
 // RUN: %ptxas -arch=sm_90a %t.ptx -o %t.cubin
+// The tensor-core kernels keep everything in registers at their launch
+// bounds (3 resident MLA blocks at 168 registers, XQA at its planned count):
+// ptxas reports no stack frame and no spills for any of them.
+// RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.v.cubin 2>&1 | grep -A1 "Function properties for pattn_xqa" > %t.props
+// RUN: FileCheck %s --check-prefix=PROPS < %t.props
+// RUN: not grep -E "[1-9][0-9]* bytes (stack frame|spill)" %t.props
+// PROPS: Function properties for pattn_xqa_mla_decode
+// PROPS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PROPS: Function properties for pattn_xqa_decode
+// PROPS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // The default backend (auto) lowers the eligible ops to the XQA kernel (mma.sync,
 // ldmatrix, cp.async); the portable kernels of the same ops assemble too.
 // RUN: FileCheck %s --check-prefix=XQA < %t.ptx
