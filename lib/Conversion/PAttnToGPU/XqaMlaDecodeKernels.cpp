@@ -33,9 +33,11 @@
 // query is brought into f16 by a power of two per row (its largest
 // quantized-lane element lands in [2^14, 2^15), exact but for elements
 // below 2^-29 of it), undone on the fp32 logits; P times each key's value
-// scale is brought into f16 the same way per row and tile, and undone when
-// the tile's product is added to the fp32 accumulators. bf16 lanes (a bf16
-// latent or rope) are bf16 mma on the raw words and the raw query.
+// scale times a power of two per value block (kept across tiles, moved
+// exactly when the scales drift) is P V's A operand, so the products add
+// straight into the fp32 accumulators, whose block exponent the partial
+// results undo. bf16 lanes (a bf16 latent or rope) are bf16 mma on the raw
+// words and the raw query.
 //
 // A split ends with the same partial results as the portable kernel, which
 // the shared merge kernel combines.
@@ -246,7 +248,7 @@ private:
   /// [2^14, 2^15) (clamped so both stay normal fp32).
   std::pair<Value, Value> normalization(Value magnitude);
   /// The block exponent (i32) that brings `largest` (>= 0), the largest
-  /// value scale of a tile, into [2^9, 2^10).
+  /// value scale of a tile, into [2^5, 2^6) (kValueScaleTarget).
   Value valueExponent(Value largest);
   /// The accumulators and block exponents after moving the blocks whose
   /// `leaves` is set toward `targets`.
@@ -741,9 +743,9 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     }
   }
 
-  // The accumulators decay when a row's maximum rose, and move to a
-  // block's new exponent when its scales left the window (both uniform
-  // across the warp, and rare once a split's first tiles are past).
+  // The accumulators decay when the maxima moved, and move to a block's
+  // new exponent when its scales left the window (both uniform across the
+  // warp, and rare once a split's first tiles are past).
   Value update = kb.lor(anyRescale, anyLeaves);
   int64_t accCount = warpTiles * 4;
   SmallVector<Type> stateTypes(accCount, builder.getF32Type());
@@ -821,8 +823,8 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
 
   for (int64_t bw = 0; bw < valueBlocks; ++bw) {
     // A = P times each key's value scale times the block's 2^exponent
-    // (P <= 1, so A stays below 2^15), or P 2^14 where the keys share one
-    // scale (applied to the partial results instead).
+    // (P <= 2^4, so A stays below 2^15), or P 2^10 where the keys share
+    // one scale (applied to the partial results instead).
     SmallVector<Value> scaled(p);
     if (perKeyValueScale()) {
       Value factor = kb.powerOfTwo(s[expAt(bw)]);
@@ -870,8 +872,9 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
 }
 
 Value XqaMlaBuilder::valueExponent(Value largest) {
-  // largest = 1.f x 2^(E - 127) (E its exponent field): 2^(136 - E) brings
-  // it into [2^9, 2^10); clamped so that 2^e stays a normal fp32.
+  // largest = 1.f x 2^(E - 127) (E its exponent field): 2^(127 + T - E)
+  // brings it into [2^T, 2^(T + 1)), T = kValueScaleTarget; clamped so that
+  // 2^e stays a normal fp32.
   Value bits = kb.bitcast(builder.getI32Type(), largest);
   Value field = kb.shru(bits, kb.i32(23));
   Value exponent = kb.sub(kb.i32(127 + kValueScaleTarget), field);
@@ -919,7 +922,7 @@ SmallVector<Value> XqaMlaBuilder::moveExponents(ArrayRef<Value> state,
 
 SmallVector<Value> XqaMlaBuilder::undoFactors(ArrayRef<Value> s, int64_t bw) {
   // In order: the constant part (the e2m1 bit trick's 2^14 in P V's B
-  // operand, P 2^14 for shared scales), then 2^-e, then a tensor scale
+  // operand, P 2^10 for shared scales), then 2^-e, then a tensor scale
   // (so that no factor underflows what a later one would restore).
   SmallVector<Value> factors;
   float constant =
