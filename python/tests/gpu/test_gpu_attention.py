@@ -171,6 +171,24 @@ def activation_values(bits, dtype: str) -> np.ndarray:
     return ref.decode_f16(bits) if dtype == "f16" else ref.decode_bf16(bits)
 
 
+def attended_value_scale(values, block_table, seq_lens, block_size,
+                         query_start, tokens: int) -> np.ndarray:
+    """max(1, max |V|) over the keys each query token attends (every key of
+    its sequence), per token: values [blocks, block_size, ..., D] gives
+    [tokens, ...] (max over D). SPEC §8 scales atol by it."""
+    per_sequence = np.ones((len(seq_lens),) + values.shape[2:-1])
+    for b, length in enumerate(seq_lens):
+        for key in range(length):
+            page = block_table[b, key // block_size]
+            if page >= 0:
+                row = np.abs(values[page, key % block_size]).max(axis=-1)
+                per_sequence[b] = np.maximum(per_sequence[b], row)
+    sequence = (np.searchsorted(query_start, np.arange(tokens),
+                                side="right") - 1
+                if query_start is not None else np.arange(tokens))
+    return per_sequence[sequence]
+
+
 def signed_uniform(rng, shape, low=0.1, high=1.0) -> np.ndarray:
     """Random magnitudes in [low, high) with random signs: never zero."""
     return rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)
@@ -471,21 +489,12 @@ class PagedRun:
         plan, config = self.plan, self.plan.config
         with np.errstate(all="ignore"):
             values = self.v_cache.dequantize(plan.v_operand)
-        bs = config.block_size
-        per_sequence = np.ones((config.batch, config.kv_heads))
-        for b, length in enumerate(config.seq_lens):
-            for key in range(length):
-                page = plan.block_table[b, key // bs]
-                if page >= 0:
-                    row = np.abs(values[page, key % bs]).max(axis=-1)
-                    per_sequence[b] = np.maximum(per_sequence[b], row)
-        tokens = plan.query.shape[0]
-        sequence = (np.searchsorted(plan.query_start, np.arange(tokens),
-                                    side="right") - 1
-                    if plan.query_start is not None else np.arange(tokens))
+        per_token = attended_value_scale(
+            values, plan.block_table, config.seq_lens, config.block_size,
+            plan.query_start, plan.query.shape[0])  # [tokens, kv_heads]
         kv_head = np.arange(config.num_heads) // (config.num_heads //
                                                   config.kv_heads)
-        return per_sequence[sequence][:, kv_head][..., None]
+        return per_token[:, kv_head][..., None]
 
     def families(self) -> tuple[str, ...]:
         """The results-table rows this case counts in: its cache encodings."""
@@ -1376,17 +1385,10 @@ def mla_value_scale(plan: MlaPlan, latent: np.ndarray) -> np.ndarray:
     key of its sequence; all heads alike), [tokens, 1, 1]: SPEC §8 scales
     atol by it."""
     config = plan.config
-    bs = config.block_size
-    per_sequence = np.ones(config.batch)
-    for b, length in enumerate(config.seq_lens):
-        for key in range(length):
-            page = plan.block_table[b, key // bs]
-            if page >= 0:
-                per_sequence[b] = max(per_sequence[b],
-                                      np.abs(latent[page, key % bs]).max())
-    tokens = plan.query.shape[0]
-    return per_sequence[np.arange(tokens) // config.query_tokens][:, None,
-                                                                  None]
+    per_token = attended_value_scale(
+        latent, plan.block_table, config.seq_lens, config.block_size,
+        plan.query_start, plan.query.shape[0])  # [tokens]
+    return per_token[:, None, None]
 
 
 @pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
