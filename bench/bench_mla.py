@@ -842,6 +842,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=0)
     parser.add_argument("--shapes", default="all",
                         help=",".join(s.name for s in SHAPES))
+    parser.add_argument("--presets", default="all",
+                        help=",".join(name for name, _ in PRESETS))
     parser.add_argument("--backends", default=",".join(LABELS),
                         help="pattn backends to time (auto: rows 'pattn "
                         "xqa', portable: rows 'pattn portable'); "
@@ -854,6 +856,13 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH", help="full results")
     parser.add_argument("--write-results", metavar="PATH")
     args = parser.parse_args(argv)
+    if args.presets != "all":
+        # Every part of the benchmark walks PRESETS: keep the chosen ones.
+        chosen = args.presets.split(",")
+        unknown = set(chosen) - {name for name, _ in PRESETS}
+        if unknown:
+            parser.error(f"unknown presets {sorted(unknown)}")
+        PRESETS[:] = [p for p in PRESETS if p[0] in chosen]
     if args.precompile:
         return precompile(args.precompile, select_shapes(args.shapes),
                           select_backends(args.backends))
