@@ -21,6 +21,7 @@
 #include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -121,6 +122,9 @@ auto ::pattn::buildCompilePipeline(OpPassManager &pm,
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createExternDynamicSharedMemory());
+  // wgmma (the warpgroup MLA kernel) has no LLVM intrinsic in the NVVM
+  // dialect: convert-nvvm-to-llvm writes it as inline PTX.
+  kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
   GpuModuleToBinaryPassOptions serialize;

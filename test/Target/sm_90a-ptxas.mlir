@@ -17,11 +17,33 @@
 // RUN: not grep -E "[1-9][0-9]* bytes (stack frame|spill)" %t.props
 // PROPS: Function properties for pattn_xqa_mla_decode
 // PROPS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PROPS: Function properties for pattn_xqa_mla_wgmma_decode
+// PROPS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PROPS: Function properties for pattn_xqa_decode
 // PROPS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // The default backend (auto) lowers the eligible ops to the XQA kernel (mma.sync,
 // ldmatrix, cp.async); the portable kernels of the same ops assemble too.
 // RUN: FileCheck %s --check-prefix=XQA < %t.ptx
+// The 128-head MLA decode takes the warpgroup kernel (an sm_90a-only
+// build): the decoded tile handed to the async proxy, S on wgmma m64n16
+// with a wait before the softmax, P V on wgmma m64n256 (nvfp4: one value
+// block per warpgroup), waited for after the next tile's decode.
+// RUN: FileCheck %s --check-prefix=WGMMA < %t.ptx
+// Every record preset's warpgroup kernel assembles with no stack frame,
+// no spills, and no wgmma serialized by ptxas (C7514: a register of an
+// in-flight wgmma read before its wait).
+// RUN: pattn-compile %S/Inputs/mla-wgmma.mlir --chips=sm_90a --emit=ptx -o %t.wgmma.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.wgmma.ptx -o %t.wgmma.cubin > %t.wgmma.log 2>&1
+// RUN: FileCheck %s --check-prefix=WGPROPS < %t.wgmma.log
+// RUN: not grep -E "C7514|[1-9][0-9]* bytes (stack frame|spill)" %t.wgmma.log
+// WGPROPS-COUNT-3: Function properties for pattn_xqa_mla_wgmma_decode
+// WGMMA: .entry pattn_xqa_mla_wgmma_decode
+// WGMMA: fence.proxy.async.shared::cta
+// WGMMA: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16
+// WGMMA: wgmma.commit_group.sync.aligned
+// WGMMA: wgmma.wait_group.sync.aligned{{[[:space:]]+}}0;
+// WGMMA: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16
+// WGMMA: wgmma.commit_group.sync.aligned
 // RUN: pattn-compile %S/Inputs/all-ops.mlir --chips=sm_90a --backend=portable --emit=ptx -o %t.portable.ptx
 // RUN: FileCheck %s --check-prefix=PORTABLE < %t.portable.ptx
 // RUN: %ptxas -arch=sm_90a %t.portable.ptx -o %t.portable.cubin

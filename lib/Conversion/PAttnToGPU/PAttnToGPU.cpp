@@ -643,7 +643,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   Attribute plan = op.getPlanAttr();
   if (!plan)
     plan = op.getBackend() == Backend::xqa
-               ? Attribute(planXqaMlaDecode(op))
+               ? Attribute(planXqaMlaDecode(op, chips))
                : Attribute(planPortableDecode(op, keysPerSplit));
   RecordType record = cache->type.getRecord();
   int64_t latent = record.getLane("latent").getCount();
@@ -652,7 +652,7 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
     DecodeGrid grid;
     grid.tileKeys = xqa.getKeysPerTile();
     grid.sharedBytes = xqa.getSharedBytes();
-    grid.residentBlocks = xqaMlaResidentBlocks(grid.sharedBytes, chips);
+    grid.residentBlocks = xqaMlaResidentBlocks(xqa, chips);
     grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
     // An MLA tile is 32 keys, and a block's tile costs more than a paged
     // one: a short sequence spreads over more splits.

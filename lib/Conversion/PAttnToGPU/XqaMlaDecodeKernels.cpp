@@ -197,6 +197,15 @@ private:
     }
   }
   bool anyF16Query() const { return !latentLane.bf16 || !ropeLane.bf16; }
+  /// Row h's (g or g + 8) index among the block's query rows: the warp's
+  /// 16 rows are the block's in the mma.sync kernel, and rows
+  /// [16 (warp % 4), + 16) of the 64 in the warpgroup kernel.
+  Value rowOf(int64_t h) {
+    if (!warpgroup)
+      return kb.add(groupId, index(8 * h));
+    Value row = kb.add(warpRowBase, groupId);
+    return kb.add(row, index(8 * h));
+  }
   /// Whether each key has its own value scale (e4m3 blocks, the nvfp4
   /// per-token outer scale); else one scale serves every key.
   bool perKeyValueScale() const {
@@ -205,6 +214,54 @@ private:
   }
 
   OperandLane describeLane(LaneAttr lane, int64_t firstColumn);
+
+  // The warpgroup kernel (sm_90a, heads_per_block = 64): two warpgroups of
+  // four warps; wgmma reads the query and a decoded copy of the tile from
+  // shared memory.
+  bool warpgroup = false;
+  int64_t blockThreads = kXqaMlaThreads;
+  /// The warp's warpgroup, and the first of its 16 rows (warp % 4).
+  Value wgIndex, warpRowBase;
+  /// The shared-window address of dynamic shared memory (i64), and the
+  /// byte offset of the current tile's decoded slot (index).
+  Value smemAddress, decodedBase;
+  /// Which channel of an 8-channel piece each position of the decoded
+  /// tile (and of the query tile) holds: the decoders' pair order.
+  SmallVector<int64_t> decodedOrder(const OperandLane &l) const;
+  /// A wgmma descriptor of the core matrices at byte `offset` (index) of
+  /// dynamic shared memory: no swizzle, `leading` bytes between core
+  /// matrices along K, `stride` bytes along M or N.
+  Value descriptor(Value offset, int64_t leading, int64_t stride);
+  /// `descriptor` moved by `bytes` (a multiple of 16).
+  Value advance(Value descriptor, int64_t bytes);
+  /// D (m64 x n fp32, n / 2 per thread) = A B (+ D when `acc` is given):
+  /// one wgmma.mma_async, f16 or bf16 operands, B K-major unless
+  /// `transposeB` (B stored MN-major).
+  SmallVector<Value> wgmma(Value descA, Value descB, ArrayRef<Value> acc,
+                           int64_t n, bool bf16, bool transposeB);
+  /// The 64 query rows into the query tile as wgmma's A (core matrices),
+  /// normalized into f16 for quantized lanes, in decoded order.
+  void loadQueryWarpgroup(Value token, Value firstHead);
+  /// Every thread decodes part of the current raw slot into the decoded
+  /// tile: 8-channel pieces of one key, 16 bytes each.
+  void decodeTile();
+  /// S = Q Kᵀ, warpgroup g scoring keys [16g, 16g + 16) for the 64 rows
+  /// with wgmma (one chain per latent scale block and one for the rope),
+  /// scaled and masked, into the logits.
+  void scoreTileWarpgroup(Value pageSlot);
+  /// P V of the warpgroup kernel: P times the value scales into the
+  /// warpgroup's P tiles, then wgmma over its half of the latent.
+  void accumulateWarpgroup(ArrayRef<Value> p,
+                           ArrayRef<SmallVector<Value>> keyScales,
+                           SmallVectorImpl<Value> &s);
+  void writePartialsWarpgroup(ArrayRef<Value> s, Value split, Value firstRow,
+                              Value partialOut, Value partialStats);
+  /// Raw reads and the decode at slot `slot` (index) of both rings.
+  void useSlot(Value slot);
+  /// decodeTile, then the fence that hands its stores to wgmma.
+  void decodeAndPublish();
+  /// The tile loop of the warpgroup kernel; returns the final state.
+  SmallVector<Value> tileLoopWarpgroup(ArrayRef<Value> init);
   /// The 16 query rows into the query tile: raw bf16 for bf16 lanes, times
   /// the row's power of two into f16, in the decoders' channel order, for
   /// the others.
@@ -443,11 +500,11 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
         ValueRange{safePage, kb.toIndex(offset), byte},
         builder.getIndexAttr(16), copied, builder.getUnitAttr());
   };
-  if (chunksPerRecord <= kXqaMlaThreads) {
+  if (chunksPerRecord <= blockThreads) {
     // Thread t copies chunk t % C of keys t / C + K j (K = whole records
     // per pass): its chunk and first destination are fixed, the passes
     // differ by compile-time strides.
-    int64_t keysPerPass = kXqaMlaThreads / chunksPerRecord;
+    int64_t keysPerPass = blockThreads / chunksPerRecord;
     Value byte = kb.rems(tid, index(chunksPerRecord));
     byte = kb.mul(byte, index(16));
     Value firstKey = kb.divs(tid, index(chunksPerRecord));
@@ -463,7 +520,7 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
       if ((pass + 1) * keysPerPass > tileKeys)
         active = kb.land(
             active, kb.cmpi(arith::CmpIPredicate::slt, key, index(tileKeys)));
-      if (keysPerPass * chunksPerRecord == kXqaMlaThreads &&
+      if (keysPerPass * chunksPerRecord == blockThreads &&
           (pass + 1) * keysPerPass <= tileKeys)
         copy(key, byte, dst);
       else
@@ -472,8 +529,8 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
     return;
   }
   // Records of more chunks than threads: chunk t + T q of every key.
-  for (int64_t q = 0; q * kXqaMlaThreads < chunksPerRecord; ++q) {
-    Value chunk = kb.add(tid, index(q * kXqaMlaThreads));
+  for (int64_t q = 0; q * blockThreads < chunksPerRecord; ++q) {
+    Value chunk = kb.add(tid, index(q * blockThreads));
     Value byte = kb.mul(chunk, index(16));
     Value inRecord =
         kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunksPerRecord));
@@ -652,7 +709,7 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   };
   for (int64_t nt = 0; nt < keyTiles; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
-      Value row = kb.add(groupId, index(8 * h));
+      Value row = rowOf(h);
       Value rowStart = kb.mul(row, index(layout.logitStride));
       Value key = keyOf(nt, 0);
       Value at = kb.add(rowStart, key);
@@ -709,7 +766,7 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   int64_t chunksPerBlock = blockChannels / chunkChannels;
   int64_t tilesPerBlock = chunksPerBlock * width;
   int64_t keySteps = tileKeys / 16;
-  Value channelBase = kb.mul(warp, index(warpChannels));
+  Value channelBase = kb.mul(warpgroup ? wgIndex : warp, index(warpChannels));
   Value twoT = kb.mul(threadInGroup, index(2));
   int64_t stride = strideWords();
 
@@ -769,6 +826,8 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
       },
       current);
   std::copy(updated.begin(), updated.end(), s.begin() + accAt(0, 0));
+  if (warpgroup)
+    return accumulateWarpgroup(p, keyScales, s);
 
   // Words of two keys -> B registers: one prmt gathers the same channels
   // of both (low half key 2t, high half key 2t + 1). The chips' e4m3
@@ -868,6 +927,557 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
         }
       }
     }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The warpgroup kernel (sm_90a)
+//===----------------------------------------------------------------------===//
+
+SmallVector<int64_t> XqaMlaBuilder::decodedOrder(const OperandLane &l) const {
+  SmallVector<int64_t> order;
+  if (l.bf16) {
+    for (int64_t c = 0; c < 8; ++c)
+      order.push_back(c);
+    return order;
+  }
+  for (int64_t w = 0; w < 8 / l.wordChannels; ++w)
+    for (auto [low, high] : l.pairs) {
+      order.push_back(w * l.wordChannels + low);
+      order.push_back(w * l.wordChannels + high);
+    }
+  return order;
+}
+
+Value XqaMlaBuilder::descriptor(Value offset, int64_t leading, int64_t stride) {
+  // Bits [0, 14): the start address / 16; [16, 30): the leading byte
+  // offset / 16; [32, 46): the stride byte offset / 16; swizzle mode 0.
+  Value address = kb.add(smemAddress, kb.toI64(offset));
+  Value start = kb.shru(address, kb.i64(4));
+  start = kb.andi(start, kb.i64(0x3FFF));
+  int64_t fields = (leading >> 4) << 16 | (stride >> 4) << 32;
+  return kb.ori(start, kb.i64(fields));
+}
+
+Value XqaMlaBuilder::advance(Value descriptor, int64_t bytes) {
+  assert(bytes % 16 == 0 && "wgmma operands start on 16 bytes");
+  if (bytes == 0)
+    return descriptor;
+  return kb.add(descriptor, kb.i64(bytes / 16));
+}
+
+SmallVector<Value> XqaMlaBuilder::wgmma(Value descA, Value descB,
+                                        ArrayRef<Value> acc, int64_t n,
+                                        bool bf16, bool transposeB) {
+  MLIRContext *context = builder.getContext();
+  Location loc = kb.loc;
+  Type f32 = builder.getF32Type();
+  auto structType =
+      LLVM::LLVMStructType::getLiteral(context, SmallVector<Type>(n / 2, f32));
+  Value inout = LLVM::UndefOp::create(builder, loc, structType);
+  for (auto [i, value] : llvm::enumerate(acc))
+    inout = LLVM::InsertValueOp::create(builder, loc, inout, value,
+                                        ArrayRef<int64_t>{int64_t(i)});
+  NVVM::WGMMATypes type = bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  // Without accumulators D = A B (scale-d 0).
+  NVVM::WGMMAScaleOut scaleD =
+      acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one;
+  NVVM::MMALayout layoutB =
+      transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col;
+  auto shape = NVVM::MMAShapeAttr::get(context, 64, int(n), 16);
+  Value d = NVVM::WgmmaMmaAsyncOp::create(
+      builder, loc, structType, inout, descA, descB, shape, type, type,
+      NVVM::WGMMATypes::f32, scaleD, NVVM::WGMMAScaleIn::one,
+      NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, layoutB,
+      NVVM::MMAIntOverflowAttr());
+  SmallVector<Value> result;
+  for (int64_t i = 0; i < n / 2; ++i)
+    result.push_back(LLVM::ExtractValueOp::create(builder, loc, d, i));
+  return result;
+}
+
+/// An f16x2 or bf16x2 pair (or its i32 bits) as i32 bits.
+static Value pairBits(KernelBuilder &kb, Value pair) {
+  if (pair.getType().isInteger(32))
+    return pair;
+  Value word = vector::BitCastOp::create(
+      kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), pair);
+  return vector::ExtractOp::create(kb.b, kb.loc, word, 0);
+}
+
+void XqaMlaBuilder::loadQueryWarpgroup(Value token, Value firstHead) {
+  // Warp w loads rows [8w, 8w + 8): lane l takes row 8w + l % 8 and the
+  // 8-channel pieces l / 8 + 4q, so the 8 lanes of a quarter-warp store
+  // the 8 rows of one core matrix (128 contiguous bytes). The element at
+  // (row, column) is at byte ((column / 8) 8 + row / 8) 128 + (row % 8) 16
+  // + position 2 (as wgmma's K-major A: K core matrices 1024 bytes apart,
+  // M core matrices 128).
+  Location loc = kb.loc;
+  Type f16 = builder.getF16Type(), f32 = builder.getF32Type();
+  Type queryElement =
+      cast<MemRefType>(op.getQuery().getType()).getElementType();
+  auto pieceType = VectorType::get({kQueryPiece}, queryElement);
+  int64_t pieceSets = keyDim / kQueryPiece / 4;
+  int64_t latentSets = latent / kQueryPiece / 4;
+  Value rowInWarp = kb.rems(lane, index(8));
+  Value row = kb.mul(warp, index(8));
+  row = kb.add(row, rowInWarp);
+  Value head = kb.add(firstHead, row);
+  Value pieceOfLane = kb.divs(lane, index(8));
+  auto pieceAt = [&](int64_t q) {
+    Value piece = kb.add(pieceOfLane, index(4 * q));
+    Value column = kb.mul(piece, index(kQueryPiece));
+    return vector::LoadOp::create(builder, loc, pieceType, query,
+                                  ValueRange{token, head, column})
+        .getResult();
+  };
+  // The row's largest magnitude over its f16 lanes, across its 4 lanes.
+  Value largest = zero;
+  for (int64_t q = 0; q < pieceSets; ++q) {
+    const OperandLane &l = q < latentSets ? latentLane : ropeLane;
+    if (l.bf16)
+      continue;
+    Value loaded = pieceAt(q);
+    for (int64_t e = 0; e < kQueryPiece; ++e) {
+      Value x = vector::ExtractOp::create(builder, loc, loaded, e);
+      largest = kb.fmax(largest, kb.fabs(kb.toF32(x)));
+    }
+  }
+  largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 8));
+  largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 16));
+  auto [factor, inverse] = normalization(largest);
+  Value storesInverse =
+      kb.cmpi(arith::CmpIPredicate::eq, pieceOfLane, index(0));
+  kb.ifThen(storesInverse, [&] { kb.store(inverse, queryInverse, {row}); });
+
+  Value rowGroup = kb.divs(row, index(8));
+  Value threadBytes = kb.mul(pieceOfLane, index(8 * 128));
+  threadBytes = kb.add(threadBytes, kb.mul(rowGroup, index(128)));
+  threadBytes = kb.add(threadBytes, kb.mul(rowInWarp, index(16)));
+  Value threadWords = kb.divs(threadBytes, index(4));
+  threadWords = kb.add(threadWords, index(layout.query / 4));
+  auto splat = vector::BroadcastOp::create(
+      builder, loc, VectorType::get({kQueryPiece}, f32), factor);
+  for (int64_t q = 0; q < pieceSets; ++q) {
+    const OperandLane &l = q < latentSets ? latentLane : ropeLane;
+    Value loaded = pieceAt(q);
+    Value halves;
+    if (l.bf16) {
+      halves = vector::BitCastOp::create(
+          builder, loc, VectorType::get({kQueryPiece}, f16), loaded);
+    } else {
+      Value wide = arith::ExtFOp::create(
+          builder, loc, VectorType::get({kQueryPiece}, f32), loaded);
+      Value scaled = arith::MulFOp::create(builder, loc, wide, splat);
+      Value rounded = arith::TruncFOp::create(
+          builder, loc, VectorType::get({kQueryPiece}, f16), scaled);
+      halves = vector::ShuffleOp::create(builder, loc, rounded, rounded,
+                                         decodedOrder(l));
+    }
+    Value bits = vector::BitCastOp::create(
+        builder, loc, VectorType::get({4}, builder.getI32Type()), halves);
+    Value at = kb.add(threadWords, index(4 * q * 8 * 128 / 4));
+    vector::StoreOp::create(builder, loc, bits, words, ValueRange{at},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
+}
+
+void XqaMlaBuilder::decodeTile() {
+  // Thread (warp w, lane l) decodes key k = 8 (w % 4) + l % 8 and the
+  // pieces 8 j + r, r = 4 (w / 4) + l / 8, of every pass j: a quarter-warp
+  // stores one core matrix (8 keys x 16 bytes), and a warp's raw reads fall
+  // in different banks. The decoded element (key, channel) is at byte
+  // ((channel / 8) K8 + key / 8) 128 + (key % 8) 16 + position 2, K8 the
+  // tile's 8-key groups: a K-major B for S (K core matrices K8 128 bytes
+  // apart, N 128) and an MN-major B for P V (K 128, N K8 128).
+  assert(tileKeys == 32 && blockThreads == 256 &&
+         "the decode's thread mapping is for 32 keys and 8 warps");
+  Location loc = kb.loc;
+  Type i32 = builder.getI32Type();
+  int64_t keyGroups = tileKeys / 8;
+  int64_t passes = keyDim / 64;
+  int64_t latentPasses = latent / 64;
+  Value keyInGroup = kb.rems(lane, index(8));
+  Value keyGroup = kb.rems(warp, index(4));
+  Value key = kb.mul(keyGroup, index(8));
+  key = kb.add(key, keyInGroup);
+  Value r = kb.mul(wgIndex, index(4));
+  r = kb.add(r, kb.divs(lane, index(8)));
+  Value keyWords = kb.mul(key, index(strideWords()));
+  Value keyBytes = kb.mul(key, index(layout.rawStride));
+  Value storeBytes = kb.mul(r, index(keyGroups * 128));
+  storeBytes = kb.add(storeBytes, kb.mul(keyGroup, index(128)));
+  storeBytes = kb.add(storeBytes, kb.mul(keyInGroup, index(16)));
+  storeBytes = kb.add(storeBytes, decodedBase);
+  Value storeWords = kb.divs(storeBytes, index(4));
+  for (int64_t j = 0; j < passes; ++j) {
+    bool isLatent = j < latentPasses;
+    const OperandLane &l = isLatent ? latentLane : ropeLane;
+    // The piece within its lane: 8 j' + r.
+    int64_t jInLane = isLatent ? j : j - latentPasses;
+    int64_t pieceWords = 8 / l.wordChannels; // 32-bit words of codes
+    Value first = kb.mul(r, index(pieceWords));
+    first = kb.add(first, keyWords);
+    int64_t constant = l.lane.getOffset() / 4 + 8 * jInLane * pieceWords;
+    SmallVector<Value> out;
+    if (l.bf16) {
+      for (int64_t w = 0; w < 4; ++w)
+        out.push_back(rawWord(first, constant + w));
+    } else {
+      Value scale;
+      if (l.encoding == Encoding::nvfp4) {
+        // Group 16 covers pieces 2m, 2m + 1: byte 4 j' + r / 2.
+        Value scaleByte = kb.add(keyBytes, kb.divs(r, index(2)));
+        Value code =
+            rawByte(scaleByte, latentScaleLane.getOffset() + 4 * jInLane);
+        scale = scalePair(code, code);
+      }
+      for (int64_t w = 0; w < pieceWords; ++w) {
+        Value word = rawWord(first, constant + w);
+        for (ChannelPair &pair : decodeWordPairs(kb, l.encoding, word)) {
+          Value halves = pair.pair;
+          if (scale)
+            halves = arith::MulFOp::create(builder, loc, halves, scale);
+          out.push_back(pairBits(kb, halves));
+        }
+      }
+    }
+    Value bits = vector::FromElementsOp::create(builder, loc,
+                                                VectorType::get({4}, i32), out);
+    Value at = kb.add(storeWords, index(j * 8 * keyGroups * 128 / 4));
+    vector::StoreOp::create(builder, loc, bits, words, ValueRange{at},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
+}
+
+void XqaMlaBuilder::scoreTileWarpgroup(Value pageSlot) {
+  // Warpgroup g: keys [16g, 16g + 16) as wgmma N = 16. Element i of a
+  // chain is row 16 (w % 4) + g + 8 (i / 2 % 2), key 16g + 8 (i / 4) + 2t
+  // + i % 2 (the mma.sync C layout per n8 chunk).
+  int64_t halfKeys = tileKeys / 2;
+  int64_t keyGroups = tileKeys / 8;
+  Value queryDesc = descriptor(index(layout.query), 8 * 128, 128);
+  Value keyOffset = kb.mul(wgIndex, index(halfKeys / 8 * 128));
+  keyOffset = kb.add(keyOffset, decodedBase);
+  Value keyDesc = descriptor(keyOffset, keyGroups * 128, 128);
+  int64_t stride = strideWords();
+  Value firstKey = kb.mul(wgIndex, index(halfKeys));
+  Value keyLow = kb.add(firstKey, kb.mul(threadInGroup, index(2)));
+  Value lowKeyWords = kb.mul(keyLow, index(stride));
+
+  struct Chain {
+    const OperandLane *lane;
+    int64_t block;
+    SmallVector<Value> acc;
+  };
+  SmallVector<Chain> chains;
+  NVVM::WgmmaFenceAlignedOp::create(builder, kb.loc);
+  for (const OperandLane *l : {&latentLane, &ropeLane}) {
+    bool isLatent = l == &latentLane;
+    int64_t group = isLatent ? latentGroup : l->count;
+    for (int64_t block = 0; block < l->count / group; ++block) {
+      Chain chain{l, block, {}};
+      for (int64_t step = 0; step < group / 16; ++step) {
+        int64_t column = l->firstColumn + block * group + 16 * step;
+        Value a = advance(queryDesc, column / 8 * 8 * 128);
+        Value b = advance(keyDesc, column / 8 * keyGroups * 128);
+        chain.acc = wgmma(a, b, chain.acc, halfKeys, l->bf16,
+                          /*transposeB=*/false);
+      }
+      chains.push_back(std::move(chain));
+    }
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(builder, kb.loc);
+  NVVM::WgmmaWaitGroupSyncOp::create(builder, kb.loc, 0);
+
+  // Each chain's sums times its keys' scales (none: 1), then the lane's
+  // constant factors, as scoreTile does.
+  SmallVector<Value> logit(8, zero);
+  for (const OperandLane *l : {&latentLane, &ropeLane}) {
+    bool isLatent = l == &latentLane;
+    SmallVector<Value> laneTotal(8, zero);
+    for (const Chain &chain : chains) {
+      if (chain.lane != l)
+        continue;
+      for (int64_t j = 0; j < 2; ++j) {
+        // Keys 16g + 8j + 2t and + 1.
+        Value low, high;
+        int64_t keyConstant = 8 * j * stride;
+        if (isLatent) {
+          low = latentScale(lowKeyWords, keyConstant + chain.block);
+          high = latentScale(lowKeyWords, keyConstant + stride + chain.block);
+        } else if (ropeScaleLane) {
+          int64_t at = keyConstant + ropeScaleLane.getOffset() / 4;
+          low = rawF32(lowKeyWords, at);
+          high = rawF32(lowKeyWords, at + stride);
+        }
+        for (int64_t e = 0; e < 4; ++e) {
+          int64_t i = 4 * j + e;
+          laneTotal[i] =
+              low ? kb.fma(chain.acc[i], e % 2 ? high : low, laneTotal[i])
+                  : kb.fadd(chain.acc[i], laneTotal[i]);
+        }
+      }
+    }
+    bool subnormalCodes = l->encoding == Encoding::nvfp4 && !kb.hardwareFp4;
+    for (int64_t i = 0; i < 8; ++i) {
+      Value total = laneTotal[i];
+      if (subnormalCodes)
+        total = kb.fmul(total, kb.f32(kFp4SubnormalScale));
+      if (!l->bf16)
+        total = kb.fmul(total, rowInverse[i / 2 % 2]);
+      logit[i] = kb.fadd(logit[i], total);
+    }
+  }
+
+  // Base-2 logits, -inf for dead keys, as float2 per row and key pair.
+  for (int64_t j = 0; j < 2; ++j) {
+    Value key = kb.add(keyLow, index(8 * j));
+    Value pageAt = kb.mul(pageSlot, index(tileKeys));
+    pageAt = kb.add(pageAt, key);
+    auto pagePair = vector::LoadOp::create(
+        builder, kb.loc, VectorType::get({2}, builder.getI32Type()), pages,
+        ValueRange{pageAt}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+    SmallVector<Value> isLive(2);
+    for (int64_t k = 0; k < 2; ++k) {
+      Value page = vector::ExtractOp::create(builder, kb.loc, pagePair, k);
+      isLive[k] = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
+    }
+    for (int64_t h = 0; h < 2; ++h) {
+      SmallVector<Value> pair(2);
+      for (int64_t k = 0; k < 2; ++k) {
+        Value scaled = kb.fmul(logit[4 * j + 2 * h + k], softmaxScale);
+        Value x = kb.finiteLogit(scaled);
+        pair[k] = kb.select(isLive[k], x, negInf);
+      }
+      Value at = kb.mul(rowOf(h), index(layout.logitStride));
+      at = kb.add(at, key);
+      Value both = vector::FromElementsOp::create(
+          builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
+      vector::StoreOp::create(builder, kb.loc, both, logits, ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(8));
+    }
+  }
+}
+
+void XqaMlaBuilder::accumulateWarpgroup(ArrayRef<Value> p,
+                                        ArrayRef<SmallVector<Value>> keyScales,
+                                        SmallVectorImpl<Value> &s) {
+  // The warpgroup's P tiles (one per value block): A = P times the key's
+  // value scale times the warp's 2^e of the block (P 2^10 where the keys
+  // share a scale), rows 16 (w % 4) + g (+ 8), keys 8 nt + 2t (+ 1), as
+  // wgmma's K-major A: element (row, key) at byte ((key / 8) 8 + row / 8)
+  // 128 + (row % 8) 16 + (key % 8) 2.
+  Location loc = kb.loc;
+  MmaBuilder &tc = mmaOf(latentLane);
+  int64_t keyTiles = tileKeys / 8;
+  int64_t tileBytes = kXqaMlaWarpgroupHeads * tileKeys * 2;
+  Value tileOffset = kb.mul(wgIndex, index(valueBlocks * tileBytes));
+  tileOffset = kb.add(tileOffset, index(layout.pTiles));
+  Value rowGroup = kb.divs(warpRowBase, index(8));
+  Value threadBytes = kb.mul(rowGroup, index(128));
+  threadBytes = kb.add(threadBytes, kb.mul(groupId, index(16)));
+  threadBytes = kb.add(threadBytes, kb.mul(threadInGroup, index(4)));
+  threadBytes = kb.add(threadBytes, tileOffset);
+  Value threadWords = kb.divs(threadBytes, index(4));
+  for (int64_t bw = 0; bw < valueBlocks; ++bw) {
+    SmallVector<Value> scaled(p);
+    if (perKeyValueScale()) {
+      Value factor = kb.powerOfTwo(s[expAt(bw)]);
+      for (int64_t nt = 0; nt < keyTiles; ++nt)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value scale = kb.fmul(keyScales[bw][nt * 2 + e], factor);
+          scaled[nt * 4 + e] = kb.fmul(p[nt * 4 + e], scale);
+          scaled[nt * 4 + e + 2] = kb.fmul(p[nt * 4 + e + 2], scale);
+        }
+    } else {
+      Value factor = kb.f32(std::ldexp(1.0f, kSharedScaleExponent));
+      for (Value &x : scaled)
+        x = kb.fmul(x, factor);
+    }
+    for (int64_t nt = 0; nt < keyTiles; ++nt)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value packed =
+            tc.packPair(scaled[nt * 4 + 2 * h], scaled[nt * 4 + 2 * h + 1]);
+        Value bits = pairBits(kb, packed);
+        int64_t constant = (bw * tileBytes + (nt * 8 + h) * 128) / 4;
+        Value at = kb.add(threadWords, index(constant));
+        kb.store(bits, words, {at});
+      }
+  }
+  // Every warp of the warpgroup wrote its rows: publish them to the async
+  // proxy and wait for the warpgroup alone (named barrier 1 + g).
+  NVVM::FenceProxyOp::create(
+      builder, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(builder.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+  Value barrierId = kb.toI32(kb.add(wgIndex, index(1)));
+  Value groupThreads = kb.i32(int32_t(kXqaMlaWarpgroupThreads / 2));
+  NVVM::BarrierOp::create(builder, loc, Type(), barrierId, groupThreads,
+                          NVVM::BarrierReductionAttr(), Value());
+
+  // O += A V over the warpgroup's channels: V is the decoded tile read
+  // MN-major (K = keys: core matrices 128 bytes apart; N = channels:
+  // K8 128 bytes apart).
+  int64_t keyGroups = tileKeys / 8;
+  Value pDesc = descriptor(tileOffset, 8 * 128, 128);
+  Value channelOffset =
+      kb.mul(wgIndex, index(warpChannels / 8 * keyGroups * 128));
+  channelOffset = kb.add(channelOffset, decodedBase);
+  Value valueDesc = descriptor(channelOffset, 128, keyGroups * 128);
+  int64_t tilesPerBlock = blockChannels / 8;
+  NVVM::WgmmaFenceAlignedOp::create(builder, loc);
+  for (int64_t bw = 0; bw < valueBlocks; ++bw) {
+    SmallVector<Value> acc;
+    for (int64_t i = 0; i < tilesPerBlock * 4; ++i)
+      acc.push_back(s[accAt(bw * tilesPerBlock, 0) + i]);
+    for (int64_t ks = 0; ks < tileKeys / 16; ++ks) {
+      Value a = advance(pDesc, bw * tileBytes + 2 * ks * 8 * 128);
+      Value b = advance(valueDesc, bw * blockChannels / 8 * keyGroups * 128 +
+                                       2 * ks * 128);
+      acc = wgmma(a, b, acc, blockChannels, latentLane.bf16,
+                  /*transposeB=*/true);
+    }
+    for (int64_t i = 0; i < tilesPerBlock * 4; ++i)
+      s[accAt(bw * tilesPerBlock, 0) + i] = acc[i];
+  }
+  // Left in flight: tileLoopWarpgroup decodes the next tile under it.
+  NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
+}
+
+void XqaMlaBuilder::useSlot(Value slot) {
+  rawBaseBytes = kb.mul(slot, index(tileKeys * layout.rawStride));
+  rawBaseBytes = kb.add(rawBaseBytes, index(layout.raw));
+  rawBaseWords = kb.mul(slot, index(tileKeys * strideWords()));
+  rawBaseWords = kb.add(rawBaseWords, index(layout.raw / 4));
+  decodedBase = kb.mul(slot, index(tileKeys * keyDim * 2));
+  decodedBase = kb.add(decodedBase, index(layout.decoded));
+}
+
+void XqaMlaBuilder::decodeAndPublish() {
+  decodeTile();
+  // Written through the generic proxy, read by wgmma through the async
+  // proxy (the query tile too, before the first tile's decode).
+  NVVM::FenceProxyOp::create(
+      builder, kb.loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(builder.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+}
+
+SmallVector<Value> XqaMlaBuilder::tileLoopWarpgroup(ArrayRef<Value> init) {
+  Location loc = kb.loc;
+  Value zeroI32 = kb.i32(0), oneI32 = kb.i32(1), twoI32 = kb.i32(2),
+        threeI32 = kb.i32(3);
+  // Prologue: the pages of tiles 0, 1 and 2, the raw copies of tiles 0 and
+  // 1, tile 0 decoded (slot 0). The block barrier also publishes the query
+  // tile's row scales.
+  Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, tileCount, zeroI32);
+  Value twoTiles = kb.cmpi(arith::CmpIPredicate::sgt, tileCount, oneI32);
+  lookupPages(zeroI32, index(0));
+  lookupPages(oneI32, index(1));
+  kb.barrier();
+  kb.ifThen(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
+  NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+  kb.ifThen(twoTiles, [&] { issueTile(oneI32, index(1), index(1)); });
+  NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+  lookupPages(twoI32, index(2));
+  for (int64_t h = 0; h < 2; ++h)
+    rowInverse[h] =
+        anyF16Query() ? kb.load(queryInverse, {rowOf(h)}) : kb.f32(1.0f);
+  NVVM::CpAsyncWaitGroupOp::create(builder, loc, 1);
+  kb.barrier();
+  kb.ifThen(nonEmpty, [&] {
+    useSlot(index(0));
+    decodeAndPublish();
+  });
+
+  // Tile i: raw slot, decoded slot i % 2, pages i % 3. Its P V runs while
+  // tile i + 1 (copied a tile ago) is decoded into the other slot and tile
+  // i + 2 is copied into tile i's raw slot; the accumulators are touched
+  // only after the wait at the end.
+  Value loopBegin = index(0), loopStep = index(1);
+  Value loopEnd = kb.toIndex(tileCount);
+  return kb.forLoop(
+      loopBegin, loopEnd, loopStep, init,
+      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
+        SmallVector<Value> s(carried.begin(), carried.end());
+        Value i = kb.toI32(iteration);
+        kb.barrier();
+        Value slot = kb.toIndex(kb.rems(i, twoI32));
+        useSlot(slot);
+        scoreTileWarpgroup(kb.toIndex(kb.rems(i, threeI32)));
+        kb.barrier();
+        accumulateTile(s);
+        Value nextTile = kb.add(i, oneI32);
+        Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
+        kb.ifThen(more, [&] {
+          // Every warp is past tile i's raw records (scales included).
+          NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
+          kb.barrier();
+          Value afterNext = kb.add(i, twoI32);
+          Value copies =
+              kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
+          Value afterNextPages = kb.toIndex(kb.rems(afterNext, threeI32));
+          kb.ifThen(copies,
+                    [&] { issueTile(afterNext, slot, afterNextPages); });
+          NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+          Value later = kb.add(i, threeI32);
+          lookupPages(later, kb.toIndex(kb.rems(later, threeI32)));
+          Value nextSlot = kb.toIndex(kb.rems(nextTile, twoI32));
+          useSlot(nextSlot);
+          decodeAndPublish();
+        });
+        NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, 0);
+        return s;
+      });
+}
+
+void XqaMlaBuilder::writePartialsWarpgroup(ArrayRef<Value> s, Value split,
+                                           Value firstRow, Value partialOut,
+                                           Value partialStats) {
+  // Rows 16 (w % 4) + g (+ 8): accumulator 4 j + 2h + e of value block bw
+  // is decoded position channelBase + bw B + 8 j + 2t + e, which holds
+  // channel (position / 8) 8 + order[position % 8]; warpgroup 0 writes the
+  // (natural) max and the sum.
+  SmallVector<int64_t> order = decodedOrder(latentLane);
+  Value channelBase = kb.mul(wgIndex, index(warpChannels));
+  Value firstOfQuad =
+      kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
+  Value writesStats = kb.land(
+      firstOfQuad, kb.cmpi(arith::CmpIPredicate::eq, wgIndex, index(0)));
+  // order[2t + e] for this thread, e = 0, 1.
+  SmallVector<Value> within(2);
+  for (int64_t e = 0; e < 2; ++e) {
+    Value value = index(order[e]);
+    for (int64_t t = 1; t < 4; ++t) {
+      Value isT = kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(t));
+      Value candidate = index(order[2 * t + e]);
+      value = kb.select(isT, candidate, value);
+    }
+    within[e] = kb.add(channelBase, value);
+  }
+  int64_t tilesPerBlock = blockChannels / 8;
+  SmallVector<SmallVector<Value>> undo;
+  for (int64_t bw = 0; bw < valueBlocks; ++bw)
+    undo.push_back(undoFactors(s, bw));
+  for (int64_t h = 0; h < 2; ++h) {
+    Value outRow = kb.add(firstRow, rowOf(h));
+    Value sum = s[sumAt(h)];
+    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 1));
+    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 2));
+    kb.ifThen(writesStats, [&] {
+      Value naturalMax = kb.fmul(s[maxAt(h)], kb.f32(float(M_LN2)));
+      kb.store(naturalMax, partialStats, {split, outRow, index(0)});
+      kb.store(sum, partialStats, {split, outRow, index(1)});
+    });
+    for (int64_t nt = 0; nt < warpTiles; ++nt)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value value = s[accAt(nt, 2 * h + e)];
+        for (Value factor : undo[nt / tilesPerBlock])
+          value = kb.fmul(value, factor);
+        Value channel = kb.add(within[e], index(8 * nt));
+        kb.store(value, partialOut, {split, outRow, channel});
+      }
   }
 }
 
@@ -996,6 +1606,7 @@ void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
 gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
+  warpgroup = plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads;
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
   // e2m1 pairs stay codes x 2^-14; the sums take the 2^14 (in S, on the
@@ -1024,11 +1635,19 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   latentGroup = record.latentFormat == MlaLatentFormat::E4M3BlockScaled
                     ? record.latentScaleGroup
                     : latent;
-  warpChannels = latent / kXqaMlaWarps;
+  if (warpgroup) {
+    // A warpgroup owns half the latent in P V.
+    blockThreads = kXqaMlaWarpgroupThreads;
+    warpChannels = latent / 2;
+    blockChannels = xqaMlaWarpgroupBlockChannels(record);
+    layout = layoutXqaMlaWarpgroupShared(record, tileKeys);
+  } else {
+    warpChannels = latent / kXqaMlaWarps;
+    blockChannels = std::min(latentGroup, warpChannels);
+    layout = layoutXqaMlaShared(record, tileKeys);
+  }
   warpTiles = warpChannels / 8;
-  blockChannels = std::min(latentGroup, warpChannels);
   valueBlocks = warpChannels / blockChannels;
-  layout = layoutXqaMlaShared(record, tileKeys);
 
   // Kernel arguments: the op's buffers, the records, then the workspace.
   hostOperands.assign({op.getQuery(), op.getBlockTable(), op.getSeqLens()});
@@ -1043,10 +1662,12 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   argTypes.push_back(workspaceOutputType(context, latent));
   argTypes.push_back(workspaceStatsType(context));
 
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc, "pattn_xqa_mla_decode", argTypes, {});
-  setLaunchBounds(kernel, kXqaMlaThreads,
-                  xqaMlaResidentBlocks(plan.getSharedBytes(), kernels.chips));
+  gpu::GPUFuncOp kernel = kernels.create(
+      builder, loc,
+      warpgroup ? "pattn_xqa_mla_wgmma_decode" : "pattn_xqa_mla_decode",
+      argTypes, {});
+  setLaunchBounds(kernel, blockThreads,
+                  xqaMlaResidentBlocks(plan, kernels.chips));
   unsigned next = 0;
   query = kernel.getArgument(next++);
   blockTable = kernel.getArgument(next++);
@@ -1063,11 +1684,12 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
           {ShapedType::kDynamic}, builder.getIntegerType(8), AffineMap(),
           gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
   Type f16 = builder.getF16Type(), i32 = builder.getI32Type();
-  queryTile = view(layout.query, {kRows, layout.rowStride}, f16);
+  int64_t rows = plan.getHeadsPerBlock();
+  queryTile = view(layout.query, {rows, layout.rowStride}, f16);
   queryBf16 =
-      view(layout.query, {kRows, layout.rowStride}, builder.getBF16Type());
-  queryInverse = view(layout.queryScales, {kRows}, f32);
-  logits = view(layout.logits, {kRows * layout.logitStride}, f32);
+      view(layout.query, {rows, layout.rowStride}, builder.getBF16Type());
+  queryInverse = view(layout.queryScales, {rows}, f32);
+  logits = view(layout.logits, {rows * layout.logitStride}, f32);
   pages = view(layout.pages, {3 * tileKeys}, i32);
   words = view(0, {layout.total / 4}, i32);
   bytes = view(0, {layout.total}, builder.getIntegerType(8));
@@ -1083,7 +1705,15 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value row = kb.blockId(gpu::Dimension::y);
   Value token = kb.divs(row, index(headGroups));
   Value headGroup = kb.rems(row, index(headGroups));
-  Value firstHead = kb.mul(headGroup, index(kRows));
+  Value firstHead = kb.mul(headGroup, index(plan.getHeadsPerBlock()));
+  if (warpgroup) {
+    wgIndex = kb.divs(warp, index(4));
+    Value warpInGroup = kb.rems(warp, index(4));
+    warpRowBase = kb.mul(warpInGroup, index(16));
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, smem);
+    smemAddress = kb.toI64(address);
+  }
 
   // The token's keys, cut to this split: splits of ceil(max keys /
   // gridDim.x) keys rounded up to whole tiles (host-known sizes only).
@@ -1107,7 +1737,10 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value tiles = ceilDiv(span, tileKeys);
   tileCount = kb.select(nonEmpty, tiles, kb.i32(0));
 
-  loadQuery(token, firstHead);
+  if (warpgroup)
+    loadQueryWarpgroup(token, firstHead);
+  else
+    loadQuery(token, firstHead);
   if (outerScale)
     tensorScale = kb.load(outerScale, {index(0)});
 
@@ -1116,6 +1749,19 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
       scale ? scale->convertToFloat() : 1.0f / std::sqrt(float(keyDim));
   // Logits in base 2: every exponential is one ex2.approx.
   softmaxScale = kb.f32(softmax * float(M_LOG2E));
+
+  SmallVector<Value> init = {negInf, negInf, zero, zero};
+  for (int64_t i = 0; i < warpTiles * 4; ++i)
+    init.push_back(zero);
+  for (int64_t bw = 0; bw < expCount(); ++bw)
+    init.push_back(kb.i32(0));
+  Value firstRow = kb.add(kb.mul(token, index(numHeads)), firstHead);
+  if (warpgroup) {
+    SmallVector<Value> state = tileLoopWarpgroup(init);
+    writePartialsWarpgroup(state, split, firstRow, partialOut, partialStats);
+    gpu::ReturnOp::create(builder, loc);
+    return kernel;
+  }
 
   // Prologue: tile 0's pages, its copy, then tile 1's pages. The barrier
   // also publishes the query tile.
@@ -1127,15 +1773,9 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   NVVM::CpAsyncCommitGroupOp::create(builder, loc);
   lookupPages(oneI32, index(1));
   for (int64_t h = 0; h < 2; ++h)
-    rowInverse[h] = anyF16Query()
-                        ? kb.load(queryInverse, {kb.add(groupId, index(8 * h))})
-                        : kb.f32(1.0f);
+    rowInverse[h] =
+        anyF16Query() ? kb.load(queryInverse, {rowOf(h)}) : kb.f32(1.0f);
 
-  SmallVector<Value> init = {negInf, negInf, zero, zero};
-  for (int64_t i = 0; i < warpTiles * 4; ++i)
-    init.push_back(zero);
-  for (int64_t bw = 0; bw < expCount(); ++bw)
-    init.push_back(kb.i32(0));
   Value loopBegin = index(0), loopStep = index(1);
   Value loopEnd = kb.toIndex(tileCount);
   SmallVector<Value> state = kb.forLoop(
@@ -1167,7 +1807,6 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
         return s;
       });
 
-  Value firstRow = kb.add(kb.mul(token, index(numHeads)), firstHead);
   writePartials(state, split, firstRow, partialOut, partialStats);
   gpu::ReturnOp::create(builder, loc);
   return kernel;
@@ -1188,6 +1827,8 @@ auto ::pattn::buildXqaMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
   result.blockSize = cache.type.getBlockSize();
   result.decodeBlocksPerToken = result.numHeads / plan.getHeadsPerBlock();
   result.sharedBytes = plan.getSharedBytes();
-  result.blockThreads = kXqaMlaThreads;
+  result.blockThreads = plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads
+                            ? kXqaMlaWarpgroupThreads
+                            : kXqaMlaThreads;
   return result;
 }

@@ -1247,13 +1247,23 @@ MLA_CASES = [
                  seq_lens=(1500, 33), token_binades=12),
     ir.MlaConfig(preset="nvfp4_ds_mla_fp8_rope", mode="token", dtype="bf16",
                  seq_lens=(700, 5), token_binades=12),
+    # 64 and 128 heads on sm_90a take the warpgroup (wgmma) kernel: every
+    # preset and scale mode, value scales binades apart, 16-token pages,
+    # speculative tokens, an empty sequence.
+    ir.MlaConfig(preset="fp8_ds_mla", mode="none", dtype="bf16",
+                 num_heads=128, seq_lens=(1500, 33, 0), token_binades=12),
+    ir.MlaConfig(preset="nvfp4_ds_mla_fp8_rope", mode="token", dtype="bf16",
+                 num_heads=64, block_size=16, query_tokens=2,
+                 seq_lens=(700, 5), token_binades=12),
+    ir.MlaConfig(preset="nvfp4_ds_mla_fp8_rope", mode="tensor", dtype="bf16",
+                 num_heads=128, seq_lens=(129, 2100)),
 ]
 
 #: One bf16 case per preset: the tensor-core kernel on the auto backend.
 MLA_XQA_CASES = [config for config in MLA_CASES
                  if config.dtype == "bf16" and config.query_tokens == 1
                  and config.num_heads == 16] + \
-    [config for config in MLA_CASES if config.num_heads == 128] + \
+    [config for config in MLA_CASES if config.num_heads >= 64] + \
     [config for config in MLA_CASES
      if config.dtype == "bf16" and config.block_size == 16]
 

@@ -1408,8 +1408,9 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 // -----
 
-// #pattn.xqa_mla_plan: one m16 tile of heads, 8 keys per warp.
-// expected-error @below {{heads_per_block 32 must be 16 (one m16 tile)}}
+// #pattn.xqa_mla_plan: one m16 tile of heads (mma.sync) or one m64 tile
+// (wgmma), 8 keys per warp.
+// expected-error @below {{heads_per_block 32 must be 16 (mma.sync: one m16 tile) or 64 (wgmma: one m64 tile)}}
 func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 32, keys_per_tile = 32, shared_bytes = 80640>}
 
 // -----

@@ -116,9 +116,10 @@ LogicalResult
 XqaMlaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t headsPerBlock, int64_t keysPerTile,
                        int64_t sharedBytes) {
-  if (headsPerBlock != 16)
+  if (headsPerBlock != 16 && headsPerBlock != 64)
     return emitError() << "heads_per_block " << headsPerBlock
-                       << " must be 16 (one m16 tile)";
+                       << " must be 16 (mma.sync: one m16 tile) or 64 "
+                          "(wgmma: one m64 tile)";
   if (keysPerTile != 32)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be 32 (8 keys per warp)";

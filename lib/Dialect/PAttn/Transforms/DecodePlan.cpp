@@ -119,8 +119,10 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
   return std::max<int64_t>(blocks, 1);
 }
 
-int64_t xqaMlaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
-  return std::min<int64_t>(3, xqaResidentBlocks(sharedBytes, chips));
+int64_t xqaMlaResidentBlocks(XqaMlaPlanAttr plan, ArrayRef<Chip> chips) {
+  if (plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads)
+    return 1;
+  return std::min<int64_t>(3, xqaResidentBlocks(plan.getSharedBytes(), chips));
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -259,9 +261,105 @@ XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
   return layout;
 }
 
-XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op) {
+XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
+                                               int64_t keysPerTile) {
+  auto align16 = [](int64_t bytes) -> int64_t {
+    return llvm::alignTo(bytes, 16);
+  };
+  const int64_t rows = kXqaMlaWarpgroupHeads;
+  XqaMlaSharedLayout layout;
+  int64_t keyDim = record.latent + record.rope;
+  layout.rowStride = keyDim;
+  int64_t offset = 0;
+  layout.query = offset;
+  offset += rows * keyDim * 2;
+  // Two decoded slots: tile i + 1 is decoded while P V reads tile i.
+  layout.decoded = offset;
+  offset += 2 * keysPerTile * keyDim * 2;
+  layout.raw = offset;
+  layout.rawStride = align16(record.recordBytes);
+  if (layout.rawStride / 4 % 8 == 0)
+    layout.rawStride += 16;
+  offset += 2 * keysPerTile * layout.rawStride;
+  layout.logits = offset;
+  layout.logitStride = keysPerTile + 8;
+  offset += align16(rows * layout.logitStride * 4);
+  layout.pTiles = offset;
+  int64_t blocks = record.latent / 2 / xqaMlaWarpgroupBlockChannels(record);
+  offset += 2 * blocks * rows * keysPerTile * 2;
+  layout.pages = offset;
+  offset += align16(3 * keysPerTile * 4);
+  layout.queryScales = offset;
+  offset += align16(rows * 4);
+  layout.total = offset;
+  return layout;
+}
+
+int64_t xqaMlaWarpgroupBlockChannels(const MlaRecordLayout &record) {
+  int64_t half = record.latent / 2;
+  if (record.latentFormat != MlaLatentFormat::E4M3BlockScaled)
+    return half;
+  return std::min(half, record.latentScaleGroup);
+}
+
+std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
+                                     int64_t numHeads, ArrayRef<Chip> chips) {
+  std::string reason;
+  llvm::raw_string_ostream os(reason);
+  if (chips.empty() || llvm::any_of(chips, [](Chip chip) {
+        return !getTargetDescription(chip).hasWgmma;
+      })) {
+    os << "a chip built for has no wgmma (sm_90a only)";
+    return reason;
+  }
+  if (numHeads % kXqaMlaWarpgroupHeads != 0) {
+    os << "num_heads " << numHeads << " not a multiple of "
+       << kXqaMlaWarpgroupHeads;
+    return reason;
+  }
+  // The decode passes cover 64-channel stripes of the latent and the rope;
+  // a warpgroup's half of the latent is one wgmma N (<= 256).
+  if (record.latent % 64 != 0 || record.latent > 512 || record.rope <= 0 ||
+      record.rope % 64 != 0) {
+    os << "latent " << record.latent << " and rope " << record.rope
+       << " not multiples of 64 with latent <= 512";
+    return reason;
+  }
+  if (record.latentFormat == MlaLatentFormat::Unsupported ||
+      record.ropeFormat == MlaRopeFormat::Unsupported) {
+    os << "record lanes the tensor-core kernels do not read";
+    return reason;
+  }
+  // Each latent block is a separate S chain (at most 4), and a
+  // warpgroup's channels are whole blocks or inside one.
+  if (record.latentFormat == MlaLatentFormat::E4M3BlockScaled) {
+    int64_t group = record.latentScaleGroup, half = record.latent / 2;
+    if (group % 128 != 0 || (half % group != 0 && group % half != 0)) {
+      os << "latent scale blocks of " << group
+         << " channels, not a multiple of 128 that tiles half the latent";
+      return reason;
+    }
+  }
+  int64_t shared =
+      layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total;
+  for (Chip chip : chips)
+    if (shared > getTargetDescription(chip).sharedMemoryPerBlock) {
+      os << "the tile needs " << shared << " bytes of shared memory > "
+         << getTargetDescription(chip).sharedMemoryPerBlock << " on "
+         << stringifyChip(chip);
+      return reason;
+    }
+  return reason;
+}
+
+XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   MlaRecordLayout record =
       describeMlaRecord(op.getCache().getType().getRecord());
+  int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
+  if (xqaMlaWarpgroupRejection(record, numHeads, chips).empty())
+    return XqaMlaPlanAttr::get(
+        op.getContext(), kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
+        layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total);
   XqaMlaSharedLayout layout = layoutXqaMlaShared(record, kXqaMlaKeysPerTile);
   return XqaMlaPlanAttr::get(op.getContext(), kXqaMlaHeadsPerBlock,
                              kXqaMlaKeysPerTile, layout.total);

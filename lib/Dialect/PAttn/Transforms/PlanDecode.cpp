@@ -84,7 +84,8 @@ void PlanDecodePass::runOnOperation() {
       plan(op, mla.getBackend(), [&]() -> Attribute {
         // The selector checked one chip; the tile must fit every chip
         // built for (a large custom record may not fit a 99 KiB one).
-        ::pattn::XqaMlaPlanAttr mlaPlan = ::pattn::planXqaMlaDecode(mla);
+        ::pattn::XqaMlaPlanAttr mlaPlan =
+            ::pattn::planXqaMlaDecode(mla, targets);
         for (::pattn::Chip chip : targets) {
           int64_t limit =
               ::pattn::getTargetDescription(chip).sharedMemoryPerBlock;

@@ -62,12 +62,14 @@ XqaSharedLayout layoutXqaShared(pattn::CacheType key, pattn::CacheType value,
 /// once (at most 4, which leaves 128 registers per thread).
 int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
-/// Tensor-core MLA blocks resident per SM: as xqaResidentBlocks, but at
-/// most 3, which leaves the kernel 168 registers per thread (the fp8
-/// preset uses them all; the nvfp4 presets fit 128 without spilling, but a
-/// fourth block measured 4-5% slower at B32 L8K on the H200: more splits,
-/// more partial results to write and merge).
-int64_t xqaMlaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
+/// Tensor-core MLA blocks resident per SM. The mma.sync kernel: as
+/// xqaResidentBlocks, but at most 3, which leaves the kernel 168 registers
+/// per thread (the fp8 preset uses them all; the nvfp4 presets fit 128
+/// without spilling, but a fourth block measured 4-5% slower at B32 L8K on
+/// the H200: more splits, more partial results to write and merge). The
+/// warpgroup kernel: one (256 threads holding 128 fp32 accumulators each).
+int64_t xqaMlaResidentBlocks(pattn::XqaMlaPlanAttr plan,
+                             llvm::ArrayRef<Chip> chips);
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
@@ -94,16 +96,40 @@ struct XqaMlaSharedLayout {
   int64_t logits = 0, logitStride = 0; ///< logitStride: f32 elements
   int64_t pages = 0;                   ///< i32 per key
   int64_t queryScales = 0;             ///< f32 per query row
+  /// The warpgroup kernel only: two slots of the tile decoded into
+  /// wgmma's operand layout, and the P V A operands (one 64 x keys f16 tile per
+  /// value block of each warpgroup); -1 in the mma.sync kernel.
+  int64_t decoded = -1, pTiles = -1;
   int64_t total = 0;
 };
 
 XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
                                       int64_t keysPerTile);
 
-/// The tensor-core MLA plan of `op`: one tiling, whose shared memory
-/// depends on the record only (--pattn-plan-decode checks that it fits
-/// every chip built for).
-pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op);
+/// The warpgroup kernel's layout: the 64 query rows and the decoded tile
+/// as wgmma core matrices (8 rows x 16 bytes, 128 contiguous bytes; no
+/// swizzle), the raw ring, logits, P tiles, pages and row scales.
+XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
+                                               int64_t keysPerTile);
+
+/// Channels of one P V value block of the warpgroup kernel (one scale per
+/// key across them; the whole half of the latent that a warpgroup owns
+/// where the keys share a scale), and the blocks per warpgroup.
+int64_t xqaMlaWarpgroupBlockChannels(const MlaRecordLayout &record);
+
+/// Why the warpgroup (wgmma) MLA kernel cannot serve `numHeads` heads over
+/// `record` on every chip of `chips`; empty when it can.
+std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
+                                     int64_t numHeads,
+                                     llvm::ArrayRef<Chip> chips);
+
+/// The tensor-core MLA plan of `op` for every chip of `chips`: the
+/// warpgroup kernel (64 heads per block) where xqaMlaWarpgroupRejection
+/// finds nothing, else the mma.sync kernel (16 heads per block), whose
+/// shared memory depends on the record only (--pattn-plan-decode checks
+/// that it fits every chip built for).
+pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
+                                       llvm::ArrayRef<Chip> chips);
 
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;
@@ -113,6 +139,11 @@ inline constexpr int64_t kXqaMlaWarps = 4;
 
 /// Query heads per block of the tensor-core MLA kernel: one m16 tile.
 inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
+
+/// Query heads per block of the warpgroup (wgmma, sm_90a) MLA kernel: the
+/// M = 64 rows of wgmma.m64nNk16; two warpgroups split P V's channels.
+inline constexpr int64_t kXqaMlaWarpgroupHeads = 64;
+inline constexpr int64_t kXqaMlaWarpgroupThreads = 256;
 
 /// The portable plan of a paged_attention or mla_decode op.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,

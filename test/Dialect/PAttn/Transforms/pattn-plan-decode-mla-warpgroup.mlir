@@ -1,0 +1,44 @@
+// The tensor-core MLA plan takes the warpgroup (wgmma) kernel, 64 heads per
+// block, where every chip built for has wgmma (sm_90a), num_heads is a
+// multiple of 64 and the latent's scale blocks are whole wgmma chains; the
+// mma.sync kernel (16 heads per block) everywhere else.
+//
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>/dev/null | FileCheck %s --check-prefix=FLEET
+
+!fp8 = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+!rope8 = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+// e4m3 latent scaled per 32 channels: 16 S chains, more than wgmma's
+// registers hold.
+!small = !pattn.record_cache<block_size = 16, record = !pattn.record<704 bytes, none, {latent: 512 x f8E4M3FN at 0 scaled_by latent_scale, latent_scale: 16 x f32 at 512, rope: 64 x bf16 at 576}>>
+
+// H200-LABEL: func.func @fp8_128_heads
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 216704>
+// FLEET-LABEL: func.func @fp8_128_heads
+// FLEET: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>
+func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
+  pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
+  return
+}
+
+// H200-LABEL: func.func @nvfp4_64_heads
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32,
+func.func @nvfp4_64_heads(%c: !rope8, %q: memref<4x64x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %qs: memref<3xi32>, %o: memref<4x64x512xbf16>) {
+  pattn.mla_decode query(%q : memref<4x64x576xbf16>) cache(%c : !rope8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) query_start(%qs : memref<3xi32>) outs(%o : memref<4x64x512xbf16>) {num_heads = 64 : i64, max_query_len = 2 : i64}
+  return
+}
+
+// 48 heads: not a multiple of 64.
+// H200-LABEL: func.func @fp8_48_heads
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
+func.func @fp8_48_heads(%c: !fp8, %q: memref<2x48x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x48x512xbf16>) {
+  pattn.mla_decode query(%q : memref<2x48x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x48x512xbf16>) {num_heads = 48 : i64}
+  return
+}
+
+// H200-LABEL: func.func @small_blocks
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
+func.func @small_blocks(%c: !small, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
+  pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !small) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
+  return
+}
