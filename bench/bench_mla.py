@@ -99,8 +99,18 @@ FI_BYTES_PER_TOKEN = (LATENT + ROPE) * 2  # bf16 ckv + kpe
 FI_BACKENDS = ("fa3", "fa2")
 FA3 = "FlashInfer fa3 bf16"  # the row the xqa rows are held to
 #: pattn.compile's backend= values timed (--backends) and their rows' names:
-#: auto lowers every op here (bf16 query, 16*k heads) to the XQA kernel.
-LABELS = {"auto": "xqa", "portable": "portable"}
+#: auto lowers every op here (bf16 query, 16*k heads) to the XQA kernel
+#: (on sm_90a the warpgroup (wgmma) kernels); "mma" is auto built for sm_90
+#: (no wgmma), which plans the mma.sync kernel that chips without wgmma
+#: run, timed on the same GPU for comparison.
+LABELS = {"auto": "xqa", "portable": "portable", "mma": "xqa-mma.sync"}
+
+
+def compile_options(backend: str, chip: str) -> dict:
+    """pattn.compile's chips= and backend= for a --backends entry."""
+    if backend == "mma":
+        return dict(chips=["sm_90"], backend="auto")
+    return dict(chips=[chip], backend=backend)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +180,7 @@ def precompile(chip: str, shapes: list, backends: list) -> int:
         for preset, mode in PRESETS:
             text = ir.emit_mla(config(preset, mode, h)).text
             for backend in backends:
-                pattn.compile(text, chips=[chip], backend=backend)
+                pattn.compile(text, **compile_options(backend, chip))
     print(f"{len(PRESETS) * len(heads) * len(backends)} MLA benchmark "
           f"modules for {chip} (heads {heads}, backends {backends})")
     return 0
@@ -371,7 +381,7 @@ def _pattn_case(torch, pattn, ref, shape, preset, mode, backend, tensors,
     module = ir.emit_mla(cfg)
     if (shape.heads, backend) not in libs:
         libs[shape.heads, backend] = pattn.load(pattn.compile(
-            module.text, chips=[chip], backend=backend))
+            module.text, **compile_options(backend, chip)))
     lib = libs[shape.heads, backend]
 
     def call(name, **override):
@@ -846,7 +856,8 @@ def main(argv=None) -> int:
                         help=",".join(name for name, _ in PRESETS))
     parser.add_argument("--backends", default=",".join(LABELS),
                         help="pattn backends to time (auto: rows 'pattn "
-                        "xqa', portable: rows 'pattn portable'); "
+                        "xqa', portable: rows 'pattn portable', mma: rows "
+                        "'pattn xqa-mma.sync'); "
                         "--precompile compiles for each")
     parser.add_argument("--fi-backends", default=",".join(FI_BACKENDS))
     parser.add_argument("--no-flashinfer", action="store_true")

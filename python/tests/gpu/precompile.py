@@ -78,6 +78,11 @@ def main() -> int:
         list(pool.map(lambda text: pattn.compile(
             text, chips=[args.chip], backend=suite.OTHER_BACKEND),
             decode_texts))
+    # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
+    if args.chip == "sm_90a" and suite.BACKEND != "portable":
+        for config in suite.MLA_XQA_CASES:
+            pattn.compile(suite.mla_plan(config).module.text,
+                          chips=suite.MMA_SYNC_CHIPS, backend=suite.BACKEND)
     soft = [suite.mla_plan(suite.MLA_CASES[0]).module.text]
     if not args.only_mla:
         pattn.compile(suite.DISPATCH_CASE.plan().module.text,

@@ -1408,9 +1408,9 @@ def test_mla_write_records_bit_exact(config):
                        f"{config.preset} records")
 
 
-@pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
-def test_mla_decode_matches_reference(config, gpu_results):
-    plan, module, tensors, cache = mla_run(config)
+def _check_mla_against_reference(module, plan: MlaPlan, tensors: dict,
+                                 cache, gpu_results, what: str):
+    config = plan.config
     tensors["out"] = poisoned((plan.query.shape[0], config.num_heads,
                                config.latent), config.dtype)
     invoke(module, "mla", plan.module.functions["mla"], tensors)
@@ -1423,9 +1423,22 @@ def test_mla_decode_matches_reference(config, gpu_results):
         plan.block_table, config.seq_lens, plan.query_start,
         num_heads=config.num_heads,
         softmax_scale=float(np.float32(config.softmax_scale)))
-    assert_close(out, want, config.dtype, "mla_decode", gpu_results,
+    assert_close(out, want, config.dtype, what, gpu_results,
                  (f"mla {config.preset} ({config.mode})",),
                  mla_value_scale(plan, latent))
+    return out
+
+
+#: The chips of a build whose MLA ops take the mma.sync kernel on an
+#: sm_90a GPU: sm_90 has no wgmma (the sm_90a-only instructions).
+MMA_SYNC_CHIPS = ["sm_90"]
+
+
+@pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
+def test_mla_decode_matches_reference(config, gpu_results):
+    plan, module, tensors, cache = mla_run(config)
+    out = _check_mla_against_reference(module, plan, tensors, cache,
+                                       gpu_results, "mla_decode")
     empty = [b for b, length in enumerate(config.seq_lens) if length == 0]
     for b in empty:  # zero-length sequences give exact zeros
         rows = slice(b * config.query_tokens, (b + 1) * config.query_tokens)
@@ -1459,6 +1472,23 @@ def test_mla_backends_agree(config, gpu_results):
     assert_close(as_values(ours), as_values(theirs), config.dtype,
                  f"mla {BACKEND} vs {OTHER_BACKEND}", gpu_results,
                  ("backends agree (mla)",), mla_value_scale(plan, latent))
+
+
+@pytest.mark.parametrize("config", MLA_XQA_CASES, ids=lambda c: c.id)
+def test_mla_mma_sync_kernel_matches_reference(config, gpu_results):
+    """On sm_90a the tensor-core MLA ops take the warpgroup (wgmma)
+    kernels; a build that also targets sm_89 plans the mma.sync kernel,
+    which must meet the same float64 reference here (the kernel every
+    other chip runs; a build for sm_90, which has no wgmma)."""
+    if CHIP != "sm_90a" or BACKEND == "portable":
+        pytest.skip("the wgmma kernels are sm_90a's only; elsewhere the "
+                    "suite's own cases run the mma.sync kernel")
+    plan, _, tensors, cache = mla_run(config)
+    mma_sync = pattn.load(pattn.compile(plan.module.text,
+                                        chips=MMA_SYNC_CHIPS,
+                                        backend=BACKEND))
+    _check_mla_against_reference(mma_sync, plan, tensors, cache,
+                                 gpu_results, "mla_decode (mma.sync)")
 
 
 @pytest.mark.parametrize("config", MLA_XQA_CASES, ids=lambda c: c.id)
