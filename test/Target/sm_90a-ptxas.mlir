@@ -22,10 +22,7 @@
 // PROPS: Function properties for pattn_xqa_decode
 // PROPS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // The default backend (auto) lowers the eligible ops to the XQA kernel (mma.sync,
-// ldmatrix, cp.async); on this sm_90a-only build the bf16 MLA ops take the
-// warpgroup kernels (16 heads: rows of keys; 128: rows of heads), and the
-// one whose custom record they do not take the mma.sync kernel; the
-// portable kernels of the same ops assemble too.
+// ldmatrix, cp.async); the portable kernels of the same ops assemble too.
 // RUN: FileCheck %s --check-prefix=XQA < %t.ptx
 // The 128-head MLA decode takes the warpgroup kernel (an sm_90a-only
 // build): the decoded tile handed to the async proxy, S on wgmma m64n16
@@ -39,15 +36,7 @@
 // RUN: %ptxas -arch=sm_90a -v %t.wgmma.ptx -o %t.wgmma.cubin > %t.wgmma.log 2>&1
 // RUN: FileCheck %s --check-prefix=WGPROPS < %t.wgmma.log
 // RUN: not grep -E "C7514|[1-9][0-9]* bytes (stack frame|spill)" %t.wgmma.log
-// WGPROPS-COUNT-3: Function properties for pattn_xqa_mla_wgmma_keys_decode
 // WGPROPS-COUNT-3: Function properties for pattn_xqa_mla_wgmma_decode
-// The key-rows kernel: Sᵀ = K Qᵀ on m64n16 (rows of keys, N = 16 heads),
-// then Oᵀ += Vᵀ Pᵀ with A read MN-major (operands: scale-d, scale-a,
-// scale-b, imm-trans-a, imm-trans-b).
-// RUN: FileCheck %s --check-prefix=KEYS < %t.wgmma.ptx
-// KEYS: .entry pattn_xqa_mla_wgmma_keys_decode
-// KEYS: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{.*}}, p, 1, 1, 0, 0;
-// KEYS: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{.*}}, p, 1, 1, 1, 0;
 // WGMMA: .entry pattn_xqa_mla_wgmma_decode
 // WGMMA: fence.proxy.async.shared::cta
 // WGMMA: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16
@@ -60,11 +49,10 @@
 // RUN: %ptxas -arch=sm_90a %t.portable.ptx -o %t.portable.cubin
 // XQA: .entry pattn_xqa_decode
 // XQA: mma.sync.aligned.m16n8k16.row.col.f32
-// XQA: .entry pattn_xqa_mla_wgmma_keys_decode
-// XQA: .entry pattn_xqa_mla_wgmma_decode
 // XQA: .entry pattn_xqa_mla_decode
 // XQA: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// XQA: mma.sync.aligned.m16n8k16.row.col.f32
+// XQA: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// XQA: prmt.b32
 // PORTABLE-NOT: pattn_xqa_mla_decode
 // PORTABLE-NOT: pattn_xqa_decode
 // PORTABLE-NOT: mma.sync

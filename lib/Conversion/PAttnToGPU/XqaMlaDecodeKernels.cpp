@@ -219,13 +219,6 @@ private:
   // four warps; wgmma reads the query and a decoded copy of the tile from
   // shared memory.
   bool warpgroup = false;
-  // The key-rows kernel (sm_90a, heads_per_block = 16, keys_per_tile = 64):
-  // wgmma with A and B swapped, so that its M = 64 rows are keys and its
-  // N the 16 heads: Sᵀ = K Qᵀ and Oᵀ += Vᵀ Pᵀ.
-  bool keyRows = false;
-  bool anyWgmma() const { return warpgroup || keyRows; }
-  /// The key-rows kernel's page slot of the tile (the softmax masks).
-  Value currentPageSlot;
   int64_t blockThreads = kXqaMlaThreads;
   /// The warp's warpgroup, and the first of its 16 rows (warp % 4).
   Value wgIndex, warpRowBase;
@@ -245,13 +238,10 @@ private:
   /// one wgmma.mma_async, f16 or bf16 operands, B K-major unless
   /// `transposeB` (B stored MN-major).
   SmallVector<Value> wgmma(Value descA, Value descB, ArrayRef<Value> acc,
-                           int64_t n, bool bf16, bool transposeB,
-                           bool transposeA = false);
+                           int64_t n, bool bf16, bool transposeB);
   /// The 64 query rows into the query tile as wgmma's A (core matrices),
   /// normalized into f16 for quantized lanes, in decoded order.
   void loadQueryWarpgroup(Value token, Value firstHead);
-  /// The query load of one warp's 8 rows.
-  void loadQueryRows(Value token, Value firstHead);
   /// Every thread decodes part of the current raw slot into the decoded
   /// tile: 8-channel pieces of one key, 16 bytes each.
   void decodeTile();
@@ -272,32 +262,6 @@ private:
   void decodeAndPublish();
   /// The tile loop of the warpgroup kernel; returns the final state.
   SmallVector<Value> tileLoopWarpgroup(ArrayRef<Value> init);
-  /// Sᵀ = K Qᵀ of the key-rows kernel: the two warpgroups take halves of
-  /// the k-steps, and each writes its partial logits (scaled by the keys'
-  /// and the rows' factors) into its slot; the softmax adds the slots.
-  void scoreTileKeyRows();
-  /// Oᵀ += Vᵀ Pᵀ of the key-rows kernel: Pᵀ times the value scales into
-  /// one tile per value block, then wgmma over the warpgroup's channels.
-  void accumulateKeyRows(ArrayRef<Value> p,
-                         ArrayRef<SmallVector<Value>> keyScales,
-                         SmallVectorImpl<Value> &s);
-  void writePartialsKeyRows(ArrayRef<Value> s, Value split, Value firstRow,
-                            Value partialOut, Value partialStats);
-  /// A barrier of the warp's warpgroup alone (named barrier 1 + g).
-  void warpgroupBarrier() {
-    Value barrierId = kb.toI32(kb.add(wgIndex, index(1)));
-    Value groupThreads = kb.i32(int32_t(kXqaMlaWarpgroupThreads / 2));
-    NVVM::BarrierOp::create(builder, kb.loc, Type(), barrierId, groupThreads,
-                            NVVM::BarrierReductionAttr(), Value());
-  }
-  /// Lane `source`'s `v` (every lane of the warp takes part).
-  Value shuffleFrom(Value v, Value source) {
-    Value from = kb.toI32(source);
-    Value width = kb.i32(kWarpThreads);
-    return gpu::ShuffleOp::create(builder, kb.loc, v, from, width,
-                                  gpu::ShuffleMode::IDX)
-        .getShuffleResult();
-  }
   /// The 16 query rows into the query tile: raw bf16 for bf16 lanes, times
   /// the row's power of two into f16, in the decoders' channel order, for
   /// the others.
@@ -743,43 +707,18 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     Value key = kb.mul(threadInGroup, index(2));
     return kb.add(key, index(8 * nt + e % 2));
   };
-  auto loadPair = [&](Value at) {
-    return vector::LoadOp::create(builder, kb.loc,
-                                  VectorType::get({2}, builder.getF32Type()),
-                                  logits, ValueRange{at}, /*nontemporal=*/false,
-                                  llvm::MaybeAlign(8))
-        .getResult();
-  };
   for (int64_t nt = 0; nt < keyTiles; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = rowOf(h);
       Value rowStart = kb.mul(row, index(layout.logitStride));
       Value key = keyOf(nt, 0);
       Value at = kb.add(rowStart, key);
-      Value pair = loadPair(at);
+      Value pair = vector::LoadOp::create(
+          builder, kb.loc, VectorType::get({2}, builder.getF32Type()), logits,
+          ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
       for (int64_t k = 0; k < 2; ++k)
         x[nt * 4 + 2 * h + k] =
             vector::ExtractOp::create(builder, kb.loc, pair, k);
-      if (!keyRows)
-        continue;
-      // The key-rows kernel: the other warpgroup's partial sums, then the
-      // softmax scale and the mask (-inf for dead keys).
-      Value otherAt = kb.add(at, index(kRows * layout.logitStride));
-      Value other = loadPair(otherAt);
-      Value pageAt = kb.mul(currentPageSlot, index(tileKeys));
-      pageAt = kb.add(pageAt, key);
-      auto pagePair = vector::LoadOp::create(
-          builder, kb.loc, VectorType::get({2}, builder.getI32Type()), pages,
-          ValueRange{pageAt}, /*nontemporal=*/false, llvm::MaybeAlign(8));
-      for (int64_t k = 0; k < 2; ++k) {
-        Value part = vector::ExtractOp::create(builder, kb.loc, other, k);
-        Value sum = kb.fadd(x[nt * 4 + 2 * h + k], part);
-        Value scaled = kb.fmul(sum, softmaxScale);
-        Value logit = kb.finiteLogit(scaled);
-        Value page = vector::ExtractOp::create(builder, kb.loc, pagePair, k);
-        Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
-        x[nt * 4 + 2 * h + k] = kb.select(isLive, logit, negInf);
-      }
     }
 
   // The online softmax (as the paged XQA kernel: a finite maximum, so that
@@ -827,7 +766,7 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   int64_t chunksPerBlock = blockChannels / chunkChannels;
   int64_t tilesPerBlock = chunksPerBlock * width;
   int64_t keySteps = tileKeys / 16;
-  Value channelBase = kb.mul(anyWgmma() ? wgIndex : warp, index(warpChannels));
+  Value channelBase = kb.mul(warpgroup ? wgIndex : warp, index(warpChannels));
   Value twoT = kb.mul(threadInGroup, index(2));
   int64_t stride = strideWords();
 
@@ -871,22 +810,6 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   auto current = [&]() {
     return SmallVector<Value>(s.begin() + accAt(0, 0), s.end());
   };
-  // The factor of accumulator i: its row is g + 8 (i % 4 / 2) (the mma C
-  // layout), or, in the key-rows kernel (Oᵀ), head 8 (i % 8 / 4) + 2t +
-  // i % 2, whose alpha lane 4 (2t + i % 2) holds.
-  SmallVector<Value> alphaOf(8);
-  for (int64_t i = 0; i < 8; ++i)
-    alphaOf[i] = alphas[i % 4 / 2];
-  if (keyRows)
-    for (int64_t e = 0; e < 2; ++e) {
-      Value source = kb.mul(threadInGroup, index(8));
-      source = kb.add(source, index(4 * e));
-      for (int64_t j = 0; j < 2; ++j) {
-        Value alpha = shuffleFrom(alphas[j], source);
-        for (int64_t h = 0; h < 2; ++h)
-          alphaOf[4 * j + 2 * h + e] = alpha;
-      }
-    }
   SmallVector<Value> updated = kb.ifElse(
       update, stateTypes,
       [&]() -> SmallVector<Value> {
@@ -896,16 +819,15 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
               anyLeaves, stateTypes,
               [&]() { return moveExponents(state, targets, leaves); },
               [&]() { return state; });
-        for (int64_t i = 0; i < accCount; ++i)
-          state[i] = kb.fmul(state[i], alphaOf[i % 8]);
+        for (int64_t nt = 0; nt < warpTiles; ++nt)
+          for (int64_t e = 0; e < 4; ++e)
+            state[nt * 4 + e] = kb.fmul(state[nt * 4 + e], alphas[e / 2]);
         return state;
       },
       current);
   std::copy(updated.begin(), updated.end(), s.begin() + accAt(0, 0));
   if (warpgroup)
     return accumulateWarpgroup(p, keyScales, s);
-  if (keyRows)
-    return accumulateKeyRows(p, keyScales, s);
 
   // Words of two keys -> B registers: one prmt gathers the same channels
   // of both (low half key 2t, high half key 2t + 1). The chips' e4m3
@@ -1046,8 +968,7 @@ Value XqaMlaBuilder::advance(Value descriptor, int64_t bytes) {
 
 SmallVector<Value> XqaMlaBuilder::wgmma(Value descA, Value descB,
                                         ArrayRef<Value> acc, int64_t n,
-                                        bool bf16, bool transposeB,
-                                        bool transposeA) {
+                                        bool bf16, bool transposeB) {
   MLIRContext *context = builder.getContext();
   Location loc = kb.loc;
   Type f32 = builder.getF32Type();
@@ -1061,15 +982,14 @@ SmallVector<Value> XqaMlaBuilder::wgmma(Value descA, Value descB,
   // Without accumulators D = A B (scale-d 0).
   NVVM::WGMMAScaleOut scaleD =
       acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one;
-  NVVM::MMALayout layoutA =
-      transposeA ? NVVM::MMALayout::col : NVVM::MMALayout::row;
   NVVM::MMALayout layoutB =
       transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col;
   auto shape = NVVM::MMAShapeAttr::get(context, 64, int(n), 16);
   Value d = NVVM::WgmmaMmaAsyncOp::create(
       builder, loc, structType, inout, descA, descB, shape, type, type,
       NVVM::WGMMATypes::f32, scaleD, NVVM::WGMMAScaleIn::one,
-      NVVM::WGMMAScaleIn::one, layoutA, layoutB, NVVM::MMAIntOverflowAttr());
+      NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, layoutB,
+      NVVM::MMAIntOverflowAttr());
   SmallVector<Value> result;
   for (int64_t i = 0; i < n / 2; ++i)
     result.push_back(LLVM::ExtractValueOp::create(builder, loc, d, i));
@@ -1086,24 +1006,12 @@ static Value pairBits(KernelBuilder &kb, Value pair) {
 }
 
 void XqaMlaBuilder::loadQueryWarpgroup(Value token, Value firstHead) {
-  // Warp w < R / 8 (R rows) loads rows [8w, 8w + 8): lane l takes row
-  // 8w + l % 8 and the 8-channel pieces l / 8 + 4q, so the 8 lanes of a
-  // quarter-warp store the 8 rows of one core matrix (128 contiguous
-  // bytes). The element at (row, column) is at byte ((column / 8) (R / 8)
-  // + row / 8) 128 + (row % 8) 16 + position 2: K-major (K core matrices
-  // R 16 bytes apart, M or N core matrices 128), wgmma's A for 64 head
-  // rows, its B for 16.
-  int64_t rowGroups = plan.getHeadsPerBlock() / 8;
-  if (rowGroups < blockThreads / kWarpThreads) {
-    Value loads = kb.cmpi(arith::CmpIPredicate::slt, warp, index(rowGroups));
-    kb.ifThen(loads, [&] { loadQueryRows(token, firstHead); });
-    return;
-  }
-  loadQueryRows(token, firstHead);
-}
-
-void XqaMlaBuilder::loadQueryRows(Value token, Value firstHead) {
-  int64_t rowGroups = plan.getHeadsPerBlock() / 8;
+  // Warp w loads rows [8w, 8w + 8): lane l takes row 8w + l % 8 and the
+  // 8-channel pieces l / 8 + 4q, so the 8 lanes of a quarter-warp store
+  // the 8 rows of one core matrix (128 contiguous bytes). The element at
+  // (row, column) is at byte ((column / 8) 8 + row / 8) 128 + (row % 8) 16
+  // + position 2 (as wgmma's K-major A: K core matrices 1024 bytes apart,
+  // M core matrices 128).
   Location loc = kb.loc;
   Type f16 = builder.getF16Type(), f32 = builder.getF32Type();
   Type queryElement =
@@ -1143,7 +1051,7 @@ void XqaMlaBuilder::loadQueryRows(Value token, Value firstHead) {
   kb.ifThen(storesInverse, [&] { kb.store(inverse, queryInverse, {row}); });
 
   Value rowGroup = kb.divs(row, index(8));
-  Value threadBytes = kb.mul(pieceOfLane, index(rowGroups * 128));
+  Value threadBytes = kb.mul(pieceOfLane, index(8 * 128));
   threadBytes = kb.add(threadBytes, kb.mul(rowGroup, index(128)));
   threadBytes = kb.add(threadBytes, kb.mul(rowInWarp, index(16)));
   Value threadWords = kb.divs(threadBytes, index(4));
@@ -1168,37 +1076,32 @@ void XqaMlaBuilder::loadQueryRows(Value token, Value firstHead) {
     }
     Value bits = vector::BitCastOp::create(
         builder, loc, VectorType::get({4}, builder.getI32Type()), halves);
-    Value at = kb.add(threadWords, index(4 * q * rowGroups * 128 / 4));
+    Value at = kb.add(threadWords, index(4 * q * 8 * 128 / 4));
     vector::StoreOp::create(builder, loc, bits, words, ValueRange{at},
                             /*nontemporal=*/false, llvm::MaybeAlign(16));
   }
 }
 
 void XqaMlaBuilder::decodeTile() {
-  // With K8 = the tile's 8-key groups and W = 8 warps: thread (warp w,
-  // lane l) decodes key k = 8 (w % K8) + l % 8 and the pieces P j + r,
-  // r = 4 (w / K8) + l / 8, P = 4 W / K8 pieces per pass j: a quarter-warp
-  // stores one core matrix (8 keys x 16 bytes), and a warp's raw reads
-  // fall in different banks. The decoded element (key, channel) is at byte
-  // ((channel / 8) K8 + key / 8) 128 + (key % 8) 16 + position 2: K-major
-  // in the channels (K core matrices K8 128 bytes apart, keys 128) for S,
-  // MN-major (keys 128, channels K8 128) for P V.
-  int64_t warps = blockThreads / kWarpThreads;
-  int64_t keyGroups = tileKeys / 8;
-  int64_t piecesPerPass = 4 * warps / keyGroups;
-  assert(warps % keyGroups == 0 && latent / 8 % piecesPerPass == 0 &&
-         keyDim / 8 % piecesPerPass == 0 &&
-         "whole passes of warps over the tile's keys and each lane");
+  // Thread (warp w, lane l) decodes key k = 8 (w % 4) + l % 8 and the
+  // pieces 8 j + r, r = 4 (w / 4) + l / 8, of every pass j: a quarter-warp
+  // stores one core matrix (8 keys x 16 bytes), and a warp's raw reads fall
+  // in different banks. The decoded element (key, channel) is at byte
+  // ((channel / 8) K8 + key / 8) 128 + (key % 8) 16 + position 2, K8 the
+  // tile's 8-key groups: a K-major B for S (K core matrices K8 128 bytes
+  // apart, N 128) and an MN-major B for P V (K 128, N K8 128).
+  assert(tileKeys == 32 && blockThreads == 256 &&
+         "the decode's thread mapping is for 32 keys and 8 warps");
   Location loc = kb.loc;
   Type i32 = builder.getI32Type();
-  int64_t passes = keyDim / 8 / piecesPerPass;
-  int64_t latentPasses = latent / 8 / piecesPerPass;
+  int64_t keyGroups = tileKeys / 8;
+  int64_t passes = keyDim / 64;
+  int64_t latentPasses = latent / 64;
   Value keyInGroup = kb.rems(lane, index(8));
-  Value keyGroup = kb.rems(warp, index(keyGroups));
+  Value keyGroup = kb.rems(warp, index(4));
   Value key = kb.mul(keyGroup, index(8));
   key = kb.add(key, keyInGroup);
-  Value r = kb.divs(warp, index(keyGroups));
-  r = kb.mul(r, index(4));
+  Value r = kb.mul(wgIndex, index(4));
   r = kb.add(r, kb.divs(lane, index(8)));
   Value keyWords = kb.mul(key, index(strideWords()));
   Value keyBytes = kb.mul(key, index(layout.rawStride));
@@ -1210,13 +1113,12 @@ void XqaMlaBuilder::decodeTile() {
   for (int64_t j = 0; j < passes; ++j) {
     bool isLatent = j < latentPasses;
     const OperandLane &l = isLatent ? latentLane : ropeLane;
-    // The piece within its lane: P j' + r.
+    // The piece within its lane: 8 j' + r.
     int64_t jInLane = isLatent ? j : j - latentPasses;
     int64_t pieceWords = 8 / l.wordChannels; // 32-bit words of codes
     Value first = kb.mul(r, index(pieceWords));
     first = kb.add(first, keyWords);
-    int64_t constant =
-        l.lane.getOffset() / 4 + piecesPerPass * jInLane * pieceWords;
+    int64_t constant = l.lane.getOffset() / 4 + 8 * jInLane * pieceWords;
     SmallVector<Value> out;
     if (l.bf16) {
       for (int64_t w = 0; w < 4; ++w)
@@ -1224,10 +1126,10 @@ void XqaMlaBuilder::decodeTile() {
     } else {
       Value scale;
       if (l.encoding == Encoding::nvfp4) {
-        // Group 16 covers pieces 2m, 2m + 1: byte P j' / 2 + r / 2.
+        // Group 16 covers pieces 2m, 2m + 1: byte 4 j' + r / 2.
         Value scaleByte = kb.add(keyBytes, kb.divs(r, index(2)));
-        Value code = rawByte(scaleByte, latentScaleLane.getOffset() +
-                                            piecesPerPass / 2 * jInLane);
+        Value code =
+            rawByte(scaleByte, latentScaleLane.getOffset() + 4 * jInLane);
         scale = scalePair(code, code);
       }
       for (int64_t w = 0; w < pieceWords; ++w) {
@@ -1242,8 +1144,7 @@ void XqaMlaBuilder::decodeTile() {
     }
     Value bits = vector::FromElementsOp::create(builder, loc,
                                                 VectorType::get({4}, i32), out);
-    Value at =
-        kb.add(storeWords, index(j * piecesPerPass * keyGroups * 128 / 4));
+    Value at = kb.add(storeWords, index(j * 8 * keyGroups * 128 / 4));
     vector::StoreOp::create(builder, loc, bits, words, ValueRange{at},
                             /*nontemporal=*/false, llvm::MaybeAlign(16));
   }
@@ -1410,7 +1311,10 @@ void XqaMlaBuilder::accumulateWarpgroup(ArrayRef<Value> p,
       builder, loc, NVVM::ProxyKind::async_shared,
       NVVM::SharedSpaceAttr::get(builder.getContext(),
                                  NVVM::SharedSpace::shared_cta));
-  warpgroupBarrier();
+  Value barrierId = kb.toI32(kb.add(wgIndex, index(1)));
+  Value groupThreads = kb.i32(int32_t(kXqaMlaWarpgroupThreads / 2));
+  NVVM::BarrierOp::create(builder, loc, Type(), barrierId, groupThreads,
+                          NVVM::BarrierReductionAttr(), Value());
 
   // O += A V over the warpgroup's channels: V is the decoded tile read
   // MN-major (K = keys: core matrices 128 bytes apart; N = channels:
@@ -1577,270 +1481,6 @@ void XqaMlaBuilder::writePartialsWarpgroup(ArrayRef<Value> s, Value split,
   }
 }
 
-//===----------------------------------------------------------------------===//
-// The key-rows kernel (sm_90a, 16 heads per block)
-//===----------------------------------------------------------------------===//
-
-void XqaMlaBuilder::scoreTileKeyRows() {
-  // Sᵀ = K Qᵀ: A = the decoded tile (K-major: channel core matrices K8 128
-  // bytes apart, key groups 128), B = the query tile (K-major: channel
-  // core matrices 256 bytes apart, row groups 128). Element i of a chain
-  // is key 16 (w % 4) + g + 8 (i / 2 % 2), row 8 (i / 4) + 2t + i % 2.
-  int64_t keyGroups = tileKeys / 8, rowGroups = kRows / 8;
-  Value keyDesc = descriptor(decodedBase, keyGroups * 128, 128);
-  Value queryDesc = descriptor(index(layout.query), rowGroups * 128, 128);
-  struct Step {
-    const OperandLane *lane;
-    int64_t block, column;
-  };
-  SmallVector<Step> steps;
-  for (const OperandLane *l : {&latentLane, &ropeLane}) {
-    int64_t group = l == &latentLane ? latentGroup : l->count;
-    for (int64_t column = 0; column < l->count; column += 16)
-      steps.push_back({l, column / group, l->firstColumn + column});
-  }
-  int64_t half = int64_t(steps.size() + 1) / 2;
-  int64_t stride = strideWords();
-  Value warpInGroup = kb.rems(warp, index(4));
-  Value keyLow = kb.mul(warpInGroup, index(16));
-  keyLow = kb.add(keyLow, groupId);
-  Value lowKeyWords = kb.mul(keyLow, index(stride));
-  // The thread's rows 8j + 2t + e and their inverse normalizations.
-  SmallVector<Value> rowsOfThread(4), inverses(4);
-  for (int64_t j = 0; j < 2; ++j)
-    for (int64_t e = 0; e < 2; ++e) {
-      Value row = kb.mul(threadInGroup, index(2));
-      row = kb.add(row, index(8 * j + e));
-      rowsOfThread[2 * j + e] = row;
-      inverses[2 * j + e] =
-          anyF16Query() ? kb.load(queryInverse, {row}) : kb.f32(1.0f);
-    }
-
-  // Warpgroup g's k-steps [from, to): one chain per (lane, scale block),
-  // summed with the keys' scales and the lanes' factors.
-  auto partial = [&](int64_t from, int64_t to) -> SmallVector<Value> {
-    struct Chain {
-      const OperandLane *lane;
-      int64_t block;
-      SmallVector<Value> acc;
-    };
-    SmallVector<Chain> chains;
-    NVVM::WgmmaFenceAlignedOp::create(builder, kb.loc);
-    for (int64_t k = from; k < to; ++k) {
-      const Step &step = steps[k];
-      if (chains.empty() || chains.back().lane != step.lane ||
-          chains.back().block != step.block)
-        chains.push_back({step.lane, step.block, {}});
-      Chain &chain = chains.back();
-      Value a = advance(keyDesc, step.column / 8 * keyGroups * 128);
-      Value b = advance(queryDesc, step.column / 8 * rowGroups * 128);
-      chain.acc = wgmma(a, b, chain.acc, kRows, step.lane->bf16,
-                        /*transposeB=*/false);
-    }
-    NVVM::WgmmaGroupSyncAlignedOp::create(builder, kb.loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(builder, kb.loc, 0);
-    SmallVector<Value> logit(8, zero);
-    for (const OperandLane *l : {&latentLane, &ropeLane}) {
-      SmallVector<Value> laneTotal(8, zero);
-      bool any = false;
-      for (const Chain &chain : chains) {
-        if (chain.lane != l)
-          continue;
-        any = true;
-        for (int64_t kh = 0; kh < 2; ++kh) {
-          // Key keyLow + 8 kh.
-          Value scale;
-          int64_t keyConstant = 8 * kh * stride;
-          if (l == &latentLane)
-            scale = latentScale(lowKeyWords, keyConstant + chain.block);
-          else if (ropeScaleLane)
-            scale = rawF32(lowKeyWords,
-                           keyConstant + ropeScaleLane.getOffset() / 4);
-          for (int64_t i = 0; i < 8; ++i) {
-            if (i / 2 % 2 != kh)
-              continue;
-            laneTotal[i] = scale ? kb.fma(chain.acc[i], scale, laneTotal[i])
-                                 : kb.fadd(chain.acc[i], laneTotal[i]);
-          }
-        }
-      }
-      if (!any)
-        continue;
-      bool subnormalCodes = l->encoding == Encoding::nvfp4 && !kb.hardwareFp4;
-      for (int64_t i = 0; i < 8; ++i) {
-        Value total = laneTotal[i];
-        if (subnormalCodes)
-          total = kb.fmul(total, kb.f32(kFp4SubnormalScale));
-        if (!l->bf16)
-          total = kb.fmul(total, inverses[2 * (i / 4) + i % 2]);
-        logit[i] = kb.fadd(logit[i], total);
-      }
-    }
-    return logit;
-  };
-  SmallVector<Type> types(8, builder.getF32Type());
-  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, wgIndex, index(0));
-  SmallVector<Value> logit = kb.ifElse(
-      isFirst, types, [&] { return partial(0, half); },
-      [&] { return partial(half, int64_t(steps.size())); });
-  // The warpgroup's slot of partial logits, [row][key].
-  Value slotStart = kb.mul(wgIndex, index(kRows * layout.logitStride));
-  for (int64_t i = 0; i < 8; ++i) {
-    Value at =
-        kb.mul(rowsOfThread[2 * (i / 4) + i % 2], index(layout.logitStride));
-    at = kb.add(at, slotStart);
-    at = kb.add(at, keyLow);
-    at = kb.add(at, index(8 * (i / 2 % 2)));
-    kb.store(logit[i], logits, {at});
-  }
-}
-
-void XqaMlaBuilder::accumulateKeyRows(ArrayRef<Value> p,
-                                      ArrayRef<SmallVector<Value>> keyScales,
-                                      SmallVectorImpl<Value> &s) {
-  // The warpgroup's Pᵀ tiles (one per value block; B: K = keys, N = rows,
-  // K-major): element (row, key) at byte ((key / 8) 2 + row / 8) 128 +
-  // (row % 8) 16 + (key % 8) 2. Every warp holds all of P; warp w % 4
-  // writes key tiles 2 (w % 4) and + 1.
-  Location loc = kb.loc;
-  MmaBuilder &tc = mmaOf(latentLane);
-  int64_t keyTiles = tileKeys / 8, rowGroups = kRows / 8;
-  int64_t tileBytes = tileKeys * kRows * 2;
-  Value warpInGroup = kb.rems(warp, index(4));
-  Value tileOffset = kb.mul(wgIndex, index(valueBlocks * tileBytes));
-  tileOffset = kb.add(tileOffset, index(layout.pTiles));
-  Value threadBytes = kb.mul(warpInGroup, index(2 * rowGroups * 128));
-  threadBytes = kb.add(threadBytes, kb.mul(groupId, index(16)));
-  threadBytes = kb.add(threadBytes, kb.mul(threadInGroup, index(4)));
-  threadBytes = kb.add(threadBytes, tileOffset);
-  Value threadWords = kb.divs(threadBytes, index(4));
-  SmallVector<Value> isWarp(4);
-  for (int64_t w = 0; w < 4; ++w)
-    isWarp[w] = kb.cmpi(arith::CmpIPredicate::eq, warpInGroup, index(w));
-  for (int64_t bw = 0; bw < valueBlocks; ++bw) {
-    SmallVector<Value> scaled(p);
-    if (perKeyValueScale()) {
-      Value factor = kb.powerOfTwo(s[expAt(bw)]);
-      for (int64_t nt = 0; nt < keyTiles; ++nt)
-        for (int64_t e = 0; e < 2; ++e) {
-          Value scale = kb.fmul(keyScales[bw][nt * 2 + e], factor);
-          scaled[nt * 4 + e] = kb.fmul(p[nt * 4 + e], scale);
-          scaled[nt * 4 + e + 2] = kb.fmul(p[nt * 4 + e + 2], scale);
-        }
-    } else {
-      Value factor = kb.f32(std::ldexp(1.0f, kSharedScaleExponent));
-      for (Value &x : scaled)
-        x = kb.fmul(x, factor);
-    }
-    for (int64_t ntl = 0; ntl < 2; ++ntl)
-      for (int64_t h = 0; h < 2; ++h) {
-        // Key tile 2 (w % 4) + ntl of this warp.
-        SmallVector<Value> packed(4);
-        for (int64_t w = 0; w < 4; ++w) {
-          int64_t nt = 2 * w + ntl;
-          packed[w] = pairBits(kb, tc.packPair(scaled[nt * 4 + 2 * h],
-                                               scaled[nt * 4 + 2 * h + 1]));
-        }
-        Value bits = packed[0];
-        for (int64_t w = 1; w < 4; ++w)
-          bits = kb.select(isWarp[w], packed[w], bits);
-        int64_t constant = (bw * tileBytes + (ntl * rowGroups + h) * 128) / 4;
-        Value at = kb.add(threadWords, index(constant));
-        kb.store(bits, words, {at});
-      }
-  }
-  NVVM::FenceProxyOp::create(
-      builder, loc, NVVM::ProxyKind::async_shared,
-      NVVM::SharedSpaceAttr::get(builder.getContext(),
-                                 NVVM::SharedSpace::shared_cta));
-  warpgroupBarrier();
-
-  // Oᵀ += Vᵀ Pᵀ over the warpgroup's channels: A = the decoded tile read
-  // MN-major (channels: core matrices K8 128 bytes apart; keys 128), B =
-  // the Pᵀ tile (keys: core matrices 256 bytes apart; rows 128).
-  int64_t keyGroups = tileKeys / 8;
-  Value channelOffset =
-      kb.mul(wgIndex, index(warpChannels / 8 * keyGroups * 128));
-  channelOffset = kb.add(channelOffset, decodedBase);
-  Value valueDesc = descriptor(channelOffset, 128, keyGroups * 128);
-  Value pDesc = descriptor(tileOffset, rowGroups * 128, 128);
-  int64_t tilesPerBlock = blockChannels / 64;
-  NVVM::WgmmaFenceAlignedOp::create(builder, loc);
-  for (int64_t bw = 0; bw < valueBlocks; ++bw)
-    for (int64_t mt = 0; mt < tilesPerBlock; ++mt) {
-      int64_t first = (bw * tilesPerBlock + mt) * 8;
-      SmallVector<Value> acc(s.begin() + accAt(0, 0) + first,
-                             s.begin() + accAt(0, 0) + first + 8);
-      int64_t channel = bw * blockChannels + 64 * mt;
-      for (int64_t ks = 0; ks < tileKeys / 16; ++ks) {
-        Value a =
-            advance(valueDesc, channel / 8 * keyGroups * 128 + 2 * ks * 128);
-        Value b = advance(pDesc, bw * tileBytes + 2 * ks * rowGroups * 128);
-        acc = wgmma(a, b, acc, kRows, latentLane.bf16, /*transposeB=*/false,
-                    /*transposeA=*/true);
-      }
-      std::copy(acc.begin(), acc.end(), s.begin() + accAt(0, 0) + first);
-    }
-  NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
-  NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, 0);
-}
-
-void XqaMlaBuilder::writePartialsKeyRows(ArrayRef<Value> s, Value split,
-                                         Value firstRow, Value partialOut,
-                                         Value partialStats) {
-  // Accumulator (bw, mt, i) is decoded position 256g + bw B + 64 mt +
-  // 16 (w % 4) + g + 8 (i / 2 % 2), which holds channel position - g +
-  // order[g], of row 8 (i / 4) + 2t + i % 2. Warp 0 writes the rows'
-  // (natural) max and sum (rows g, g + 8 of the softmax state).
-  SmallVector<int64_t> order = decodedOrder(latentLane);
-  Value physical = index(order[0]);
-  for (int64_t g = 1; g < 8; ++g) {
-    Value isG = kb.cmpi(arith::CmpIPredicate::eq, groupId, index(g));
-    Value candidate = index(order[g]);
-    physical = kb.select(isG, candidate, physical);
-  }
-  Value warpInGroup = kb.rems(warp, index(4));
-  Value channelBase = kb.mul(wgIndex, index(warpChannels));
-  channelBase = kb.add(channelBase, kb.mul(warpInGroup, index(16)));
-  channelBase = kb.add(channelBase, physical);
-  Value firstOfQuad =
-      kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
-  Value writesStats =
-      kb.land(firstOfQuad, kb.cmpi(arith::CmpIPredicate::eq, warp, index(0)));
-  for (int64_t h = 0; h < 2; ++h) {
-    Value outRow = kb.add(firstRow, rowOf(h));
-    Value sum = s[sumAt(h)];
-    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 1));
-    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 2));
-    kb.ifThen(writesStats, [&] {
-      Value naturalMax = kb.fmul(s[maxAt(h)], kb.f32(float(M_LN2)));
-      kb.store(naturalMax, partialStats, {split, outRow, index(0)});
-      kb.store(sum, partialStats, {split, outRow, index(1)});
-    });
-  }
-  int64_t tilesPerBlock = blockChannels / 64;
-  SmallVector<Value> rows(4);
-  for (int64_t j = 0; j < 2; ++j)
-    for (int64_t e = 0; e < 2; ++e) {
-      Value row = kb.mul(threadInGroup, index(2));
-      row = kb.add(row, index(8 * j + e));
-      rows[2 * j + e] = kb.add(firstRow, row);
-    }
-  for (int64_t bw = 0; bw < valueBlocks; ++bw) {
-    SmallVector<Value> undo = undoFactors(s, bw);
-    for (int64_t mt = 0; mt < tilesPerBlock; ++mt)
-      for (int64_t i = 0; i < 8; ++i) {
-        Value value = s[accAt(0, 0) + (bw * tilesPerBlock + mt) * 8 + i];
-        for (Value factor : undo)
-          value = kb.fmul(value, factor);
-        int64_t constant = bw * blockChannels + 64 * mt + 8 * (i / 2 % 2);
-        Value channel = kb.add(channelBase, index(constant));
-        kb.store(value, partialOut,
-                 {split, rows[2 * (i / 4) + i % 2], channel});
-      }
-  }
-}
-
 Value XqaMlaBuilder::valueExponent(Value largest) {
   // largest = 1.f x 2^(E - 127) (E its exponent field): 2^(127 + T - E)
   // brings it into [2^T, 2^(T + 1)), T = kValueScaleTarget; clamped so that
@@ -1866,22 +1506,6 @@ SmallVector<Value> XqaMlaBuilder::moveExponents(ArrayRef<Value> state,
     largest = kb.fmax(largest, kb.fabs(state[i]));
   for (int32_t mask = 16; mask >= 1; mask /= 2)
     largest = kb.fmax(largest, f16Mma.shuffleXor(largest, mask));
-  if (keyRows) {
-    // The warps of a warpgroup share its Pᵀ tiles, so their exponents
-    // must agree: the largest accumulator over the warpgroup (this branch
-    // is uniform across the warpgroup: its scales and exponents are).
-    Value maxima = view(layout.warpMaxima, {blockThreads / kWarpThreads},
-                        builder.getF32Type());
-    Value firstLane = kb.cmpi(arith::CmpIPredicate::eq, lane, index(0));
-    kb.ifThen(firstLane, [&] { kb.store(largest, maxima, {warp}); });
-    warpgroupBarrier();
-    Value firstWarp = kb.mul(wgIndex, index(4));
-    for (int64_t w = 0; w < 4; ++w) {
-      Value at = kb.add(firstWarp, index(w));
-      largest = kb.fmax(largest, kb.load(maxima, {at}));
-    }
-    warpgroupBarrier();
-  }
   Value largestBits = kb.bitcast(builder.getI32Type(), largest);
   Value largestField = kb.shru(largestBits, kb.i32(23));
   Value room = kb.sub(kb.i32(127 + 119), largestField);
@@ -1983,7 +1607,6 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
   warpgroup = plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads;
-  keyRows = plan.getKeysPerTile() == kXqaMlaKeyRowsKeys;
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
   // e2m1 pairs stay codes x 2^-14; the sums take the 2^14 (in S, on the
@@ -2018,21 +1641,12 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     warpChannels = latent / 2;
     blockChannels = xqaMlaWarpgroupBlockChannels(record);
     layout = layoutXqaMlaWarpgroupShared(record, tileKeys);
-  } else if (keyRows) {
-    // A warpgroup owns half the latent in Oᵀ.
-    blockThreads = kXqaMlaWarpgroupThreads;
-    warpChannels = latent / 2;
-    blockChannels = xqaMlaWarpgroupBlockChannels(record);
-    layout = layoutXqaMlaKeyRowsShared(record);
   } else {
     warpChannels = latent / kXqaMlaWarps;
     blockChannels = std::min(latentGroup, warpChannels);
     layout = layoutXqaMlaShared(record, tileKeys);
   }
-  // Accumulators per thread / 4 (the key-rows kernel's Oᵀ: the
-  // warpgroup's channels x 16 rows over 128 threads).
-  warpTiles = keyRows ? warpChannels * kRows / (kXqaMlaWarpgroupThreads / 2) / 4
-                      : warpChannels / 8;
+  warpTiles = warpChannels / 8;
   valueBlocks = warpChannels / blockChannels;
 
   // Kernel arguments: the op's buffers, the records, then the workspace.
@@ -2048,12 +1662,10 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   argTypes.push_back(workspaceOutputType(context, latent));
   argTypes.push_back(workspaceStatsType(context));
 
-  gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc,
-                     warpgroup ? "pattn_xqa_mla_wgmma_decode"
-                               : (keyRows ? "pattn_xqa_mla_wgmma_keys_decode"
-                                          : "pattn_xqa_mla_decode"),
-                     argTypes, {});
+  gpu::GPUFuncOp kernel = kernels.create(
+      builder, loc,
+      warpgroup ? "pattn_xqa_mla_wgmma_decode" : "pattn_xqa_mla_decode",
+      argTypes, {});
   setLaunchBounds(kernel, blockThreads,
                   xqaMlaResidentBlocks(plan, kernels.chips));
   unsigned next = 0;
@@ -2094,12 +1706,10 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value token = kb.divs(row, index(headGroups));
   Value headGroup = kb.rems(row, index(headGroups));
   Value firstHead = kb.mul(headGroup, index(plan.getHeadsPerBlock()));
-  if (anyWgmma()) {
+  if (warpgroup) {
     wgIndex = kb.divs(warp, index(4));
-    if (warpgroup) {
-      Value warpInGroup = kb.rems(warp, index(4));
-      warpRowBase = kb.mul(warpInGroup, index(16));
-    }
+    Value warpInGroup = kb.rems(warp, index(4));
+    warpRowBase = kb.mul(warpInGroup, index(16));
     Value address =
         memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, smem);
     smemAddress = kb.toI64(address);
@@ -2127,7 +1737,7 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value tiles = ceilDiv(span, tileKeys);
   tileCount = kb.select(nonEmpty, tiles, kb.i32(0));
 
-  if (anyWgmma())
+  if (warpgroup)
     loadQueryWarpgroup(token, firstHead);
   else
     loadQuery(token, firstHead);
@@ -2191,26 +1801,13 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
         rawBaseBytes = kb.add(rawBaseBytes, index(layout.raw));
         rawBaseWords = kb.mul(rawSlot, index(tileKeys * strideWords()));
         rawBaseWords = kb.add(rawBaseWords, index(layout.raw / 4));
-        Value pageSlot = kb.toIndex(kb.rems(i, threeI32));
-        if (keyRows) {
-          // One decoded slot: the previous tile's P V has completed.
-          decodedBase = index(layout.decoded);
-          decodeAndPublish();
-          kb.barrier();
-          currentPageSlot = pageSlot;
-          scoreTileKeyRows();
-        } else {
-          scoreTile(pageSlot);
-        }
+        scoreTile(kb.toIndex(kb.rems(i, threeI32)));
         kb.barrier();
         accumulateTile(s);
         return s;
       });
 
-  if (keyRows)
-    writePartialsKeyRows(state, split, firstRow, partialOut, partialStats);
-  else
-    writePartials(state, split, firstRow, partialOut, partialStats);
+  writePartials(state, split, firstRow, partialOut, partialStats);
   gpu::ReturnOp::create(builder, loc);
   return kernel;
 }
@@ -2230,8 +1827,8 @@ auto ::pattn::buildXqaMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
   result.blockSize = cache.type.getBlockSize();
   result.decodeBlocksPerToken = result.numHeads / plan.getHeadsPerBlock();
   result.sharedBytes = plan.getSharedBytes();
-  bool wgmma = plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads ||
-               plan.getKeysPerTile() == kXqaMlaKeyRowsKeys;
-  result.blockThreads = wgmma ? kXqaMlaWarpgroupThreads : kXqaMlaThreads;
+  result.blockThreads = plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads
+                            ? kXqaMlaWarpgroupThreads
+                            : kXqaMlaThreads;
   return result;
 }

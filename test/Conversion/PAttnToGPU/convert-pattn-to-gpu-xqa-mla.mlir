@@ -1,11 +1,9 @@
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90 --convert-pattn-to-gpu=chips=sm_90 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 // RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --pattn-plan-decode --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=PORT
 
 // The tensor-core lowering of an MLA decode (fp8_ds_mla records, bf16
 // query, 16 heads), following its #pattn.xqa_mla_plan (docs/Lowering.md,
-// "The tensor-core MLA decode"): the mma.sync kernel, built for sm_90
-// (sm_90a, which has wgmma, plans the warpgroup kernels:
-// convert-pattn-to-gpu-xqa-mla-wgmma.mlir).
+// "The tensor-core MLA decode").
 //
 // Host: the split count comes from the SM count and host-known sizes (the
 // XQA search over candidate counts, 3 resident blocks per SM), then a block

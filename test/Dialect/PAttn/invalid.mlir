@@ -1415,8 +1415,8 @@ func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 
 
 // -----
 
-// expected-error @below {{keys_per_tile 64 must be 32 (8 keys per warp), or 64 with 16 heads per block (wgmma rows of keys)}}
-func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 64, shared_bytes = 80640>}
+// expected-error @below {{keys_per_tile 64 must be 32 (8 keys per warp)}}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 64, shared_bytes = 80640>}
 
 // -----
 

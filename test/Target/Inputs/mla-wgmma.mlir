@@ -15,19 +15,3 @@ func.func @nvfp4_ds_mla_fp8_rope(%p: memref<?x64x368xi8>, %q: memref<?x64x576xbf
   pattn.mla_decode query(%q : memref<?x64x576xbf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x64x512xbf16>) {num_heads = 64 : i64}
   return
 }
-// 16 heads (and 48) take the key-rows kernel: wgmma rows of 64 keys.
-func.func @fp8_ds_mla_16(%p: memref<?x64x656xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
-  %c = pattn.bind_cache storage(%p : memref<?x64x656xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
-  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
-  return
-}
-func.func @nvfp4_ds_mla_16(%p: memref<?x64x432xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %os: memref<1xf32>, %o: memref<?x16x512xbf16>) {
-  %c = pattn.bind_cache storage(%p : memref<?x64x432xi8>) : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>
-  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outer_scale(%os : memref<1xf32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64}
-  return
-}
-func.func @nvfp4_ds_mla_fp8_rope_48(%p: memref<?x16x368xi8>, %q: memref<?x48x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x48x512xbf16>) {
-  %c = pattn.bind_cache storage(%p : memref<?x16x368xi8>) : !pattn.record_cache<block_size = 16, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
-  pattn.mla_decode query(%q : memref<?x48x576xbf16>) cache(%c : !pattn.record_cache<block_size = 16, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>) outs(%o : memref<?x48x512xbf16>) {num_heads = 48 : i64, max_query_len = 4 : i64}
-  return
-}

@@ -120,10 +120,9 @@ XqaMlaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "heads_per_block " << headsPerBlock
                        << " must be 16 (mma.sync: one m16 tile) or 64 "
                           "(wgmma: one m64 tile)";
-  if (keysPerTile != 32 && !(headsPerBlock == 16 && keysPerTile == 64))
+  if (keysPerTile != 32)
     return emitError() << "keys_per_tile " << keysPerTile
-                       << " must be 32 (8 keys per warp), or 64 with 16 "
-                          "heads per block (wgmma rows of keys)";
+                       << " must be 32 (8 keys per warp)";
   if (sharedBytes < 0)
     return emitError() << "shared_bytes " << sharedBytes << " is negative";
   return success();

@@ -120,8 +120,7 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
 }
 
 int64_t xqaMlaResidentBlocks(XqaMlaPlanAttr plan, ArrayRef<Chip> chips) {
-  if (plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads ||
-      plan.getKeysPerTile() == kXqaMlaKeyRowsKeys)
+  if (plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads)
     return 1;
   return std::min<int64_t>(3, xqaResidentBlocks(plan.getSharedBytes(), chips));
 }
@@ -296,40 +295,6 @@ XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
   return layout;
 }
 
-XqaMlaSharedLayout layoutXqaMlaKeyRowsShared(const MlaRecordLayout &record) {
-  auto align16 = [](int64_t bytes) -> int64_t {
-    return llvm::alignTo(bytes, 16);
-  };
-  const int64_t rows = kXqaMlaHeadsPerBlock, keys = kXqaMlaKeyRowsKeys;
-  XqaMlaSharedLayout layout;
-  int64_t keyDim = record.latent + record.rope;
-  layout.rowStride = keyDim;
-  int64_t offset = 0;
-  layout.query = offset;
-  offset += rows * keyDim * 2;
-  layout.decoded = offset;
-  offset += keys * keyDim * 2;
-  layout.raw = offset;
-  layout.rawStride = align16(record.recordBytes);
-  if (layout.rawStride / 4 % 8 == 0)
-    layout.rawStride += 16;
-  offset += 2 * keys * layout.rawStride;
-  layout.logits = offset;
-  layout.logitStride = keys + 8;
-  offset += 2 * align16(rows * layout.logitStride * 4);
-  layout.pTiles = offset;
-  int64_t blocks = record.latent / xqaMlaWarpgroupBlockChannels(record);
-  offset += blocks * rows * keys * 2;
-  layout.pages = offset;
-  offset += align16(3 * keys * 4);
-  layout.queryScales = offset;
-  offset += align16(rows * 4);
-  layout.warpMaxima = offset;
-  offset += align16(kXqaMlaWarpgroupThreads / 32 * 4);
-  layout.total = offset;
-  return layout;
-}
-
 int64_t xqaMlaWarpgroupBlockChannels(const MlaRecordLayout &record) {
   int64_t half = record.latent / 2;
   if (record.latentFormat != MlaLatentFormat::E4M3BlockScaled)
@@ -338,8 +303,7 @@ int64_t xqaMlaWarpgroupBlockChannels(const MlaRecordLayout &record) {
 }
 
 std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
-                                     int64_t numHeads, ArrayRef<Chip> chips,
-                                     bool keyRows) {
+                                     int64_t numHeads, ArrayRef<Chip> chips) {
   std::string reason;
   llvm::raw_string_ostream os(reason);
   if (chips.empty() || llvm::any_of(chips, [](Chip chip) {
@@ -348,10 +312,9 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
     os << "a chip built for has no wgmma (sm_90a only)";
     return reason;
   }
-  int64_t headsPerBlock =
-      keyRows ? kXqaMlaHeadsPerBlock : kXqaMlaWarpgroupHeads;
-  if (numHeads % headsPerBlock != 0) {
-    os << "num_heads " << numHeads << " not a multiple of " << headsPerBlock;
+  if (numHeads % kXqaMlaWarpgroupHeads != 0) {
+    os << "num_heads " << numHeads << " not a multiple of "
+       << kXqaMlaWarpgroupHeads;
     return reason;
   }
   // The decode passes cover 64-channel stripes of the latent and the rope;
@@ -378,8 +341,7 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
     }
   }
   int64_t shared =
-      keyRows ? layoutXqaMlaKeyRowsShared(record).total
-              : layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total;
+      layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total;
   for (Chip chip : chips)
     if (shared > getTargetDescription(chip).sharedMemoryPerBlock) {
       os << "the tile needs " << shared << " bytes of shared memory > "
@@ -398,11 +360,6 @@ XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
     return XqaMlaPlanAttr::get(
         op.getContext(), kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
         layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total);
-  if (xqaMlaWarpgroupRejection(record, numHeads, chips, /*keyRows=*/true)
-          .empty())
-    return XqaMlaPlanAttr::get(op.getContext(), kXqaMlaHeadsPerBlock,
-                               kXqaMlaKeyRowsKeys,
-                               layoutXqaMlaKeyRowsShared(record).total);
   XqaMlaSharedLayout layout = layoutXqaMlaShared(record, kXqaMlaKeysPerTile);
   return XqaMlaPlanAttr::get(op.getContext(), kXqaMlaHeadsPerBlock,
                              kXqaMlaKeysPerTile, layout.total);

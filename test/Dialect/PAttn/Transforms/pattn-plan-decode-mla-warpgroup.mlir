@@ -1,8 +1,7 @@
-// The tensor-core MLA plan takes a warpgroup (wgmma) kernel where every
-// chip built for has wgmma (sm_90a) and the latent's scale blocks are whole
-// wgmma chains: 64 heads per block (wgmma rows of heads) where num_heads is
-// a multiple of 64, else 16 heads per block and 64-key tiles (wgmma rows
-// of keys); the mma.sync kernel (16 heads, 32-key tiles) everywhere else.
+// The tensor-core MLA plan takes the warpgroup (wgmma) kernel, 64 heads per
+// block, where every chip built for has wgmma (sm_90a), num_heads is a
+// multiple of 64 and the latent's scale blocks are whole wgmma chains; the
+// mma.sync kernel (16 heads per block) everywhere else.
 //
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>/dev/null | FileCheck %s --check-prefix=FLEET
@@ -29,18 +28,16 @@ func.func @nvfp4_64_heads(%c: !rope8, %q: memref<4x64x576xbf16>, %bt: memref<2x4
   return
 }
 
-// 48 heads: not a multiple of 64, so 16 heads per block, rows of keys.
+// 48 heads: not a multiple of 64.
 // H200-LABEL: func.func @fp8_48_heads
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 64, shared_bytes = 194400>
-// FLEET-LABEL: func.func @fp8_48_heads
-// FLEET: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
 func.func @fp8_48_heads(%c: !fp8, %q: memref<2x48x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x48x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x48x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x48x512xbf16>) {num_heads = 48 : i64}
   return
 }
 
 // H200-LABEL: func.func @small_blocks
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
 func.func @small_blocks(%c: !small, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !small) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
   return

@@ -53,13 +53,11 @@ func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memre
   return
 }
 
-// MLA on tensor cores: 16 heads of one token per block; on sm_90a the
-// key-rows warpgroup kernel (wgmma rows of 64 keys): the query, one decoded
-// 64-key tile (73.7 KB), two slots of 64 raw 368-byte records, two slots
-// of partial logits and the P tiles in 153 KB of shared memory
-// (pattn-plan-decode-mla-warpgroup.mlir has the other kernels' rules).
+// MLA on tensor cores: 16 heads of one token per block, 32-key tiles; the
+// 368-byte records take two slots of 32 x 368 bytes of the 45 KB of shared
+// memory.
 // H200-LABEL: func.func @mla
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 64, shared_bytes = 153440>
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 45248>
 // PORT-LABEL: func.func @mla
 // PORT: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 1024>
 !rec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>

@@ -100,10 +100,6 @@ struct XqaMlaSharedLayout {
   /// wgmma's operand layout, and the P V A operands (one 64 x keys f16 tile per
   /// value block of each warpgroup); -1 in the mma.sync kernel.
   int64_t decoded = -1, pTiles = -1;
-  /// The key-rows kernel only: a second slot of logits (the other
-  /// warpgroup's partial sums), and per warp one float (block exponents'
-  /// guard); -1 elsewhere.
-  int64_t warpMaxima = -1;
   int64_t total = 0;
 };
 
@@ -116,36 +112,22 @@ XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
 XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
                                                int64_t keysPerTile);
 
-/// The key-rows (swapped wgmma) kernel's layout: the 16 query rows as
-/// wgmma's B, one 64-key decoded tile as its A (S) and, transposed, as A
-/// again (P V), the raw ring, two slots of partial logits, P tiles (one per
-/// value block of the latent), pages, row scales and per-warp maxima.
-XqaMlaSharedLayout layoutXqaMlaKeyRowsShared(const MlaRecordLayout &record);
-
-/// Channels of one P V value block of the warpgroup kernels (one scale per
+/// Channels of one P V value block of the warpgroup kernel (one scale per
 /// key across them; the whole half of the latent that a warpgroup owns
 /// where the keys share a scale), and the blocks per warpgroup.
 int64_t xqaMlaWarpgroupBlockChannels(const MlaRecordLayout &record);
 
-/// Why the warpgroup (wgmma) MLA kernels cannot serve `numHeads` heads
-/// over `record` on every chip of `chips`; empty when they can. With
-/// `keyRows`, the kernel whose wgmma rows are keys (16 heads per block);
-/// else the one whose rows are heads (64 per block).
+/// Why the warpgroup (wgmma) MLA kernel cannot serve `numHeads` heads over
+/// `record` on every chip of `chips`; empty when it can.
 std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
                                      int64_t numHeads,
-                                     llvm::ArrayRef<Chip> chips,
-                                     bool keyRows = false);
+                                     llvm::ArrayRef<Chip> chips);
 
-/// The tensor-core MLA plan of `op` for every chip of `chips`:
-///  - heads_per_block 64, keys_per_tile 32: the warpgroup kernel whose
-///    wgmma rows are 64 heads (num_heads a multiple of 64);
-///  - heads_per_block 16, keys_per_tile 64: the warpgroup kernel whose
-///    wgmma rows are 64 keys and whose N is the 16 heads (other head
-///    counts);
-///  - heads_per_block 16, keys_per_tile 32: the mma.sync kernel, where a
-///    chip has no wgmma (anything but sm_90a) or a rule above fails. Its
-///    shared memory depends on the record only (--pattn-plan-decode
-///    checks that it fits every chip built for).
+/// The tensor-core MLA plan of `op` for every chip of `chips`: the
+/// warpgroup kernel (64 heads per block) where xqaMlaWarpgroupRejection
+/// finds nothing, else the mma.sync kernel (16 heads per block), whose
+/// shared memory depends on the record only (--pattn-plan-decode checks
+/// that it fits every chip built for).
 pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
                                        llvm::ArrayRef<Chip> chips);
 
@@ -162,8 +144,6 @@ inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
 /// M = 64 rows of wgmma.m64nNk16; two warpgroups split P V's channels.
 inline constexpr int64_t kXqaMlaWarpgroupHeads = 64;
 inline constexpr int64_t kXqaMlaWarpgroupThreads = 256;
-/// Keys per tile of the key-rows warpgroup kernel: wgmma's M = 64.
-inline constexpr int64_t kXqaMlaKeyRowsKeys = 64;
 
 /// The portable plan of a paged_attention or mla_decode op.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
