@@ -25,7 +25,7 @@
 // ldmatrix, cp.async); the portable kernels of the same ops assemble too.
 // RUN: FileCheck %s --check-prefix=XQA < %t.ptx
 // The 128-head MLA decode takes the warpgroup kernel (an sm_90a-only
-// build): the decoded tile handed to the async proxy, S on wgmma m64n16
+// build): the decoded tile handed to the async proxy, S on wgmma m64n32
 // with a wait before the softmax, P V on wgmma m64n256 (nvfp4: one value
 // block per warpgroup), waited for after the next tile's decode.
 // RUN: FileCheck %s --check-prefix=WGMMA < %t.ptx
@@ -39,7 +39,7 @@
 // WGPROPS-COUNT-3: Function properties for pattn_xqa_mla_wgmma_decode
 // WGMMA: .entry pattn_xqa_mla_wgmma_decode
 // WGMMA: fence.proxy.async.shared::cta
-// WGMMA: wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16
+// WGMMA: wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16
 // WGMMA: wgmma.commit_group.sync.aligned
 // WGMMA: wgmma.wait_group.sync.aligned{{[[:space:]]+}}0;
 // WGMMA: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16

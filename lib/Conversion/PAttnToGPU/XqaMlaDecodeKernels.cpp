@@ -42,6 +42,15 @@
 // A split ends with the same partial results as the portable kernel, which
 // the shared merge kernel combines.
 //
+// The warpgroup kernel (plan heads_per_block = 64, sm_90a only) keeps the
+// softmax, the value-block exponents and the partial results, and moves
+// the products to wgmma: two warpgroups serve 64 heads (wgmma's M); each
+// tile is decoded once by all 256 threads into a shared operand tile in
+// wgmma's core-matrix layout (two slots), which S reads K-major (the
+// warpgroups split its k-steps, N = 32 keys) and P V reads MN-major (each
+// warpgroup owns half the latent, N = 128 or 256 channels); P V runs while
+// the next tile is decoded. docs/Lowering.md, "The warpgroup MLA kernel".
+//
 //===----------------------------------------------------------------------===//
 
 #include "Codecs.h"
@@ -245,10 +254,14 @@ private:
   /// Every thread decodes part of the current raw slot into the decoded
   /// tile: 8-channel pieces of one key, 16 bytes each.
   void decodeTile();
-  /// S = Q Kᵀ, warpgroup g scoring keys [16g, 16g + 16) for the 64 rows
-  /// with wgmma (one chain per latent scale block and one for the rope),
-  /// scaled and masked, into the logits.
-  void scoreTileWarpgroup(Value pageSlot);
+  /// S = Q Kᵀ of the 64 rows and the tile's 32 keys with wgmma, the
+  /// k-steps split between the warpgroups (one chain per latent scale
+  /// block and one for the rope); each writes its partial logits into its
+  /// slot, which the softmax adds, scales and masks.
+  void scoreTileWarpgroup();
+  /// The page slot of the current tile (the warpgroup kernel's softmax
+  /// masks dead keys).
+  Value currentPageSlot;
   /// P V of the warpgroup kernel: P times the value scales into the
   /// warpgroup's P tiles, then wgmma over its half of the latent.
   void accumulateWarpgroup(ArrayRef<Value> p,
@@ -707,18 +720,44 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     Value key = kb.mul(threadInGroup, index(2));
     return kb.add(key, index(8 * nt + e % 2));
   };
+  auto loadPair = [&](Value memref, Value at, Type element) {
+    return vector::LoadOp::create(builder, kb.loc,
+                                  VectorType::get({2}, element), memref,
+                                  ValueRange{at},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(8))
+        .getResult();
+  };
+  Type f32 = builder.getF32Type();
   for (int64_t nt = 0; nt < keyTiles; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = rowOf(h);
       Value rowStart = kb.mul(row, index(layout.logitStride));
       Value key = keyOf(nt, 0);
       Value at = kb.add(rowStart, key);
-      Value pair = vector::LoadOp::create(
-          builder, kb.loc, VectorType::get({2}, builder.getF32Type()), logits,
-          ValueRange{at}, /*nontemporal=*/false, llvm::MaybeAlign(8));
+      Value pair = loadPair(logits, at, f32);
       for (int64_t k = 0; k < 2; ++k)
         x[nt * 4 + 2 * h + k] =
             vector::ExtractOp::create(builder, kb.loc, pair, k);
+      if (!warpgroup)
+        continue;
+      // The other warpgroup's partial sums, then the softmax scale and
+      // the mask (-inf for dead keys: outside the split or the causal
+      // range, on an unmapped page).
+      Value otherAt =
+          kb.add(at, index(kXqaMlaWarpgroupHeads * layout.logitStride));
+      Value other = loadPair(logits, otherAt, f32);
+      Value pageAt = kb.mul(currentPageSlot, index(tileKeys));
+      pageAt = kb.add(pageAt, key);
+      Value pagePair = loadPair(pages, pageAt, builder.getI32Type());
+      for (int64_t k = 0; k < 2; ++k) {
+        Value part = vector::ExtractOp::create(builder, kb.loc, other, k);
+        Value sum = kb.fadd(x[nt * 4 + 2 * h + k], part);
+        Value scaled = kb.fmul(sum, softmaxScale);
+        Value logit = kb.finiteLogit(scaled);
+        Value page = vector::ExtractOp::create(builder, kb.loc, pagePair, k);
+        Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
+        x[nt * 4 + 2 * h + k] = kb.select(isLive, logit, negInf);
+      }
     }
 
   // The online softmax (as the paged XQA kernel: a finite maximum, so that
@@ -1150,114 +1189,123 @@ void XqaMlaBuilder::decodeTile() {
   }
 }
 
-void XqaMlaBuilder::scoreTileWarpgroup(Value pageSlot) {
-  // Warpgroup g: keys [16g, 16g + 16) as wgmma N = 16. Element i of a
-  // chain is row 16 (w % 4) + g + 8 (i / 2 % 2), key 16g + 8 (i / 4) + 2t
-  // + i % 2 (the mma.sync C layout per n8 chunk).
-  int64_t halfKeys = tileKeys / 2;
+void XqaMlaBuilder::scoreTileWarpgroup() {
+  // S = Q Kᵀ over all the tile's keys (wgmma N = 32), the k-steps split
+  // between the warpgroups: each reads half of the query tile per tile
+  // (the k-steps' A, the larger share of S's shared-memory traffic) and
+  // runs half the dependent chain. Element i of a chain is row 16 (w % 4)
+  // + g + 8 (i / 2 % 2), key 8 (i / 4) + 2t + i % 2 (the mma.sync C layout
+  // per n8 chunk). Each warpgroup writes its partial sums, times the keys'
+  // scales and the lanes' factors, into its slot of the logits; the
+  // softmax adds the slots, scales and masks.
   int64_t keyGroups = tileKeys / 8;
+  int64_t keyChunks = tileKeys / 8;
   Value queryDesc = descriptor(index(layout.query), 8 * 128, 128);
-  Value keyOffset = kb.mul(wgIndex, index(halfKeys / 8 * 128));
-  keyOffset = kb.add(keyOffset, decodedBase);
-  Value keyDesc = descriptor(keyOffset, keyGroups * 128, 128);
+  Value keyDesc = descriptor(decodedBase, keyGroups * 128, 128);
   int64_t stride = strideWords();
-  Value firstKey = kb.mul(wgIndex, index(halfKeys));
-  Value keyLow = kb.add(firstKey, kb.mul(threadInGroup, index(2)));
+  Value keyLow = kb.mul(threadInGroup, index(2));
   Value lowKeyWords = kb.mul(keyLow, index(stride));
-
-  struct Chain {
+  struct Step {
     const OperandLane *lane;
-    int64_t block;
-    SmallVector<Value> acc;
+    int64_t block, column;
   };
-  SmallVector<Chain> chains;
-  NVVM::WgmmaFenceAlignedOp::create(builder, kb.loc);
+  SmallVector<Step> steps;
   for (const OperandLane *l : {&latentLane, &ropeLane}) {
-    bool isLatent = l == &latentLane;
-    int64_t group = isLatent ? latentGroup : l->count;
-    for (int64_t block = 0; block < l->count / group; ++block) {
-      Chain chain{l, block, {}};
-      for (int64_t step = 0; step < group / 16; ++step) {
-        int64_t column = l->firstColumn + block * group + 16 * step;
-        Value a = advance(queryDesc, column / 8 * 8 * 128);
-        Value b = advance(keyDesc, column / 8 * keyGroups * 128);
-        chain.acc = wgmma(a, b, chain.acc, halfKeys, l->bf16,
-                          /*transposeB=*/false);
-      }
-      chains.push_back(std::move(chain));
-    }
+    int64_t group = l == &latentLane ? latentGroup : l->count;
+    for (int64_t column = 0; column < l->count; column += 16)
+      steps.push_back({l, column / group, l->firstColumn + column});
   }
-  NVVM::WgmmaGroupSyncAlignedOp::create(builder, kb.loc);
-  NVVM::WgmmaWaitGroupSyncOp::create(builder, kb.loc, 0);
+  int64_t half = int64_t(steps.size() + 1) / 2;
+  int64_t values = tileKeys / 2; // accumulators per thread
 
-  // Each chain's sums times its keys' scales (none: 1), then the lane's
-  // constant factors, as scoreTile does.
-  SmallVector<Value> logit(8, zero);
-  for (const OperandLane *l : {&latentLane, &ropeLane}) {
-    bool isLatent = l == &latentLane;
-    SmallVector<Value> laneTotal(8, zero);
-    for (const Chain &chain : chains) {
-      if (chain.lane != l)
+  // Warpgroup g's k-steps [from, to): one chain per (lane, scale block).
+  auto partial = [&](int64_t from, int64_t to) -> SmallVector<Value> {
+    struct Chain {
+      const OperandLane *lane;
+      int64_t block;
+      SmallVector<Value> acc;
+    };
+    SmallVector<Chain> chains;
+    NVVM::WgmmaFenceAlignedOp::create(builder, kb.loc);
+    for (int64_t k = from; k < to; ++k) {
+      const Step &step = steps[k];
+      if (chains.empty() || chains.back().lane != step.lane ||
+          chains.back().block != step.block)
+        chains.push_back({step.lane, step.block, {}});
+      Chain &chain = chains.back();
+      Value a = advance(queryDesc, step.column / 8 * 8 * 128);
+      Value b = advance(keyDesc, step.column / 8 * keyGroups * 128);
+      chain.acc = wgmma(a, b, chain.acc, tileKeys, step.lane->bf16,
+                        /*transposeB=*/false);
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(builder, kb.loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(builder, kb.loc, 0);
+    // Each chain's sums times its keys' scales (none: 1), then the lane's
+    // factors, as scoreTile does.
+    SmallVector<Value> logit(values, zero);
+    for (const OperandLane *l : {&latentLane, &ropeLane}) {
+      SmallVector<Value> laneTotal(values, zero);
+      bool any = false;
+      for (const Chain &chain : chains) {
+        if (chain.lane != l)
+          continue;
+        any = true;
+        for (int64_t j = 0; j < keyChunks; ++j) {
+          // Keys 8j + 2t and + 1.
+          Value low, high;
+          int64_t keyConstant = 8 * j * stride;
+          if (l == &latentLane) {
+            low = latentScale(lowKeyWords, keyConstant + chain.block);
+            high = latentScale(lowKeyWords, keyConstant + stride + chain.block);
+          } else if (ropeScaleLane) {
+            int64_t at = keyConstant + ropeScaleLane.getOffset() / 4;
+            low = rawF32(lowKeyWords, at);
+            high = rawF32(lowKeyWords, at + stride);
+          }
+          for (int64_t e = 0; e < 4; ++e) {
+            int64_t i = 4 * j + e;
+            laneTotal[i] =
+                low ? kb.fma(chain.acc[i], e % 2 ? high : low, laneTotal[i])
+                    : kb.fadd(chain.acc[i], laneTotal[i]);
+          }
+        }
+      }
+      if (!any)
         continue;
-      for (int64_t j = 0; j < 2; ++j) {
-        // Keys 16g + 8j + 2t and + 1.
-        Value low, high;
-        int64_t keyConstant = 8 * j * stride;
-        if (isLatent) {
-          low = latentScale(lowKeyWords, keyConstant + chain.block);
-          high = latentScale(lowKeyWords, keyConstant + stride + chain.block);
-        } else if (ropeScaleLane) {
-          int64_t at = keyConstant + ropeScaleLane.getOffset() / 4;
-          low = rawF32(lowKeyWords, at);
-          high = rawF32(lowKeyWords, at + stride);
-        }
-        for (int64_t e = 0; e < 4; ++e) {
-          int64_t i = 4 * j + e;
-          laneTotal[i] =
-              low ? kb.fma(chain.acc[i], e % 2 ? high : low, laneTotal[i])
-                  : kb.fadd(chain.acc[i], laneTotal[i]);
-        }
+      bool subnormalCodes = l->encoding == Encoding::nvfp4 && !kb.hardwareFp4;
+      for (int64_t i = 0; i < values; ++i) {
+        Value total = laneTotal[i];
+        if (subnormalCodes)
+          total = kb.fmul(total, kb.f32(kFp4SubnormalScale));
+        if (!l->bf16)
+          total = kb.fmul(total, rowInverse[i / 2 % 2]);
+        logit[i] = kb.fadd(logit[i], total);
       }
     }
-    bool subnormalCodes = l->encoding == Encoding::nvfp4 && !kb.hardwareFp4;
-    for (int64_t i = 0; i < 8; ++i) {
-      Value total = laneTotal[i];
-      if (subnormalCodes)
-        total = kb.fmul(total, kb.f32(kFp4SubnormalScale));
-      if (!l->bf16)
-        total = kb.fmul(total, rowInverse[i / 2 % 2]);
-      logit[i] = kb.fadd(logit[i], total);
-    }
-  }
+    return logit;
+  };
+  SmallVector<Type> types(values, builder.getF32Type());
+  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, wgIndex, index(0));
+  SmallVector<Value> logit = kb.ifElse(
+      isFirst, types, [&] { return partial(0, half); },
+      [&] { return partial(half, int64_t(steps.size())); });
 
-  // Base-2 logits, -inf for dead keys, as float2 per row and key pair.
-  for (int64_t j = 0; j < 2; ++j) {
-    Value key = kb.add(keyLow, index(8 * j));
-    Value pageAt = kb.mul(pageSlot, index(tileKeys));
-    pageAt = kb.add(pageAt, key);
-    auto pagePair = vector::LoadOp::create(
-        builder, kb.loc, VectorType::get({2}, builder.getI32Type()), pages,
-        ValueRange{pageAt}, /*nontemporal=*/false, llvm::MaybeAlign(8));
-    SmallVector<Value> isLive(2);
-    for (int64_t k = 0; k < 2; ++k) {
-      Value page = vector::ExtractOp::create(builder, kb.loc, pagePair, k);
-      isLive[k] = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
-    }
+  // The warpgroup's slot of partial logits, [row][key], as float2.
+  Value slotStart =
+      kb.mul(wgIndex, index(kXqaMlaWarpgroupHeads * layout.logitStride));
+  for (int64_t j = 0; j < keyChunks; ++j)
     for (int64_t h = 0; h < 2; ++h) {
-      SmallVector<Value> pair(2);
-      for (int64_t k = 0; k < 2; ++k) {
-        Value scaled = kb.fmul(logit[4 * j + 2 * h + k], softmaxScale);
-        Value x = kb.finiteLogit(scaled);
-        pair[k] = kb.select(isLive[k], x, negInf);
-      }
       Value at = kb.mul(rowOf(h), index(layout.logitStride));
-      at = kb.add(at, key);
+      at = kb.add(at, slotStart);
+      at = kb.add(at, keyLow);
+      at = kb.add(at, index(8 * j));
+      SmallVector<Value> pair = {logit[4 * j + 2 * h],
+                                 logit[4 * j + 2 * h + 1]};
       Value both = vector::FromElementsOp::create(
           builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
       vector::StoreOp::create(builder, kb.loc, both, logits, ValueRange{at},
                               /*nontemporal=*/false, llvm::MaybeAlign(8));
     }
-  }
 }
 
 void XqaMlaBuilder::accumulateWarpgroup(ArrayRef<Value> p,
@@ -1405,7 +1453,8 @@ SmallVector<Value> XqaMlaBuilder::tileLoopWarpgroup(ArrayRef<Value> init) {
         kb.barrier();
         Value slot = kb.toIndex(kb.rems(i, twoI32));
         useSlot(slot);
-        scoreTileWarpgroup(kb.toIndex(kb.rems(i, threeI32)));
+        currentPageSlot = kb.toIndex(kb.rems(i, threeI32));
+        scoreTileWarpgroup();
         kb.barrier();
         accumulateTile(s);
         Value nextTile = kb.add(i, oneI32);
@@ -1689,7 +1738,9 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   queryBf16 =
       view(layout.query, {rows, layout.rowStride}, builder.getBF16Type());
   queryInverse = view(layout.queryScales, {rows}, f32);
-  logits = view(layout.logits, {rows * layout.logitStride}, f32);
+  // The warpgroup kernel: a slot of partial logits per warpgroup.
+  int64_t logitSlots = warpgroup ? 2 : 1;
+  logits = view(layout.logits, {logitSlots * rows * layout.logitStride}, f32);
   pages = view(layout.pages, {3 * tileKeys}, i32);
   words = view(0, {layout.total / 4}, i32);
   bytes = view(0, {layout.total}, builder.getIntegerType(8));

@@ -281,9 +281,10 @@ XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
   if (layout.rawStride / 4 % 8 == 0)
     layout.rawStride += 16;
   offset += 2 * keysPerTile * layout.rawStride;
+  // Two slots of logits: each warpgroup's partial sums.
   layout.logits = offset;
   layout.logitStride = keysPerTile + 8;
-  offset += align16(rows * layout.logitStride * 4);
+  offset += 2 * align16(rows * layout.logitStride * 4);
   layout.pTiles = offset;
   int64_t blocks = record.latent / 2 / xqaMlaWarpgroupBlockChannels(record);
   offset += 2 * blocks * rows * keysPerTile * 2;

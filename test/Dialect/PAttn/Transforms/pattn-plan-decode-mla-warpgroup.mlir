@@ -13,7 +13,7 @@
 !small = !pattn.record_cache<block_size = 16, record = !pattn.record<704 bytes, none, {latent: 512 x f8E4M3FN at 0 scaled_by latent_scale, latent_scale: 16 x f32 at 512, rope: 64 x bf16 at 576}>>
 
 // H200-LABEL: func.func @fp8_128_heads
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 216704>
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>
 // FLEET-LABEL: func.func @fp8_128_heads
 // FLEET: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>
 func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {

@@ -190,11 +190,11 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
   let summary = "How the tensor-core (XQA) MLA decode is tiled";
   let description = [{
     Written by `--pattn-plan-decode` on `pattn.mla_decode` ops whose backend
-    is `xqa`, and obeyed by `--convert-pattn-to-gpu`. One block of four
-    warps serves `heads_per_block` (16) query heads of one query token and
-    one split of its keys: those heads are the 16 M rows of
-    `mma.sync.m16n8k16` (f16 operands for quantized lanes, bf16 for bf16
-    lanes, fp32 accumulation). Per tile of `keys_per_tile` keys the records
+    is `xqa`, and obeyed by `--convert-pattn-to-gpu`. With
+    `heads_per_block = 16`, one block of four warps serves 16 query heads
+    of one query token and one split of its keys: those heads are the 16 M
+    rows of `mma.sync.m16n8k16` (f16 operands for quantized lanes, bf16 for
+    bf16 lanes, fp32 accumulation). Per tile of `keys_per_tile` keys the records
     are copied raw into a two-slot ring in shared memory with `cp.async`
     (the next tile lands while this one is computed), and every warp
     decodes its mma operands from the raw words in registers:
@@ -205,13 +205,22 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
       softmax over the whole tile,
     - O += P V is split over the warps by latent channels.
 
+    With `heads_per_block = 64` (sm_90a only), two warpgroups serve 64
+    heads, the M rows of `wgmma.mma_async`: every tile is decoded once
+    into a shared operand tile that both S = Q Kᵀ (the warpgroups split its
+    k-steps) and O += P V (each warpgroup owns half the latent) read, and
+    P V runs while the next tile is decoded.
+
     The host picks the split count from the SM count and the blocks that
-    `shared_bytes` of dynamic shared memory leave resident per SM.
+    `shared_bytes` of dynamic shared memory leave resident per SM (one for
+    the warpgroup kernel).
 
     Example:
     ```mlir
     #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
                         shared_bytes = 63680>
+    #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32,
+                        shared_bytes = 226944>
     ```
   }];
   let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
