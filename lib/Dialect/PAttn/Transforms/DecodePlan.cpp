@@ -234,6 +234,14 @@ MlaRecordLayout describeMlaRecord(RecordType record) {
   return layout;
 }
 
+/// The bytes between two raw records in the MLA kernels' ring: an odd
+/// multiple of 16, so that the 8 keys or 8 words a quad reads fall in
+/// different banks.
+static int64_t rawRecordStride(const MlaRecordLayout &record) {
+  int64_t stride = llvm::alignTo(record.recordBytes, 16);
+  return stride / 4 % 8 == 0 ? stride + 16 : stride;
+}
+
 XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
                                       int64_t keysPerTile) {
   auto align16 = [](int64_t bytes) -> int64_t {
@@ -246,9 +254,7 @@ XqaMlaSharedLayout layoutXqaMlaShared(const MlaRecordLayout &record,
   layout.query = offset;
   offset += align16(kXqaMlaHeadsPerBlock * layout.rowStride * 2);
   layout.raw = offset;
-  layout.rawStride = align16(record.recordBytes);
-  if (layout.rawStride / 4 % 8 == 0)
-    layout.rawStride += 16;
+  layout.rawStride = rawRecordStride(record);
   offset += 2 * keysPerTile * layout.rawStride;
   layout.logits = offset;
   layout.logitStride = keysPerTile + 8;
@@ -277,9 +283,7 @@ XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
   layout.decoded = offset;
   offset += 2 * keysPerTile * keyDim * 2;
   layout.raw = offset;
-  layout.rawStride = align16(record.recordBytes);
-  if (layout.rawStride / 4 % 8 == 0)
-    layout.rawStride += 16;
+  layout.rawStride = rawRecordStride(record);
   offset += 2 * keysPerTile * layout.rawStride;
   // Two slots of logits: each warpgroup's partial sums.
   layout.logits = offset;
