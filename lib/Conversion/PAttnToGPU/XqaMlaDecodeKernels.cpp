@@ -1284,7 +1284,8 @@ void XqaMlaBuilder::scoreTileWarpgroup() {
       kb.mul(wgIndex, index(kXqaMlaWarpgroupHeads * layout.logitStride));
   for (int64_t j = 0; j < keyChunks; ++j)
     for (int64_t h = 0; h < 2; ++h) {
-      Value at = kb.mul(rowOf(h), index(layout.logitStride));
+      Value row = rowOf(h);
+      Value at = kb.mul(row, index(layout.logitStride));
       at = kb.add(at, slotStart);
       at = kb.add(at, keyLow);
       at = kb.add(at, index(8 * j));
