@@ -30,21 +30,25 @@ fi
 echo "GCC 12 build: $(grep -E 'tests passed' "$work/ctest.log")"
 failures=0
 checked=0
-for input in "$root"/test/Target/Inputs/all-ops.mlir "$root"/examples/*.mlir; do
+# A fleet build, and an sm_90a-only one (which plans the wgmma MLA kernel).
+for chips in sm_80,sm_89,sm_90a,sm_100a sm_90a; do
+for input in "$root"/test/Target/Inputs/all-ops.mlir \
+    "$root"/test/Target/Inputs/mla-wgmma.mlir "$root"/examples/*.mlir; do
   for backend in auto portable; do
     for conversions in true false; do
-      flags=(--chips=sm_80,sm_89,sm_90a,sm_100a --backend=$backend
+      flags=(--chips=$chips --backend=$backend
              --hardware-conversions=$conversions --emit=mlir)
       "$clang_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/clang.mlir"
       "$gcc_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/gcc.mlir"
       checked=$((checked + 1))
       if ! cmp -s "$work/clang.mlir" "$work/gcc.mlir"; then
-        echo "differs: $(basename "$input") backend=$backend hardware-conversions=$conversions"
+        echo "differs: $(basename "$input") chips=$chips backend=$backend hardware-conversions=$conversions"
         diff "$work/clang.mlir" "$work/gcc.mlir" | head -20
         failures=$((failures + 1))
       fi
     done
   done
+done
 done
 echo "host-compiler IR check: $checked outputs compared, $failures differ"
 [ "$failures" -eq 0 ]
