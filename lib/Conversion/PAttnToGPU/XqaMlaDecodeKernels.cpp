@@ -314,6 +314,10 @@ private:
   void accumulateTile(SmallVectorImpl<Value> &s);
   void writePartials(ArrayRef<Value> s, Value split, Value firstRow,
                      Value partialOut, Value partialStats);
+  /// Row h's (natural) max and its sum over the quad into the split's
+  /// statistics, by the threads where `writes` holds.
+  void writeRowStats(ArrayRef<Value> s, int64_t h, Value split, Value outRow,
+                     Value partialStats, Value writes);
   /// 2^k and 2^-k for the k that brings `magnitude` (>= 0) into
   /// [2^14, 2^15) (clamped so both stay normal fp32).
   std::pair<Value, Value> normalization(Value magnitude);
@@ -1488,14 +1492,7 @@ void XqaMlaBuilder::writePartialsWarpgroup(ArrayRef<Value> s, Value split,
     undo.push_back(undoFactors(s, bw));
   for (int64_t h = 0; h < 2; ++h) {
     Value outRow = kb.add(firstRow, rowOf(h));
-    Value sum = s[sumAt(h)];
-    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 1));
-    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 2));
-    kb.ifThen(writesStats, [&] {
-      Value naturalMax = kb.fmul(s[maxAt(h)], kb.f32(float(M_LN2)));
-      kb.store(naturalMax, partialStats, {split, outRow, index(0)});
-      kb.store(sum, partialStats, {split, outRow, index(1)});
-    });
+    writeRowStats(s, h, split, outRow, partialStats, writesStats);
     for (int64_t nt = 0; nt < warpTiles; ++nt)
       for (int64_t e = 0; e < 2; ++e) {
         Value value = s[accAt(nt, 2 * h + e)];
@@ -1600,6 +1597,19 @@ SmallVector<Value> XqaMlaBuilder::undoFactors(ArrayRef<Value> s, int64_t bw) {
   return factors;
 }
 
+void XqaMlaBuilder::writeRowStats(ArrayRef<Value> s, int64_t h, Value split,
+                                  Value outRow, Value partialStats,
+                                  Value writes) {
+  Value sum = s[sumAt(h)];
+  sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 1));
+  sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 2));
+  kb.ifThen(writes, [&] {
+    Value naturalMax = kb.fmul(s[maxAt(h)], kb.f32(float(M_LN2)));
+    kb.store(naturalMax, partialStats, {split, outRow, index(0)});
+    kb.store(sum, partialStats, {split, outRow, index(1)});
+  });
+}
+
 void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
                                   Value firstRow, Value partialOut,
                                   Value partialStats) {
@@ -1622,14 +1632,7 @@ void XqaMlaBuilder::writePartials(ArrayRef<Value> s, Value split,
     undo.push_back(undoFactors(s, bw));
   for (int64_t h = 0; h < 2; ++h) {
     Value outRow = kb.add(firstRow, kb.add(groupId, index(8 * h)));
-    Value sum = s[sumAt(h)];
-    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 1));
-    sum = kb.fadd(sum, f16Mma.shuffleXor(sum, 2));
-    kb.ifThen(writesStats, [&] {
-      Value naturalMax = kb.fmul(s[maxAt(h)], kb.f32(float(M_LN2)));
-      kb.store(naturalMax, partialStats, {split, outRow, index(0)});
-      kb.store(sum, partialStats, {split, outRow, index(1)});
-    });
+    writeRowStats(s, h, split, outRow, partialStats, writesStats);
     for (int64_t c = 0; c < chunks; ++c) {
       SmallVector<Value> values;
       for (int64_t k = 0; k < 2 * width; ++k) {
