@@ -42,3 +42,13 @@ func.func @small_blocks(%c: !small, %q: memref<2x128x576xbf16>, %bt: memref<2x4x
   pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !small) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
   return
 }
+
+// A 32-channel rope: not the 64-channel stripes the warpgroup kernel's
+// decode passes cover, so the mma.sync kernel.
+!rope32 = !pattn.record_cache<block_size = 16, record = !pattn.record<1088 bytes, none, {latent: 512 x bf16 at 0, rope: 32 x bf16 at 1024}>>
+// H200-LABEL: func.func @rope32
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
+func.func @rope32(%c: !rope32, %q: memref<2x128x544xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
+  pattn.mla_decode query(%q : memref<2x128x544xbf16>) cache(%c : !rope32) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
+  return
+}
