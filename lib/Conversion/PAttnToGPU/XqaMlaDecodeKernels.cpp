@@ -321,11 +321,12 @@ private:
   /// 2^k and 2^-k for the k that brings `magnitude` (>= 0) into
   /// [2^14, 2^15) (clamped so both stay normal fp32).
   std::pair<Value, Value> normalization(Value magnitude);
-  /// P V's A operand of one value block, per the C layout of `p`: P times
-  /// each key's value scale (`keyScales`, keys 8 nt + 2t + e at 2 nt + e)
-  /// times 2^`exponent` (i32), or P 2^10 where the keys share a scale.
+  /// P V's A operand of value block `bw`, per the C layout of `p`: P
+  /// times each key's value scale (`keyScales`, keys 8 nt + 2t + e at
+  /// 2 nt + e) times 2^(the block's exponent in the loop state `s`), or
+  /// P 2^10 where the keys share a scale (the state has no exponents).
   SmallVector<Value> valueOperand(ArrayRef<Value> p, ArrayRef<Value> keyScales,
-                                  Value exponent);
+                                  ArrayRef<Value> s, int64_t bw);
   /// The block exponent (i32) that brings `largest` (>= 0), the largest
   /// value scale of a tile, into [2^5, 2^6) (kValueScaleTarget).
   Value valueExponent(Value largest);
@@ -929,7 +930,7 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
   };
 
   for (int64_t bw = 0; bw < valueBlocks; ++bw) {
-    SmallVector<Value> scaled = valueOperand(p, keyScales[bw], s[expAt(bw)]);
+    SmallVector<Value> scaled = valueOperand(p, keyScales[bw], s, bw);
     // A operands per k-step (16 keys: key tiles 2 ks, 2 ks + 1): a0 = row
     // g, a1 = row g + 8 of the first key tile, a2, a3 of the second.
     SmallVector<SmallVector<Value>> a(keySteps);
@@ -1323,7 +1324,7 @@ void XqaMlaBuilder::accumulateWarpgroup(ArrayRef<Value> p,
   threadBytes = kb.add(threadBytes, tileOffset);
   Value threadWords = kb.divs(threadBytes, index(4));
   for (int64_t bw = 0; bw < valueBlocks; ++bw) {
-    SmallVector<Value> scaled = valueOperand(p, keyScales[bw], s[expAt(bw)]);
+    SmallVector<Value> scaled = valueOperand(p, keyScales[bw], s, bw);
     for (int64_t nt = 0; nt < keyTiles; ++nt)
       for (int64_t h = 0; h < 2; ++h) {
         Value packed =
@@ -1506,14 +1507,14 @@ void XqaMlaBuilder::writePartialsWarpgroup(ArrayRef<Value> s, Value split,
 
 SmallVector<Value> XqaMlaBuilder::valueOperand(ArrayRef<Value> p,
                                                ArrayRef<Value> keyScales,
-                                               Value exponent) {
+                                               ArrayRef<Value> s, int64_t bw) {
   // A = P times each key's value scale times the block's 2^exponent
   // (P <= 2^4, so A stays below 2^15), or P 2^10 where the keys share one
   // scale (applied to the partial results instead).
   SmallVector<Value> scaled(p);
   int64_t keyTiles = tileKeys / 8;
   if (perKeyValueScale()) {
-    Value factor = kb.powerOfTwo(exponent);
+    Value factor = kb.powerOfTwo(s[expAt(bw)]);
     for (int64_t nt = 0; nt < keyTiles; ++nt)
       for (int64_t e = 0; e < 2; ++e) {
         Value scale = kb.fmul(keyScales[nt * 2 + e], factor);
