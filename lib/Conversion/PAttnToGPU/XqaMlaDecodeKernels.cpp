@@ -93,28 +93,6 @@ constexpr int32_t kValueExponentWindow = 5;
 /// P 2^10: below 2^15, and exact in f16 down to P = 2^-24.
 constexpr int kSharedScaleExponent = 10;
 
-/// The warpgroup kernel: warpgroups 0 and 1 consume the tiles (S, the
-/// softmax, P V), warpgroup 2 produces them (copy, decode). Its named
-/// barriers (0 is the block's):
-constexpr int64_t kWarpgroupThreads = 4 * kWarpThreads;
-constexpr int64_t kProducerWarpgroup = 2;
-/// + consumer warpgroup: its P tiles are written.
-constexpr int32_t kPublishBarrier = 1;
-/// Both consumer warpgroups: the partial logits are written.
-constexpr int32_t kConsumerBarrier = 3;
-/// + slot: the producer decoded a tile into the slot (producer arrives,
-/// consumers wait) ...
-constexpr int32_t kFullBarrier = 4;
-/// ... + slot: the consumers are done with it (consumers arrive, the
-/// producer waits).
-constexpr int32_t kEmptyBarrier = 6;
-/// The producer warpgroup alone: the raw slot landed, or was read.
-constexpr int32_t kProducerBarrier = 8;
-/// setmaxnreg: the producer gives registers up to the consumers, which
-/// hold S, P and P V's accumulators (128 x 40 + 256 x 232 <= 65536).
-constexpr int32_t kProducerRegisters = 24;
-constexpr int32_t kConsumerRegisters = 240;
-
 /// How one lane of the record (latent or rope) feeds the mma.
 struct OperandLane {
   LaneAttr lane;
@@ -253,14 +231,9 @@ private:
   int64_t blockThreads = kXqaMlaThreads;
   /// The warp's warpgroup, and the first of its 16 rows (warp % 4).
   Value wgIndex, warpRowBase;
-  /// The shared-window address of dynamic shared memory (i64), the byte
-  /// offset of the current tile's decoded slot and the first word of its
-  /// key table (index).
-  Value smemAddress, decodedBase, keyTableBase;
-  /// The threads that copy tiles and look up pages: all of the mma.sync
-  /// kernel's, the warpgroup kernel's producer (copyTid: index among them).
-  Value copyTid;
-  int64_t copyThreads = 0;
+  /// The shared-window address of dynamic shared memory (i64), and the
+  /// byte offset of the current tile's decoded slot (index).
+  Value smemAddress, decodedBase;
   /// Which channel of an 8-channel piece each position of the decoded
   /// tile (and of the query tile) holds: the decoders' pair order.
   SmallVector<int64_t> decodedOrder(const OperandLane &l) const;
@@ -278,38 +251,17 @@ private:
   /// The 64 query rows into the query tile as wgmma's A (core matrices),
   /// normalized into f16 for quantized lanes, in decoded order.
   void loadQueryWarpgroup(Value token, Value firstHead);
-  /// The producer warpgroup decodes the current raw slot into the decoded
+  /// Every thread decodes part of the current raw slot into the decoded
   /// tile: 8-channel pieces of one key, 16 bytes each.
   void decodeTile();
-  /// One thread's pieces r + 8 j (every pass j) of its key (raw words and
-  /// bytes at `keyWords`, `keyBytes`), stored from word `storeWords`.
-  void decodePieces(Value r, Value keyWords, Value keyBytes, Value storeWords);
-  /// Producer threads 0 .. T-1 copy their key's scales and page entry (page
-  /// slot `pageSlot`) into the current key table.
-  void writeKeyTable(Value pageSlot);
-  /// The current key table's word at `threadWords` + `constant` (keys
-  /// layout.keyTableStride words apart), and as f32.
-  Value keyWord(Value threadWords, int64_t constant) {
-    Value at = kb.add(keyTableBase, threadWords);
-    return kb.load(words, {kb.add(at, index(constant))});
-  }
-  Value keyF32(Value threadWords, int64_t constant) {
-    return kb.bitcast(builder.getF32Type(), keyWord(threadWords, constant));
-  }
-  /// Key-table fields: latent scale block b at b, then the rope's scale
-  /// (where the rope is scaled), then the page entry.
-  int64_t ropeScaleField() const { return layout.keyTableStride - 2; }
-  int64_t pageField() const { return layout.keyTableStride - 1; }
-  /// latentScale, read from the key table.
-  Value keyLatentScale(Value threadWords, int64_t constant);
-  /// bar.sync / bar.arrive on named barrier `id` (i32) of `threads`.
-  void syncBarrier(Value id, int64_t threads);
-  void arriveBarrier(Value id, int64_t threads);
   /// S = Q Kᵀ of the 64 rows and the tile's 32 keys with wgmma, the
   /// k-steps split between the warpgroups (one chain per latent scale
   /// block and one for the rope); each writes its partial logits into its
   /// slot, which the softmax adds, scales and masks.
   void scoreTileWarpgroup();
+  /// The page slot of the current tile (the warpgroup kernel's softmax
+  /// masks dead keys).
+  Value currentPageSlot;
   /// P V of the warpgroup kernel: P times the value scales into the
   /// warpgroup's P tiles, then wgmma over its half of the latent.
   void accumulateWarpgroup(ArrayRef<Value> p,
@@ -317,20 +269,12 @@ private:
                            SmallVectorImpl<Value> &s);
   void writePartialsWarpgroup(ArrayRef<Value> s, Value split, Value firstRow,
                               Value partialOut, Value partialStats);
-  /// Raw reads, the decode and the key table at slot `slot` (index) of
-  /// their rings.
+  /// Raw reads and the decode at slot `slot` (index) of both rings.
   void useSlot(Value slot);
-  /// The warpgroup kernel from the query load on: the producer copies and
-  /// decodes the tiles, the consumers score and accumulate them from the
-  /// loop state `init`, then write their partial results.
-  void runWarpgroups(ArrayRef<Value> init, Value token, Value firstHead,
-                     Value split, Value firstRow, Value partialOut,
-                     Value partialStats);
-  /// The producer's loop: each tile copied two tiles ahead (cp.async into
-  /// the raw ring), decoded into a free slot, published to the consumers.
-  void produceTiles();
-  /// The consumers' loop; returns the final state.
-  SmallVector<Value> consumeTiles(ArrayRef<Value> init);
+  /// decodeTile, then the fence that hands its stores to wgmma.
+  void decodeAndPublish();
+  /// The tile loop of the warpgroup kernel; returns the final state.
+  SmallVector<Value> tileLoopWarpgroup(ArrayRef<Value> init);
   /// The 16 query rows into the query tile: raw bf16 for bf16 lanes, times
   /// the row's power of two into f16, in the decoders' channel order, for
   /// the others.
@@ -535,12 +479,11 @@ void XqaMlaBuilder::loadQuery(Value token, Value firstHead) {
 }
 
 void XqaMlaBuilder::lookupPages(Value tileIndex, Value slot) {
-  Value isKeyThread =
-      kb.cmpi(arith::CmpIPredicate::slt, copyTid, index(tileKeys));
+  Value isKeyThread = kb.cmpi(arith::CmpIPredicate::slt, tid, index(tileKeys));
   kb.ifThen(isKeyThread, [&] {
     Value tileStart =
         kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
-    Value keyPos = kb.add(tileStart, kb.toI32(copyTid));
+    Value keyPos = kb.add(tileStart, kb.toI32(tid));
     Value inRange = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
     // Clamped into the table, so the load is in bounds for every key.
     Value width =
@@ -551,7 +494,7 @@ void XqaMlaBuilder::lookupPages(Value tileIndex, Value slot) {
     Value mapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
     Value isLive = kb.land(inRange, mapped);
     Value entry = kb.select(isLive, page, kb.i32(-1));
-    Value at = kb.add(kb.mul(slot, index(tileKeys)), copyTid);
+    Value at = kb.add(kb.mul(slot, index(tileKeys)), tid);
     kb.store(entry, pages, {at});
   });
 }
@@ -580,17 +523,17 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
         ValueRange{safePage, kb.toIndex(offset), byte},
         builder.getIndexAttr(16), copied, builder.getUnitAttr());
   };
-  if (chunksPerRecord <= copyThreads) {
+  if (chunksPerRecord <= blockThreads) {
     // Thread t copies chunk t % C of keys t / C + K j (K = whole records
     // per pass): its chunk and first destination are fixed, the passes
     // differ by compile-time strides.
-    int64_t keysPerPass = copyThreads / chunksPerRecord;
-    Value byte = kb.rems(copyTid, index(chunksPerRecord));
+    int64_t keysPerPass = blockThreads / chunksPerRecord;
+    Value byte = kb.rems(tid, index(chunksPerRecord));
     byte = kb.mul(byte, index(16));
-    Value firstKey = kb.divs(copyTid, index(chunksPerRecord));
+    Value firstKey = kb.divs(tid, index(chunksPerRecord));
     Value threadDst = kb.add(kb.mul(firstKey, index(layout.rawStride)), byte);
     threadDst = kb.add(slotBase, threadDst);
-    Value inPass = kb.cmpi(arith::CmpIPredicate::slt, copyTid,
+    Value inPass = kb.cmpi(arith::CmpIPredicate::slt, tid,
                            index(keysPerPass * chunksPerRecord));
     for (int64_t pass = 0; pass * keysPerPass < tileKeys; ++pass) {
       Value key = kb.add(firstKey, index(pass * keysPerPass));
@@ -600,7 +543,7 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
       if ((pass + 1) * keysPerPass > tileKeys)
         active = kb.land(
             active, kb.cmpi(arith::CmpIPredicate::slt, key, index(tileKeys)));
-      if (keysPerPass * chunksPerRecord == copyThreads &&
+      if (keysPerPass * chunksPerRecord == blockThreads &&
           (pass + 1) * keysPerPass <= tileKeys)
         copy(key, byte, dst);
       else
@@ -609,8 +552,8 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
     return;
   }
   // Records of more chunks than threads: chunk t + T q of every key.
-  for (int64_t q = 0; q * copyThreads < chunksPerRecord; ++q) {
-    Value chunk = kb.add(copyTid, index(q * copyThreads));
+  for (int64_t q = 0; q * blockThreads < chunksPerRecord; ++q) {
+    Value chunk = kb.add(tid, index(q * blockThreads));
     Value byte = kb.mul(chunk, index(16));
     Value inRecord =
         kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunksPerRecord));
@@ -634,21 +577,6 @@ Value XqaMlaBuilder::latentScale(Value threadWords, int64_t constant) {
   default:
     return Value();
   }
-}
-
-Value XqaMlaBuilder::keyLatentScale(Value threadWords, int64_t constant) {
-  if (record.latentFormat == MlaLatentFormat::E4M3BlockScaled || tokenLane)
-    return keyF32(threadWords, constant);
-  return latentScale(threadWords, constant);
-}
-
-void XqaMlaBuilder::syncBarrier(Value id, int64_t threads) {
-  NVVM::BarrierOp::create(builder, kb.loc, Type(), id, kb.i32(int32_t(threads)),
-                          NVVM::BarrierReductionAttr(), Value());
-}
-
-void XqaMlaBuilder::arriveBarrier(Value id, int64_t threads) {
-  NVVM::BarrierArriveOp::create(builder, kb.loc, id, kb.i32(int32_t(threads)));
 }
 
 Value XqaMlaBuilder::scalePair(Value low, Value high) {
@@ -828,13 +756,15 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
       Value otherAt =
           kb.add(at, index(kXqaMlaWarpgroupHeads * layout.logitStride));
       Value other = loadPair(logits, otherAt, f32);
-      Value keyWords = kb.mul(key, index(layout.keyTableStride));
+      Value pageAt = kb.mul(currentPageSlot, index(tileKeys));
+      pageAt = kb.add(pageAt, key);
+      Value pagePair = loadPair(pages, pageAt, builder.getI32Type());
       for (int64_t k = 0; k < 2; ++k) {
         Value part = vector::ExtractOp::create(builder, kb.loc, other, k);
         Value sum = kb.fadd(x[nt * 4 + 2 * h + k], part);
         Value scaled = kb.fmul(sum, softmaxScale);
         Value logit = kb.finiteLogit(scaled);
-        Value page = keyWord(keyWords, k * layout.keyTableStride + pageField());
+        Value page = vector::ExtractOp::create(builder, kb.loc, pagePair, k);
         Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
         x[nt * 4 + 2 * h + k] = kb.select(isLive, logit, negInf);
       }
@@ -899,15 +829,11 @@ void XqaMlaBuilder::accumulateTile(SmallVectorImpl<Value> &s) {
     for (int64_t bw = 0; bw < valueBlocks; ++bw) {
       Value firstChannel = kb.add(channelBase, index(bw * blockChannels));
       Value block = kb.divs(firstChannel, index(latentGroup));
-      // The warpgroup kernel reads the key table, the other the records.
-      int64_t keyStride = warpgroup ? layout.keyTableStride : stride;
-      Value scaleWords = kb.add(kb.mul(twoT, index(keyStride)), block);
+      Value scaleWords = kb.add(kb.mul(twoT, index(stride)), block);
       Value largest = zero;
       for (int64_t nt = 0; nt < keyTiles; ++nt)
         for (int64_t e = 0; e < 2; ++e) {
-          int64_t constant = (8 * nt + e) * keyStride;
-          Value scale = warpgroup ? keyLatentScale(scaleWords, constant)
-                                  : latentScale(scaleWords, constant);
+          Value scale = latentScale(scaleWords, (8 * nt + e) * stride);
           keyScales[bw].push_back(scale);
           largest = kb.fmax(largest, scale);
         }
@@ -1190,40 +1116,33 @@ void XqaMlaBuilder::loadQueryWarpgroup(Value token, Value firstHead) {
 }
 
 void XqaMlaBuilder::decodeTile() {
-  // Producer thread (warp w, lane l) decodes key k = 8 (w % 4) + l % 8 and
-  // the pieces 8 j + r, r = 4 h + l / 8 (h = 0, 1), of every pass j: a
-  // quarter-warp stores one core matrix (8 keys x 16 bytes), and a warp's
-  // raw reads fall in different banks. The decoded element (key, channel)
-  // is at byte ((channel / 8) K8 + key / 8) 128 + (key % 8) 16 + position
-  // 2, K8 the tile's 8-key groups: a K-major B for S (K core matrices K8
-  // 128 bytes apart, N 128) and an MN-major B for P V (K 128, N K8 128).
-  assert(tileKeys == 32 && copyThreads == 128 &&
-         "the decode's thread mapping is for 32 keys and 4 warps");
-  int64_t keyGroups = tileKeys / 8;
-  Value keyInGroup = kb.rems(lane, index(8));
-  Value keyGroup = kb.rems(warp, index(4));
-  Value key = kb.mul(keyGroup, index(8));
-  key = kb.add(key, keyInGroup);
-  Value keyWords = kb.mul(key, index(strideWords()));
-  Value keyBytes = kb.mul(key, index(layout.rawStride));
-  Value keyStoreBytes = kb.mul(keyGroup, index(128));
-  keyStoreBytes = kb.add(keyStoreBytes, kb.mul(keyInGroup, index(16)));
-  keyStoreBytes = kb.add(keyStoreBytes, decodedBase);
-  for (int64_t h = 0; h < 2; ++h) {
-    Value r = kb.add(kb.divs(lane, index(8)), index(4 * h));
-    Value storeBytes = kb.mul(r, index(keyGroups * 128));
-    storeBytes = kb.add(storeBytes, keyStoreBytes);
-    decodePieces(r, keyWords, keyBytes, kb.divs(storeBytes, index(4)));
-  }
-}
-
-void XqaMlaBuilder::decodePieces(Value r, Value keyWords, Value keyBytes,
-                                 Value storeWords) {
+  // Thread (warp w, lane l) decodes key k = 8 (w % 4) + l % 8 and the
+  // pieces 8 j + r, r = 4 (w / 4) + l / 8, of every pass j: a quarter-warp
+  // stores one core matrix (8 keys x 16 bytes), and a warp's raw reads fall
+  // in different banks. The decoded element (key, channel) is at byte
+  // ((channel / 8) K8 + key / 8) 128 + (key % 8) 16 + position 2, K8 the
+  // tile's 8-key groups: a K-major B for S (K core matrices K8 128 bytes
+  // apart, N 128) and an MN-major B for P V (K 128, N K8 128).
+  assert(tileKeys == 32 && blockThreads == 256 &&
+         "the decode's thread mapping is for 32 keys and 8 warps");
   Location loc = kb.loc;
   Type i32 = builder.getI32Type();
   int64_t keyGroups = tileKeys / 8;
   int64_t passes = keyDim / 64;
   int64_t latentPasses = latent / 64;
+  Value keyInGroup = kb.rems(lane, index(8));
+  Value keyGroup = kb.rems(warp, index(4));
+  Value key = kb.mul(keyGroup, index(8));
+  key = kb.add(key, keyInGroup);
+  Value r = kb.mul(wgIndex, index(4));
+  r = kb.add(r, kb.divs(lane, index(8)));
+  Value keyWords = kb.mul(key, index(strideWords()));
+  Value keyBytes = kb.mul(key, index(layout.rawStride));
+  Value storeBytes = kb.mul(r, index(keyGroups * 128));
+  storeBytes = kb.add(storeBytes, kb.mul(keyGroup, index(128)));
+  storeBytes = kb.add(storeBytes, kb.mul(keyInGroup, index(16)));
+  storeBytes = kb.add(storeBytes, decodedBase);
+  Value storeWords = kb.divs(storeBytes, index(4));
   for (int64_t j = 0; j < passes; ++j) {
     bool isLatent = j < latentPasses;
     const OperandLane &l = isLatent ? latentLane : ropeLane;
@@ -1277,7 +1196,7 @@ void XqaMlaBuilder::scoreTileWarpgroup() {
   int64_t keyChunks = tileKeys / 8;
   Value queryDesc = descriptor(index(layout.query), 8 * 128, 128);
   Value keyDesc = descriptor(decodedBase, keyGroups * 128, 128);
-  int64_t stride = layout.keyTableStride;
+  int64_t stride = strideWords();
   Value keyLow = kb.mul(threadInGroup, index(2));
   Value lowKeyWords = kb.mul(keyLow, index(stride));
   struct Step {
@@ -1330,13 +1249,12 @@ void XqaMlaBuilder::scoreTileWarpgroup() {
           Value low, high;
           int64_t keyConstant = 8 * j * stride;
           if (l == &latentLane) {
-            low = keyLatentScale(lowKeyWords, keyConstant + chain.block);
-            high =
-                keyLatentScale(lowKeyWords, keyConstant + stride + chain.block);
+            low = latentScale(lowKeyWords, keyConstant + chain.block);
+            high = latentScale(lowKeyWords, keyConstant + stride + chain.block);
           } else if (ropeScaleLane) {
-            int64_t at = keyConstant + ropeScaleField();
-            low = keyF32(lowKeyWords, at);
-            high = keyF32(lowKeyWords, at + stride);
+            int64_t at = keyConstant + ropeScaleLane.getOffset() / 4;
+            low = rawF32(lowKeyWords, at);
+            high = rawF32(lowKeyWords, at + stride);
           }
           for (int64_t e = 0; e < 4; ++e) {
             int64_t i = 4 * j + e;
@@ -1423,8 +1341,10 @@ void XqaMlaBuilder::accumulateWarpgroup(ArrayRef<Value> p,
       builder, loc, NVVM::ProxyKind::async_shared,
       NVVM::SharedSpaceAttr::get(builder.getContext(),
                                  NVVM::SharedSpace::shared_cta));
-  Value barrierId = kb.toI32(kb.add(wgIndex, index(kPublishBarrier)));
-  syncBarrier(barrierId, kWarpgroupThreads);
+  Value barrierId = kb.toI32(kb.add(wgIndex, index(1)));
+  Value groupThreads = kb.i32(int32_t(kXqaMlaWarpgroupThreads / 2));
+  NVVM::BarrierOp::create(builder, loc, Type(), barrierId, groupThreads,
+                          NVVM::BarrierReductionAttr(), Value());
 
   // O += A V over the warpgroup's channels: V is the decoded tile read
   // MN-major (K = keys: core matrices 128 bytes apart; N = channels:
@@ -1451,7 +1371,7 @@ void XqaMlaBuilder::accumulateWarpgroup(ArrayRef<Value> p,
     for (int64_t i = 0; i < tilesPerBlock * 4; ++i)
       s[accAt(bw * tilesPerBlock, 0) + i] = acc[i];
   }
-  // Committed; consumeTiles waits for it at the end of the tile.
+  // Left in flight: tileLoopWarpgroup decodes the next tile under it.
   NVVM::WgmmaGroupSyncAlignedOp::create(builder, loc);
 }
 
@@ -1462,136 +1382,49 @@ void XqaMlaBuilder::useSlot(Value slot) {
   rawBaseWords = kb.add(rawBaseWords, index(layout.raw / 4));
   decodedBase = kb.mul(slot, index(tileKeys * keyDim * 2));
   decodedBase = kb.add(decodedBase, index(layout.decoded));
-  keyTableBase = kb.mul(slot, index(tileKeys * layout.keyTableStride));
-  keyTableBase = kb.add(keyTableBase, index(layout.keyTable / 4));
 }
 
-void XqaMlaBuilder::writeKeyTable(Value pageSlot) {
-  Value isKeyThread =
-      kb.cmpi(arith::CmpIPredicate::slt, copyTid, index(tileKeys));
-  kb.ifThen(isKeyThread, [&] {
-    Value keyWords = kb.mul(copyTid, index(strideWords()));
-    Value tableWords = kb.mul(copyTid, index(layout.keyTableStride));
-    tableWords = kb.add(tableWords, keyTableBase);
-    auto put = [&](Value word, int64_t field) {
-      kb.store(word, words, {kb.add(tableWords, index(field))});
-    };
-    if (record.latentFormat == MlaLatentFormat::E4M3BlockScaled) {
-      for (int64_t b = 0; b < record.latentBlocks(); ++b)
-        put(rawWord(keyWords, latentScaleLane.getOffset() / 4 + b), b);
-    } else if (tokenLane) {
-      put(rawWord(keyWords, tokenLane.getOffset() / 4), 0);
-    }
-    if (ropeScaleLane)
-      put(rawWord(keyWords, ropeScaleLane.getOffset() / 4), ropeScaleField());
-    Value pageAt = kb.mul(pageSlot, index(tileKeys));
-    pageAt = kb.add(pageAt, copyTid);
-    put(kb.load(pages, {pageAt}), pageField());
-  });
+void XqaMlaBuilder::decodeAndPublish() {
+  decodeTile();
+  // Written through the generic proxy, read by wgmma through the async
+  // proxy (the query tile too, before the first tile's decode).
+  NVVM::FenceProxyOp::create(
+      builder, kb.loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(builder.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
 }
 
-void XqaMlaBuilder::runWarpgroups(ArrayRef<Value> init, Value token,
-                                  Value firstHead, Value split, Value firstRow,
-                                  Value partialOut, Value partialStats) {
-  // The consumers load the query tile (and hand it to wgmma's proxy)
-  // while the producer looks up the first tiles' pages; the block barrier
-  // publishes both.
-  Value isProducer =
-      kb.cmpi(arith::CmpIPredicate::eq, wgIndex, index(kProducerWarpgroup));
-  Value isConsumer =
-      kb.cmpi(arith::CmpIPredicate::ne, wgIndex, index(kProducerWarpgroup));
-  Value zeroI32 = kb.i32(0), oneI32 = kb.i32(1);
-  kb.ifThen(isProducer, [&] {
-    lookupPages(zeroI32, index(0));
-    lookupPages(oneI32, index(1));
-  });
-  kb.ifThen(isConsumer, [&] {
-    loadQueryWarpgroup(token, firstHead);
-    NVVM::FenceProxyOp::create(
-        builder, kb.loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(builder.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
-  });
-  kb.barrier();
-  kb.ifThen(isProducer, [&] {
-    NVVM::SetMaxRegisterOp::create(builder, kb.loc, kProducerRegisters,
-                                   NVVM::SetMaxRegisterAction::decrease);
-    produceTiles();
-  });
-  kb.ifThen(isConsumer, [&] {
-    NVVM::SetMaxRegisterOp::create(builder, kb.loc, kConsumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
-    SmallVector<Value> state = consumeTiles(init);
-    writePartialsWarpgroup(state, split, firstRow, partialOut, partialStats);
-  });
-}
-
-void XqaMlaBuilder::produceTiles() {
-  // Tile i: raw slot, decoded slot and key table i % 2, pages i % 3. The
-  // copy of tile i + 2 is issued as soon as tile i's raw slot is decoded,
-  // so a tile's records have a whole tile's work to land.
+SmallVector<Value> XqaMlaBuilder::tileLoopWarpgroup(ArrayRef<Value> init) {
   Location loc = kb.loc;
   Value zeroI32 = kb.i32(0), oneI32 = kb.i32(1), twoI32 = kb.i32(2),
         threeI32 = kb.i32(3);
+  // Prologue: the pages of tiles 0, 1 and 2, the raw copies of tiles 0 and
+  // 1, tile 0 decoded (slot 0). The block barrier also publishes the query
+  // tile's row scales.
   Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, tileCount, zeroI32);
   Value twoTiles = kb.cmpi(arith::CmpIPredicate::sgt, tileCount, oneI32);
+  lookupPages(zeroI32, index(0));
+  lookupPages(oneI32, index(1));
+  kb.barrier();
   kb.ifThen(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
   NVVM::CpAsyncCommitGroupOp::create(builder, loc);
   kb.ifThen(twoTiles, [&] { issueTile(oneI32, index(1), index(1)); });
   NVVM::CpAsyncCommitGroupOp::create(builder, loc);
   lookupPages(twoI32, index(2));
-  Value producerBarrier = kb.i32(kProducerBarrier);
-  Value loopBegin = index(0), loopStep = index(1);
-  Value loopEnd = kb.toIndex(tileCount);
-  kb.forLoop(
-      loopBegin, loopEnd, loopStep, {},
-      [&](Value iteration, ValueRange) -> SmallVector<Value> {
-        Value i = kb.toI32(iteration);
-        Value slotI32 = kb.rems(i, twoI32);
-        Value slot = kb.toIndex(slotI32);
-        Value pageSlot = kb.toIndex(kb.rems(i, threeI32));
-        // The consumers are past tile i - 2, which held the slot.
-        Value reuses = kb.cmpi(arith::CmpIPredicate::sge, i, twoI32);
-        kb.ifThen(reuses, [&] {
-          Value empty = kb.add(slotI32, kb.i32(kEmptyBarrier));
-          syncBarrier(empty, kXqaMlaWarpgroupThreads);
-        });
-        // Tile i's copy (every group but the last, tile i + 1's).
-        NVVM::CpAsyncWaitGroupOp::create(builder, loc, 1);
-        syncBarrier(producerBarrier, kWarpgroupThreads);
-        useSlot(slot);
-        decodeTile();
-        writeKeyTable(pageSlot);
-        // Generic-proxy stores, read by wgmma through the async
-        // proxy.
-        NVVM::FenceProxyOp::create(
-            builder, loc, NVVM::ProxyKind::async_shared,
-            NVVM::SharedSpaceAttr::get(builder.getContext(),
-                                       NVVM::SharedSpace::shared_cta));
-        Value full = kb.add(slotI32, kb.i32(kFullBarrier));
-        arriveBarrier(full, kXqaMlaWarpgroupThreads);
-        // Every producer thread is past the raw slot and the page
-        // slot: tile i + 2 is copied in, tile i + 3's pages looked
-        // up.
-        syncBarrier(producerBarrier, kWarpgroupThreads);
-        Value afterNext = kb.add(i, twoI32);
-        Value copies = kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
-        Value afterNextPages = kb.toIndex(kb.rems(afterNext, threeI32));
-        kb.ifThen(copies, [&] { issueTile(afterNext, slot, afterNextPages); });
-        NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-        Value later = kb.add(i, threeI32);
-        lookupPages(later, pageSlot);
-        return {};
-      });
-}
-
-SmallVector<Value> XqaMlaBuilder::consumeTiles(ArrayRef<Value> init) {
-  Location loc = kb.loc;
-  Value twoI32 = kb.i32(2);
   for (int64_t h = 0; h < 2; ++h)
     rowInverse[h] =
         anyF16Query() ? kb.load(queryInverse, {rowOf(h)}) : kb.f32(1.0f);
-  Value consumerBarrier = kb.i32(kConsumerBarrier);
+  NVVM::CpAsyncWaitGroupOp::create(builder, loc, 1);
+  kb.barrier();
+  kb.ifThen(nonEmpty, [&] {
+    useSlot(index(0));
+    decodeAndPublish();
+  });
+
+  // Tile i: raw slot, decoded slot i % 2, pages i % 3. Its P V runs while
+  // tile i + 1 (copied a tile ago) is decoded into the other slot and tile
+  // i + 2 is copied into tile i's raw slot; the accumulators are touched
+  // only after the wait at the end.
   Value loopBegin = index(0), loopStep = index(1);
   Value loopEnd = kb.toIndex(tileCount);
   return kb.forLoop(
@@ -1599,23 +1432,33 @@ SmallVector<Value> XqaMlaBuilder::consumeTiles(ArrayRef<Value> init) {
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         SmallVector<Value> s(carried.begin(), carried.end());
         Value i = kb.toI32(iteration);
-        Value slotI32 = kb.rems(i, twoI32);
-        // Tile i is decoded; every consumer is past tile i - 1's logits.
-        Value full = kb.add(slotI32, kb.i32(kFullBarrier));
-        syncBarrier(full, kXqaMlaWarpgroupThreads);
-        useSlot(kb.toIndex(slotI32));
+        kb.barrier();
+        Value slot = kb.toIndex(kb.rems(i, twoI32));
+        useSlot(slot);
+        currentPageSlot = kb.toIndex(kb.rems(i, threeI32));
         scoreTileWarpgroup();
-        syncBarrier(consumerBarrier, kXqaMlaWarpgroupConsumerThreads);
+        kb.barrier();
         accumulateTile(s);
-        // P V is done with the slot: the producer may decode tile i + 2
-        // into it.
-        NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, 0);
-        Value afterNext = kb.add(i, twoI32);
-        Value more = kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
+        Value nextTile = kb.add(i, oneI32);
+        Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
         kb.ifThen(more, [&] {
-          Value empty = kb.add(slotI32, kb.i32(kEmptyBarrier));
-          arriveBarrier(empty, kXqaMlaWarpgroupThreads);
+          // Every warp is past tile i's raw records (scales included).
+          NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
+          kb.barrier();
+          Value afterNext = kb.add(i, twoI32);
+          Value copies =
+              kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
+          Value afterNextPages = kb.toIndex(kb.rems(afterNext, threeI32));
+          kb.ifThen(copies,
+                    [&] { issueTile(afterNext, slot, afterNextPages); });
+          NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+          Value later = kb.add(i, threeI32);
+          lookupPages(later, kb.toIndex(kb.rems(later, threeI32)));
+          Value nextSlot = kb.toIndex(kb.rems(nextTile, twoI32));
+          useSlot(nextSlot);
+          decodeAndPublish();
         });
+        NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, 0);
         return s;
       });
 }
@@ -1919,12 +1762,8 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value token = kb.divs(row, index(headGroups));
   Value headGroup = kb.rems(row, index(headGroups));
   Value firstHead = kb.mul(headGroup, index(plan.getHeadsPerBlock()));
-  copyTid = tid;
-  copyThreads = blockThreads;
   if (warpgroup) {
     wgIndex = kb.divs(warp, index(4));
-    copyTid = kb.sub(tid, index(kProducerWarpgroup * kWarpgroupThreads));
-    copyThreads = kWarpgroupThreads;
     Value warpInGroup = kb.rems(warp, index(4));
     warpRowBase = kb.mul(warpInGroup, index(16));
     Value address =
@@ -1954,8 +1793,9 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value tiles = ceilDiv(span, tileKeys);
   tileCount = kb.select(nonEmpty, tiles, kb.i32(0));
 
-  // (The warpgroup kernel's consumers load theirs in runWarpgroups.)
-  if (!warpgroup)
+  if (warpgroup)
+    loadQueryWarpgroup(token, firstHead);
+  else
     loadQuery(token, firstHead);
   if (outerScale)
     tensorScale = kb.load(outerScale, {index(0)});
@@ -1973,8 +1813,8 @@ gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     init.push_back(kb.i32(0));
   Value firstRow = kb.add(kb.mul(token, index(numHeads)), firstHead);
   if (warpgroup) {
-    runWarpgroups(init, token, firstHead, split, firstRow, partialOut,
-                  partialStats);
+    SmallVector<Value> state = tileLoopWarpgroup(init);
+    writePartialsWarpgroup(state, split, firstRow, partialOut, partialStats);
     gpu::ReturnOp::create(builder, loc);
     return kernel;
   }

@@ -296,16 +296,6 @@ XqaMlaSharedLayout layoutXqaMlaWarpgroupShared(const MlaRecordLayout &record,
   offset += align16(3 * keysPerTile * 4);
   layout.queryScales = offset;
   offset += align16(rows * 4);
-  // Per key: the latent's scales (e4m3 blocks, or nvfp4's per-token outer
-  // scale: a word in tensor mode too), the rope's scale, then its page.
-  int64_t latentScales = 0;
-  if (record.latentFormat == MlaLatentFormat::E4M3BlockScaled ||
-      record.latentFormat == MlaLatentFormat::E2M1GroupScaled)
-    latentScales = record.latentBlocks();
-  int64_t ropeScales = record.ropeFormat == MlaRopeFormat::E4M3Scaled ? 1 : 0;
-  layout.keyTableStride = latentScales + ropeScales + 1;
-  layout.keyTable = offset;
-  offset += align16(2 * keysPerTile * layout.keyTableStride * 4);
   layout.total = offset;
   return layout;
 }

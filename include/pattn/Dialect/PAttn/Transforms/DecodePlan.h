@@ -100,11 +100,6 @@ struct XqaMlaSharedLayout {
   /// wgmma's operand layout, and the P V A operands (one 64 x keys f16 tile per
   /// value block of each warpgroup); -1 in the mma.sync kernel.
   int64_t decoded = -1, pTiles = -1;
-  /// The warpgroup kernel only: per decoded slot, a key table of
-  /// keyTableStride 32-bit words per key (its latent scales, rope scale
-  /// and page) that the producer copies out of the raw records, so that
-  /// the raw ring stays the producer's alone.
-  int64_t keyTable = -1, keyTableStride = 0;
   int64_t total = 0;
 };
 
@@ -146,11 +141,9 @@ inline constexpr int64_t kXqaMlaWarps = 4;
 inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
 
 /// Query heads per block of the warpgroup (wgmma, sm_90a) MLA kernel: the
-/// M = 64 rows of wgmma.m64nNk16; two consumer warpgroups split P V's
-/// channels, and a third (the producer) copies and decodes the tiles.
+/// M = 64 rows of wgmma.m64nNk16; two warpgroups split P V's channels.
 inline constexpr int64_t kXqaMlaWarpgroupHeads = 64;
-inline constexpr int64_t kXqaMlaWarpgroupConsumerThreads = 256;
-inline constexpr int64_t kXqaMlaWarpgroupThreads = 384;
+inline constexpr int64_t kXqaMlaWarpgroupThreads = 256;
 
 /// The portable plan of a paged_attention or mla_decode op.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
