@@ -1,4 +1,4 @@
-//===- DecodePlanTest.cpp - The XQA shared-memory layout and residency ----===//
+//===- DecodePlanTest.cpp - XQA shared-memory layouts, residency, rules ---===//
 //
 // Part of the pattn project.
 //
@@ -9,12 +9,15 @@
 // 8-byte token-scale pairs: every region must be 16-byte aligned, inside
 // the total, and disjoint from the others; the key-warp merge reuses the
 // ring and must fit in the total. Tested over every encoding pair, head
-// dimension, row count, tile and ring depth the planner can choose.
+// dimension, row count, tile and ring depth the planner can choose. The
+// warpgroup MLA kernel's plan rules each name their condition.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
+#include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "gtest/gtest.h"
@@ -137,4 +140,65 @@ TEST_F(DecodePlanTest, ResidentBlocksFollowTheSmallestChip) {
   EXPECT_LE(xqaResidentBlocks(60 * 1024, withAda),
             xqaResidentBlocks(60 * 1024, h200));
   EXPECT_EQ(xqaResidentBlocks(99 * 1024, withAda), 1);
+}
+
+// The warpgroup (wgmma) MLA kernel's plan rules: each one rejects with a
+// reason that names its condition, and the three record presets pass on
+// the H200. pattn-plan-decode-mla-warpgroup.mlir reaches the rules through
+// records; the lane and shared-memory rules are reached here directly.
+TEST_F(DecodePlanTest, WarpgroupMlaRulesNameTheirCondition) {
+  const Chip h200[] = {Chip::SM90a};
+  const Chip fleet[] = {Chip::SM90a, Chip::SM100a};
+  MlaRecordLayout fp8; // fp8_ds_mla: e4m3 latent per 128, bf16 rope
+  EXPECT_EQ(xqaMlaWarpgroupRejection(fp8, 128, h200), "");
+  EXPECT_EQ(xqaMlaWarpgroupRejection(fp8, 64, h200), "");
+  MlaRecordLayout nvfp4 = fp8;
+  nvfp4.latentFormat = MlaLatentFormat::E2M1GroupScaled;
+  nvfp4.ropeFormat = MlaRopeFormat::E4M3Scaled;
+  nvfp4.recordBytes = 368;
+  EXPECT_EQ(xqaMlaWarpgroupRejection(nvfp4, 128, h200), "");
+
+  auto rejects = [&](const MlaRecordLayout &record, int64_t heads,
+                     llvm::ArrayRef<Chip> chips, const std::string &part) {
+    std::string reason = xqaMlaWarpgroupRejection(record, heads, chips);
+    EXPECT_NE(reason.find(part), std::string::npos)
+        << "'" << reason << "' does not name '" << part << "'";
+  };
+  rejects(fp8, 128, fleet, "no wgmma");
+  rejects(fp8, 128, {}, "no wgmma");
+  rejects(fp8, 48, h200, "num_heads 48 not a multiple of 64");
+
+  MlaRecordLayout narrowRope = fp8;
+  narrowRope.rope = 32;
+  rejects(narrowRope, 128, h200, "rope 32 not multiples of 64");
+  MlaRecordLayout wideLatent = fp8;
+  wideLatent.latent = 576;
+  rejects(wideLatent, 128, h200, "latent 576");
+
+  MlaRecordLayout oddLatent = fp8;
+  oddLatent.latentFormat = MlaLatentFormat::Unsupported;
+  rejects(oddLatent, 128, h200, "lanes the tensor-core kernels do not read");
+  MlaRecordLayout oddRope = fp8;
+  oddRope.ropeFormat = MlaRopeFormat::Unsupported;
+  rejects(oddRope, 128, h200, "lanes the tensor-core kernels do not read");
+
+  MlaRecordLayout smallBlocks = fp8;
+  smallBlocks.latentScaleGroup = 64;
+  rejects(smallBlocks, 128, h200, "latent scale blocks of 64 channels");
+  MlaRecordLayout straddling = fp8;
+  straddling.latentScaleGroup = 384; // neither tiles nor is tiled by 256
+  rejects(straddling, 128, h200, "latent scale blocks of 384 channels");
+
+  // A 128-channel bf16 rope next to a bf16 latent: the query tile, two
+  // decoded slots and the raw ring outgrow the H200's 227 KiB.
+  MlaRecordLayout wideRecord = fp8;
+  wideRecord.latentFormat = MlaLatentFormat::BF16;
+  wideRecord.rope = 128;
+  wideRecord.ropeOffset = 1024;
+  wideRecord.recordBytes = 1280;
+  int64_t needed = layoutXqaMlaWarpgroupShared(wideRecord, 32).total;
+  EXPECT_GT(needed, getTargetDescription(Chip::SM90a).sharedMemoryPerBlock);
+  rejects(wideRecord, 128, h200,
+          "the tile needs " + std::to_string(needed) +
+              " bytes of shared memory");
 }

@@ -86,6 +86,19 @@ void PlanDecodePass::runOnOperation() {
         // built for (a large custom record may not fit a 99 KiB one).
         ::pattn::XqaMlaPlanAttr mlaPlan =
             ::pattn::planXqaMlaDecode(mla, targets);
+        // Which of the two tensor-core kernels, and why not the warpgroup
+        // one (pattn-compile --remarks shows it next to the backend).
+        std::string notWarpgroup = ::pattn::xqaMlaWarpgroupRejection(
+            ::pattn::describeMlaRecord(mla.getCache().getType().getRecord()),
+            static_cast<int64_t>(mla.getNumHeads()), targets);
+        if (notWarpgroup.empty())
+          mla.emitRemark() << "xqa plan: the warpgroup (wgmma) kernel, "
+                           << mlaPlan.getHeadsPerBlock() << " heads per block";
+        else
+          mla.emitRemark() << "xqa plan: the mma.sync kernel, "
+                           << mlaPlan.getHeadsPerBlock()
+                           << " heads per block (not the warpgroup kernel: "
+                           << notWarpgroup << ")";
         for (::pattn::Chip chip : targets) {
           int64_t limit =
               ::pattn::getTargetDescription(chip).sharedMemoryPerBlock;

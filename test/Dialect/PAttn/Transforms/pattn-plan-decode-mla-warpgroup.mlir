@@ -5,6 +5,9 @@
 //
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>/dev/null | FileCheck %s --check-prefix=FLEET
+// Each choice is explained in a remark (pattn-compile --remarks).
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=FLEET-WHY
 
 !fp8 = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 !rope8 = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
@@ -12,6 +15,8 @@
 // registers hold.
 !small = !pattn.record_cache<block_size = 16, record = !pattn.record<704 bytes, none, {latent: 512 x f8E4M3FN at 0 scaled_by latent_scale, latent_scale: 16 x f32 at 512, rope: 64 x bf16 at 576}>>
 
+// WHY: :[[@LINE+7]]:3: remark: xqa plan: the warpgroup (wgmma) kernel, 64 heads per block
+// FLEET-WHY: :[[@LINE+6]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: a chip built for has no wgmma (sm_90a only))
 // H200-LABEL: func.func @fp8_128_heads
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>
 // FLEET-LABEL: func.func @fp8_128_heads
@@ -21,6 +26,7 @@ func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi
   return
 }
 
+// WHY: :[[@LINE+4]]:3: remark: xqa plan: the warpgroup (wgmma) kernel, 64 heads per block
 // H200-LABEL: func.func @nvfp4_64_heads
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32,
 func.func @nvfp4_64_heads(%c: !rope8, %q: memref<4x64x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %qs: memref<3xi32>, %o: memref<4x64x512xbf16>) {
@@ -29,6 +35,7 @@ func.func @nvfp4_64_heads(%c: !rope8, %q: memref<4x64x576xbf16>, %bt: memref<2x4
 }
 
 // 48 heads: not a multiple of 64.
+// WHY: :[[@LINE+4]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: num_heads 48 not a multiple of 64)
 // H200-LABEL: func.func @fp8_48_heads
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
 func.func @fp8_48_heads(%c: !fp8, %q: memref<2x48x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x48x512xbf16>) {
@@ -36,6 +43,7 @@ func.func @fp8_48_heads(%c: !fp8, %q: memref<2x48x576xbf16>, %bt: memref<2x4xi32
   return
 }
 
+// WHY: :[[@LINE+4]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: latent scale blocks of 32 channels, not a multiple of 128 that tiles half the latent)
 // H200-LABEL: func.func @small_blocks
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
 func.func @small_blocks(%c: !small, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
@@ -46,9 +54,21 @@ func.func @small_blocks(%c: !small, %q: memref<2x128x576xbf16>, %bt: memref<2x4x
 // A 32-channel rope: not the 64-channel stripes the warpgroup kernel's
 // decode passes cover, so the mma.sync kernel.
 !rope32 = !pattn.record_cache<block_size = 16, record = !pattn.record<1088 bytes, none, {latent: 512 x bf16 at 0, rope: 32 x bf16 at 1024}>>
+// WHY: :[[@LINE+4]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: latent 512 and rope 32 not multiples of 64 with latent <= 512)
 // H200-LABEL: func.func @rope32
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
 func.func @rope32(%c: !rope32, %q: memref<2x128x544xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x128x544xbf16>) cache(%c : !rope32) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
+  return
+}
+
+// A 128-channel rope next to a bf16 latent: the query tile, two decoded
+// slots and the raw ring outgrow the H200's 227 KiB, so the mma.sync kernel.
+!wide = !pattn.record_cache<block_size = 16, record = !pattn.record<1280 bytes, none, {latent: 512 x bf16 at 0, rope: 128 x bf16 at 1024}>>
+// WHY: :[[@LINE+4]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: the tile needs 276096 bytes of shared memory > 232448 on sm_90a)
+// H200-LABEL: func.func @rope128
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
+func.func @rope128(%c: !wide, %q: memref<2x128x640xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
+  pattn.mla_decode query(%q : memref<2x128x640xbf16>) cache(%c : !wide) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
   return
 }
