@@ -32,9 +32,12 @@ done
 # MLA decode of every record preset with bf16 queries (the tensor-core
 # kernel on auto), and every rotary case.
 cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (mla_decode_matches and bf16) or rotary"
+# The whole report lands in $OUT/sanitize-<tool>.log (a hazard names both
+# accesses there); the summary lines are printed.
 part sanitize && for tool in memcheck racecheck; do
-  compute-sanitizer --tool $tool python3 -m pytest python/tests/gpu -q \
-    -p no:cacheprovider -k "$cases" 2>&1 | grep -E "SUMMARY|passed|failed" | tail -2
+  compute-sanitizer --tool $tool --print-limit 100 python3 -m pytest python/tests/gpu -q \
+    -p no:cacheprovider -k "$cases" > "$out/sanitize-$tool.log" 2>&1
+  grep -E "SUMMARY|passed|failed" "$out/sanitize-$tool.log" | tail -2
 done
 
 if part profile; then
