@@ -35,7 +35,7 @@ cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window
 # The whole report lands in $OUT/sanitize-<tool>.log (a hazard names both
 # accesses there); the summary lines are printed.
 part sanitize && for tool in memcheck racecheck; do
-  compute-sanitizer --tool $tool --print-limit 100 python3 -m pytest python/tests/gpu -q \
+  compute-sanitizer --tool $tool python3 -m pytest python/tests/gpu -q \
     -p no:cacheprovider -k "$cases" > "$out/sanitize-$tool.log" 2>&1
   grep -E "SUMMARY|passed|failed" "$out/sanitize-$tool.log" | tail -2
 done
