@@ -30,6 +30,7 @@ for backend in auto portable; do
   PATTN_TEST_BACKEND=$backend python3 python/tests/gpu/precompile.py --chip "$chip"
 done
 python3 bench/bench_decode.py --precompile "$chip"
+python3 bench/bench_mla.py --precompile "$chip"
 # pattn against ONNX Runtime (gpu-run.sh part "onnx"): its modules for both
 # backends in their own cache, .ort-artifacts/, and ONNX Runtime's wheels in
 # .whl-ort/ (the GPU machine's numpy is kept): together they fit one call's

@@ -6,10 +6,11 @@
 # Everything lands in $OUT (default ./gpu-results); PATTN_COMMIT names the
 # commit in the tables when the copy has no .git. PATTN_GPU_PARTS picks the
 # parts (default "suite sanitize bench"; "onnx" compares with ONNX Runtime;
-# "profile" adds ncu source-level reports of the XQA decode), so that each
-# call fits a time limit.
+# "profile" adds ncu source-level reports of the XQA decode; "mla" runs the
+# MLA benchmark with FlashInfer), so that each call fits a time limit.
 #   bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="bench profile" bash scripts/gpu-run.sh
+#   PATTN_GPU_PARTS="suite sanitize mla" bash scripts/gpu-run.sh   # issue 10's final run
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -71,6 +72,29 @@ if part onnx && ls "$root"/.whl-ort/*.whl >/dev/null 2>&1; then
       --out "$out/onnx-vs-ort-$backend.md" > "$out/onnx-vs-ort-$backend.log" 2>&1
     echo "onnx vs ort ($backend): exit $?, $(grep -c '^|' "$out/onnx-vs-ort-$backend.md" 2>/dev/null) table rows"
   done
+fi
+
+# The MLA decode benchmark (bench/bench_mla.py): both backends, the
+# mma.sync kernel, and FlashInfer's bf16 MLA on the same shapes, in one
+# process. FlashInfer's MLA modules come from a carried .fi-aot, else are
+# built here (about 30 s, kept in .fi-aot for the next call on this copy).
+if part mla; then
+  mla_env=() mla_args=(--no-flashinfer)
+  if ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+    mla_site="$(mktemp -d)"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$mla_site" \
+      "$root"/.whl/*.whl
+    mla_env=(PYTHONPATH="$mla_site" FLASHINFER_CUDA_ARCH_LIST="${FLASHINFER_CUDA_ARCH_LIST:-9.0}")
+    [ -f "$root/.fi-aot/built.json" ] || env "${mla_env[@]}" python3 bench/bench_mla.py \
+      --build-flashinfer "$root/.fi-aot" --jobs 16 > "$out/flashinfer-mla-build.log" 2>&1
+    if [ -f "$root/.fi-aot/built.json" ]; then
+      mkdir -p "$mla_site/flashinfer/data/aot" && cp -r "$root/.fi-aot/." "$mla_site/flashinfer/data/aot/"
+      mla_env+=(FLASHINFER_DISABLE_JIT=1) mla_args=()
+    fi
+  fi
+  env "${mla_env[@]}" python3 bench/bench_mla.py "${mla_args[@]}" \
+    --write-results "$out/mla.md" > "$out/mla.log" 2>&1
+  echo "MLA benchmark exit status $?; table in $out/mla.md"
 fi
 
 part bench || exit 0
