@@ -1193,7 +1193,6 @@ void XqaMlaBuilder::scoreTileWarpgroup() {
   // scales and the lanes' factors, into its slot of the logits; the
   // softmax adds the slots, scales and masks.
   int64_t keyGroups = tileKeys / 8;
-  int64_t keyChunks = tileKeys / 8;
   Value queryDesc = descriptor(index(layout.query), 8 * 128, 128);
   Value keyDesc = descriptor(decodedBase, keyGroups * 128, 128);
   int64_t stride = strideWords();
@@ -1244,7 +1243,7 @@ void XqaMlaBuilder::scoreTileWarpgroup() {
         if (chain.lane != l)
           continue;
         any = true;
-        for (int64_t j = 0; j < keyChunks; ++j) {
+        for (int64_t j = 0; j < keyGroups; ++j) {
           // Keys 8j + 2t and + 1.
           Value low, high;
           int64_t keyConstant = 8 * j * stride;
@@ -1287,7 +1286,7 @@ void XqaMlaBuilder::scoreTileWarpgroup() {
   // The warpgroup's slot of partial logits, [row][key], as float2.
   Value slotStart =
       kb.mul(wgIndex, index(kXqaMlaWarpgroupHeads * layout.logitStride));
-  for (int64_t j = 0; j < keyChunks; ++j)
+  for (int64_t j = 0; j < keyGroups; ++j)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = rowOf(h);
       Value at = kb.mul(row, index(layout.logitStride));

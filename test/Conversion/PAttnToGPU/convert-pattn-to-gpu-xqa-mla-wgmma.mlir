@@ -5,8 +5,7 @@
 // records, bf16 query, 64 heads per block (two blocks per token), a block
 // of two warpgroups (256 threads, one block per SM) with 226944 bytes of
 // dynamic shared memory (two decoded 32-key slots, two slots of partial
-// logits), then the portable
-// merge.
+// logits), then the portable merge.
 !fp8 = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 
 // CHECK-LABEL: func.func @mla128
@@ -19,11 +18,11 @@ func.func @mla128(%p: memref<?x64x656xi8>, %q: memref<?x128x576xbf16>, %bt: memr
   return
 }
 
-// The kernel: the prologue
-// decodes tile 0 and hands it (and the query tile) to the async proxy;
-// per tile S on m64n32 (all 32 keys; an scf.if on the warpgroup picks its
-// half of the k-steps; the first k-step of each scale block's chain
-// without accumulators), waited for before the softmax; P into the warpgroup's P tiles, its named barrier (128
+// The kernel: the prologue decodes tile 0 and hands it (and the query
+// tile) to the async proxy; per tile S on m64n32 (all 32 keys; an scf.if
+// on the warpgroup picks its half of the k-steps; the first k-step of each
+// scale block's chain without accumulators), waited for before the
+// softmax; P into the warpgroup's P tiles, its named barrier (128
 // threads), then P V on m64n128 (one e4m3 scale block of 128 channels)
 // with B read transposed (row: the decoded tile is channel-contiguous),
 // committed; the next tile's decode into the other slot under it; the

@@ -357,11 +357,15 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
   return reason;
 }
 
-XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
+XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips,
+                                std::string *notWarpgroup) {
   MlaRecordLayout record =
       describeMlaRecord(op.getCache().getType().getRecord());
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
-  if (xqaMlaWarpgroupRejection(record, numHeads, chips).empty())
+  std::string reason = xqaMlaWarpgroupRejection(record, numHeads, chips);
+  if (notWarpgroup)
+    *notWarpgroup = reason;
+  if (reason.empty())
     return XqaMlaPlanAttr::get(
         op.getContext(), kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
         layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total);

@@ -84,13 +84,11 @@ void PlanDecodePass::runOnOperation() {
       plan(op, mla.getBackend(), [&]() -> Attribute {
         // The selector checked one chip; the tile must fit every chip
         // built for (a large custom record may not fit a 99 KiB one).
-        ::pattn::XqaMlaPlanAttr mlaPlan =
-            ::pattn::planXqaMlaDecode(mla, targets);
         // Which of the two tensor-core kernels, and why not the warpgroup
         // one (pattn-compile --remarks shows it next to the backend).
-        std::string notWarpgroup = ::pattn::xqaMlaWarpgroupRejection(
-            ::pattn::describeMlaRecord(mla.getCache().getType().getRecord()),
-            static_cast<int64_t>(mla.getNumHeads()), targets);
+        std::string notWarpgroup;
+        ::pattn::XqaMlaPlanAttr mlaPlan =
+            ::pattn::planXqaMlaDecode(mla, targets, &notWarpgroup);
         if (notWarpgroup.empty())
           mla.emitRemark() << "xqa plan: the warpgroup (wgmma) kernel, "
                            << mlaPlan.getHeadsPerBlock() << " heads per block";

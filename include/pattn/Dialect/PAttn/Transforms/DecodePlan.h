@@ -127,9 +127,11 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
 /// warpgroup kernel (64 heads per block) where xqaMlaWarpgroupRejection
 /// finds nothing, else the mma.sync kernel (16 heads per block), whose
 /// shared memory depends on the record only (--pattn-plan-decode checks
-/// that it fits every chip built for).
+/// that it fits every chip built for). `notWarpgroup`, when given, receives
+/// xqaMlaWarpgroupRejection's reason (empty for the warpgroup kernel).
 pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
-                                       llvm::ArrayRef<Chip> chips);
+                                       llvm::ArrayRef<Chip> chips,
+                                       std::string *notWarpgroup = nullptr);
 
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;
