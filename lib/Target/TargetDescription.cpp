@@ -86,10 +86,13 @@ llvm::ArrayRef<Chip> pattn::defaultCompileChips() {
 
 std::optional<Chip> pattn::chipForDevice(llvm::ArrayRef<Chip> built,
                                          unsigned capability) {
-  // Exactly this capability: the device runs that chip's cubin.
-  for (Chip chip : built)
-    if (computeCapability(chip) == capability)
-      return chip;
+  // Exactly this capability: the device runs that chip's cubin, an
+  // arch-specific chip's (sm_90a) before a generic one's (sm_90).
+  for (bool archSpecific : {true, false})
+    for (Chip chip : built)
+      if (computeCapability(chip) == capability &&
+          getTargetDescription(chip).archSpecific == archSpecific)
+        return chip;
   // Otherwise a generic chip below it, the highest: its PTX is JIT-compiled
   // forward. Arch-specific cubins never run on another capability.
   std::optional<Chip> best;

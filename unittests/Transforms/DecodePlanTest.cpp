@@ -165,7 +165,7 @@ TEST_F(DecodePlanTest, WarpgroupMlaRulesNameTheirCondition) {
         << "'" << reason << "' does not name '" << part << "'";
   };
   rejects(fp8, 128, fleet, "no wgmma");
-  rejects(fp8, 128, {}, "no wgmma");
+  rejects(fp8, 128, {}, "no chip built for has wgmma");
   rejects(fp8, 48, h200, "num_heads 48 not a multiple of 64");
 
   MlaRecordLayout narrowRope = fp8;

@@ -253,6 +253,10 @@ TEST_F(EligibilityTest, ChipForDevicePicksTheExactCapabilityFirst) {
   EXPECT_EQ(chipForDevice(mixed, 89), Chip::SM86);
   EXPECT_EQ(chipForDevice(mixed, 120), Chip::SM86);
   EXPECT_EQ(chipForDevice(mixed, 75), std::nullopt);
+  // sm_90a's kernels may use wgmma, which sm_90's lack: a 9.0 device
+  // runs them whichever comes first in the build.
+  const Chip hopper[] = {Chip::SM90, Chip::SM90a};
+  EXPECT_EQ(chipForDevice(hopper, 90), Chip::SM90a);
   const Chip generic[] = {Chip::SM90, Chip::SM80};
   EXPECT_EQ(chipForDevice(generic, 100), Chip::SM90);
 }

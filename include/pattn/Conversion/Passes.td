@@ -25,8 +25,12 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     - `pattn.paged_attention` with `backend = xqa`: the tensor-core kernel
       its `#pattn.xqa_plan` describes (mma.sync for Q K^T and P V, K and V
       tiles streamed with cp.async into a ring, decoded once per tile);
-      with `backend = portable`, and `pattn.mla_decode`: a split-KV fp32
-      decode kernel (grid: splits x (tokens * heads)). Both write partial
+      with `backend = portable`: a split-KV fp32 decode kernel (grid:
+      splits x (tokens * heads)).
+    - `pattn.mla_decode`: with `backend = xqa`, the tensor-core MLA kernel
+      its `#pattn.xqa_mla_plan` describes (mma.sync, 16 heads per block, or
+      wgmma on sm_90a, 64), per chip the plan its `chip_plans` give it;
+      with `backend = portable`, the fp32 decode kernel. All decodes write partial
       results to a stream-ordered workspace, then a merge kernel applies
       sinks, `out_scale`, and the single output rounding. The split count is
       a function of the block table's width only, so the launch is
@@ -43,9 +47,10 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     sm_120a) decode e2m1 pairs with `nvvm.convert.f4x2.to.f16x2`; each class
     has its own `gpu.module` with its chips' `#nvvm.target`s, and the rest
     decode with bit tricks (as every chip does with
-    `hardware-conversions=false`). The host code reads the device's compute
-    capability once (`pattnRuntimeDeviceArch`) and launches from the
-    module of its class. Cache writes report a rejected slot through the
+    `hardware-conversions=false`). A chip named in an MLA op's `chip_plans`
+    gets a module of its own (`@pattn_kernels_sm_90a`). The host code reads
+    the device's compute capability once (`pattnRuntimeDeviceArch`) and
+    launches from the module of its chip. Cache writes report a rejected slot through the
     runtime's device error word (`pattnRuntimeDeviceErrorWord`).
 
     Host functions get a trailing `!llvm.ptr` stream argument; every launch

@@ -94,7 +94,8 @@ std::string parseChipList(llvm::ArrayRef<std::string> names,
                           llvm::SmallVectorImpl<Chip> &chips);
 
 /// The chip whose kernels a device of compute capability `capability` runs,
-/// among `built`: the first built chip of exactly that capability, else the
+/// among `built`: the first built chip of exactly that capability (an
+/// arch-specific one, sm_90a, before a generic one, sm_90), else the
 /// highest generic (not arch-specific) chip below it, whose PTX the driver
 /// compiles forward, else nullopt. So an sm_100a build is never chosen for
 /// a 12.0 device.

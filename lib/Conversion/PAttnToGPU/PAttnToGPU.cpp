@@ -26,6 +26,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #define DEBUG_TYPE "convert-pattn-to-gpu"
@@ -72,6 +73,15 @@ static void declareRuntimeFunction(ModuleOp module, StringRef name,
   if (isa<MemRefType>(result))
     declaration->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                          builder.getUnitAttr());
+}
+
+/// The chip_plans an MLA decode's kernels obey when built for `chips`:
+/// those --pattn-plan-decode recorded, or, on an op it did not plan whose
+/// backend is xqa, those it would record.
+static DictionaryAttr mlaChipPlans(MlaDecodeOp op, ArrayRef<Chip> chips) {
+  if (op.getPlanAttr() || op.getBackend() != Backend::xqa)
+    return op.getChipPlansAttr();
+  return planXqaMlaDecode(op, chips).chipPlans;
 }
 
 namespace {
@@ -147,6 +157,30 @@ private:
                    int64_t blockSize, int64_t valueDim, int64_t numHeads,
                    const DecodeGrid &grid,
                    function_ref<DecodeKernels(KernelModule &)> build);
+  /// The same where each kernel module has its own grid, `gridOf(module)`:
+  /// the split count and the workspace are computed under the module's
+  /// dispatch branch.
+  void lowerDecodePerModule(Location loc, Value query, Value blockTable,
+                            int64_t blockSize, int64_t valueDim,
+                            int64_t numHeads,
+                            function_ref<DecodeGrid(KernelModule &)> gridOf,
+                            function_ref<DecodeKernels(KernelModule &)> build);
+  /// A decode's split-KV workspace for `tokens` query tokens (`rows` =
+  /// tokens x heads): the split count, the decode blocks per split of the
+  /// tensor-core kernels (null for the portable one), and the partial
+  /// outputs and statistics, allocated on the stream.
+  struct DecodeWorkspace {
+    Value tokens, rows, splits, blocksPerSplit, partialOut, partialStats;
+  };
+  DecodeWorkspace allocateWorkspace(Location loc, Value tokens,
+                                    Value blockTable, int64_t blockSize,
+                                    int64_t valueDim, int64_t numHeads,
+                                    const DecodeGrid &grid);
+  /// The decode and merge launches of `decode` into `workspace`.
+  void launchDecode(Location loc, int64_t valueDim,
+                    const DecodeWorkspace &workspace,
+                    const DecodeKernels &decode);
+  void freeWorkspace(Location loc, const DecodeWorkspace &workspace);
   /// Launches the slot check (and the positions of a fused `rotary`),
   /// then `kernel` gated by its flag.
   void launchCheckedWrite(Location loc, KernelModule &module,
@@ -197,10 +231,11 @@ FailureOr<RecordBuffers> HostRewriter::resolveRecords(Operation *user,
 void HostRewriter::dispatch(Location loc,
                             function_ref<void(KernelModule &)> body) {
   // A device runs the module holding a chip of exactly its compute
-  // capability; failing that, the module of the highest generic chip below
-  // it (whose PTX the driver compiles forward); failing that, the first
-  // module, whose load then reports "no kernel binary for this GPU". The
-  // routes are tried in order (pattn::chipForDevice is the same rule).
+  // capability (an arch-specific one first); failing that, the module of the
+  // highest generic chip below it (whose PTX the driver compiles forward);
+  // failing that, the first module, whose load then reports "no kernel binary
+  // for this GPU". The routes are tried in order (pattn::chipForDevice is the
+  // same rule).
   if (modules.size() == 1)
     return body(*modules.front());
   struct Route {
@@ -210,16 +245,21 @@ void HostRewriter::dispatch(Location loc,
   };
   SmallVector<Route> routes;
   SmallVector<std::pair<unsigned, KernelModule *>> generic;
-  for (KernelModule *module : modules)
-    for (Chip chip : module->chips) {
-      unsigned capability = computeCapability(chip);
-      if (llvm::none_of(routes, [&](const Route &route) {
-            return route.capability == capability;
-          }))
-        routes.push_back({true, capability, module});
-      if (!getTargetDescription(chip).archSpecific)
-        generic.push_back({capability, module});
-    }
+  // Of two chips of one capability (sm_90a and sm_90), the arch-specific
+  // one's module: its kernels may use what the generic chip lacks (wgmma).
+  for (bool archSpecific : {true, false})
+    for (KernelModule *module : modules)
+      for (Chip chip : module->chips) {
+        if (getTargetDescription(chip).archSpecific != archSpecific)
+          continue;
+        unsigned capability = computeCapability(chip);
+        if (llvm::none_of(routes, [&](const Route &route) {
+              return route.capability == capability;
+            }))
+          routes.push_back({true, capability, module});
+        if (!archSpecific)
+          generic.push_back({capability, module});
+      }
   llvm::sort(routes, [](const Route &a, const Route &b) {
     return a.capability > b.capability;
   });
@@ -486,113 +526,155 @@ LogicalResult HostRewriter::lower(FoldQueryOp op) {
   return success();
 }
 
+HostRewriter::DecodeWorkspace
+HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
+                                int64_t blockSize, int64_t valueDim,
+                                int64_t numHeads, const DecodeGrid &grid) {
+  KernelBuilder kb(builder, loc);
+  // Splits depend on the block table's shape (a host-known bound on the
+  // kv length) and, for XQA, on the device's SM count, never on device
+  // data: the call stays graph-capturable.
+  Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
+  Value splits;
+  // Decode blocks per split of the tensor-core kernels.
+  Value blocksPerSplit;
+  if (grid.blocksPerSequence)
+    blocksPerSplit =
+        kb.mul(dim(loc, blockTable, 0), kb.index(grid.blocksPerSequence));
+  else if (grid.blocksPerToken)
+    blocksPerSplit = kb.mul(tokens, kb.index(grid.blocksPerToken));
+  if (grid.tileKeys) {
+    // The split count s minimizes the decode's time in tile-times:
+    // waves(s) x (tiles per split(s) + 1), where a wave is the blocks
+    // that every SM holds at once (SMs x resident blocks per SM, the
+    // latter from the plan's shared memory on the chips built for).
+    // Ties keep the smaller s (less merge work). A loop over at most
+    // kXqaMostSplits candidates on the host, on host-known sizes only.
+    int64_t tile = grid.tileKeys;
+    Value sequences = kb.maxs(blocksPerSplit, kb.index(1));
+    auto ceilDiv = [&](Value a, Value b) {
+      return arith::CeilDivSIOp::create(builder, loc, a, b).getResult();
+    };
+    declareRuntimeFunction(function->getParentOfType<ModuleOp>(),
+                           kDeviceMultiprocessors, builder.getI32Type());
+    Value multiprocessors =
+        func::CallOp::create(builder, loc, kDeviceMultiprocessors,
+                             TypeRange{builder.getI32Type()}, ValueRange{})
+            .getResult(0);
+    multiprocessors = kb.toIndex(kb.maxs(multiprocessors, kb.i32(1)));
+    int64_t resident = grid.residentBlocks;
+    Value wave = kb.mul(multiprocessors, kb.index(resident));
+    Value one = kb.index(1);
+    Value tiles = ceilDiv(maxKeys, kb.index(tile));
+    tiles = kb.maxs(tiles, one);
+    Value most = kb.divs(tiles, kb.index(grid.leastTilesPerSplit));
+    most = kb.mins(most, kb.index(grid.mostSplits));
+    most = kb.maxs(most, one);
+    auto cost = [&](Value candidate) {
+      Value waves = ceilDiv(kb.mul(candidate, sequences), wave);
+      Value perSplit = kb.add(ceilDiv(tiles, candidate), one);
+      return kb.mul(waves, perSplit);
+    };
+    Value firstCost = cost(one);
+    Value upper = kb.add(most, one);
+    SmallVector<Value> best = kb.forLoop(
+        kb.index(2), upper, one, {one, firstCost},
+        [&](Value candidate, ValueRange carried) -> SmallVector<Value> {
+          Value candidateCost = cost(candidate);
+          Value better =
+              kb.cmpi(arith::CmpIPredicate::slt, candidateCost, carried[1]);
+          Value bestSplits = kb.select(better, candidate, carried[0]);
+          Value bestCost = kb.select(better, candidateCost, carried[1]);
+          return {bestSplits, bestCost};
+        });
+    splits = best[0];
+  } else {
+    Value perSplit = kb.index(grid.splitKeys);
+    Value bySize = arith::CeilDivSIOp::create(builder, loc, maxKeys, perSplit);
+    Value one = kb.index(1);
+    splits = kb.maxs(bySize, one);
+  }
+  Value rows = kb.mul(tokens, kb.index(numHeads));
+  MLIRContext *context = builder.getContext();
+  auto outputType =
+      MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
+                      builder.getF32Type());
+  auto statsType = MemRefType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, 2}, builder.getF32Type());
+  Type tokenType = gpu::AsyncTokenType::get(context);
+  // Stream-ordered workspace: allocated and freed on the caller's stream.
+  auto partialOut = gpu::AllocOp::create(
+      builder, loc, outputType, tokenType, ValueRange{stream},
+      ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+  auto partialStats = gpu::AllocOp::create(
+      builder, loc, statsType, tokenType, ValueRange{stream},
+      ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+  return {tokens,
+          rows,
+          splits,
+          blocksPerSplit,
+          partialOut.getMemref(),
+          partialStats.getMemref()};
+}
+
+void HostRewriter::launchDecode(Location loc, int64_t valueDim,
+                                const DecodeWorkspace &workspace,
+                                const DecodeKernels &decode) {
+  KernelBuilder kb(builder, loc);
+  SmallVector<Value> decodeOperands(decode.decodeOperands);
+  decodeOperands.append({workspace.partialOut, workspace.partialStats});
+  Value decodeRows =
+      workspace.blocksPerSplit
+          ? workspace.blocksPerSplit
+          : kb.mul(workspace.tokens, kb.index(decode.decodeBlocksPerToken));
+  launch(loc, decode.decode, {workspace.splits, decodeRows, kb.index(1)},
+         decodeOperands, decode.sharedBytes, decode.blockThreads);
+  SmallVector<Value> mergeOperands(decode.mergeOperands);
+  mergeOperands.append({workspace.partialOut, workspace.partialStats});
+  // A merge block per (row, kBlockThreads channels).
+  Value channelBlocks = kb.index(llvm::divideCeil(valueDim, kBlockThreads));
+  launch(loc, decode.merge, {workspace.rows, channelBlocks, kb.index(1)},
+         mergeOperands);
+}
+
+void HostRewriter::freeWorkspace(Location loc,
+                                 const DecodeWorkspace &workspace) {
+  Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
+  gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                         workspace.partialOut);
+  gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
+                         workspace.partialStats);
+}
+
 void HostRewriter::lowerDecode(
     Location loc, Value query, Value blockTable, int64_t blockSize,
     int64_t valueDim, int64_t numHeads, const DecodeGrid &grid,
     function_ref<DecodeKernels(KernelModule &)> build) {
-  KernelBuilder kb(builder, loc);
   Value tokens = dim(loc, query, 0);
   ifPositive(loc, tokens, [&] {
-    // Splits depend on the block table's shape (a host-known bound on the
-    // kv length) and, for XQA, on the device's SM count, never on device
-    // data: the call stays graph-capturable.
-    Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
-    Value splits;
-    // Decode blocks per split of the tensor-core kernels.
-    Value blocksPerSplit;
-    if (grid.blocksPerSequence)
-      blocksPerSplit =
-          kb.mul(dim(loc, blockTable, 0), kb.index(grid.blocksPerSequence));
-    else if (grid.blocksPerToken)
-      blocksPerSplit = kb.mul(tokens, kb.index(grid.blocksPerToken));
-    if (grid.tileKeys) {
-      // The split count s minimizes the decode's time in tile-times:
-      // waves(s) x (tiles per split(s) + 1), where a wave is the blocks
-      // that every SM holds at once (SMs x resident blocks per SM, the
-      // latter from the plan's shared memory on the chips built for).
-      // Ties keep the smaller s (less merge work). A loop over at most
-      // kXqaMostSplits candidates on the host, on host-known sizes only.
-      int64_t tile = grid.tileKeys;
-      Value sequences = kb.maxs(blocksPerSplit, kb.index(1));
-      auto ceilDiv = [&](Value a, Value b) {
-        return arith::CeilDivSIOp::create(builder, loc, a, b).getResult();
-      };
-      declareRuntimeFunction(function->getParentOfType<ModuleOp>(),
-                             kDeviceMultiprocessors, builder.getI32Type());
-      Value multiprocessors =
-          func::CallOp::create(builder, loc, kDeviceMultiprocessors,
-                               TypeRange{builder.getI32Type()}, ValueRange{})
-              .getResult(0);
-      multiprocessors = kb.toIndex(kb.maxs(multiprocessors, kb.i32(1)));
-      int64_t resident = grid.residentBlocks;
-      Value wave = kb.mul(multiprocessors, kb.index(resident));
-      Value one = kb.index(1);
-      Value tiles = ceilDiv(maxKeys, kb.index(tile));
-      tiles = kb.maxs(tiles, one);
-      Value most = kb.divs(tiles, kb.index(grid.leastTilesPerSplit));
-      most = kb.mins(most, kb.index(grid.mostSplits));
-      most = kb.maxs(most, one);
-      auto cost = [&](Value candidate) {
-        Value waves = ceilDiv(kb.mul(candidate, sequences), wave);
-        Value perSplit = kb.add(ceilDiv(tiles, candidate), one);
-        return kb.mul(waves, perSplit);
-      };
-      Value firstCost = cost(one);
-      Value upper = kb.add(most, one);
-      SmallVector<Value> best = kb.forLoop(
-          kb.index(2), upper, one, {one, firstCost},
-          [&](Value candidate, ValueRange carried) -> SmallVector<Value> {
-            Value candidateCost = cost(candidate);
-            Value better =
-                kb.cmpi(arith::CmpIPredicate::slt, candidateCost, carried[1]);
-            Value bestSplits = kb.select(better, candidate, carried[0]);
-            Value bestCost = kb.select(better, candidateCost, carried[1]);
-            return {bestSplits, bestCost};
-          });
-      splits = best[0];
-    } else {
-      Value perSplit = kb.index(grid.splitKeys);
-      Value bySize =
-          arith::CeilDivSIOp::create(builder, loc, maxKeys, perSplit);
-      Value one = kb.index(1);
-      splits = kb.maxs(bySize, one);
-    }
-    Value rows = kb.mul(tokens, kb.index(numHeads));
-    MLIRContext *context = builder.getContext();
-    auto outputType =
-        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
-                        builder.getF32Type());
-    auto statsType = MemRefType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic, 2}, builder.getF32Type());
-    Type tokenType = gpu::AsyncTokenType::get(context);
-    // Stream-ordered workspace: allocated and freed on the caller's stream.
-    auto partialOut = gpu::AllocOp::create(
-        builder, loc, outputType, tokenType, ValueRange{stream},
-        ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
-    auto partialStats = gpu::AllocOp::create(
-        builder, loc, statsType, tokenType, ValueRange{stream},
-        ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+    DecodeWorkspace workspace = allocateWorkspace(
+        loc, tokens, blockTable, blockSize, valueDim, numHeads, grid);
     dispatch(loc, [&](KernelModule &module) {
-      DecodeKernels decode = build(module);
-      SmallVector<Value> decodeOperands(decode.decodeOperands);
-      decodeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-      Value decodeRows =
-          blocksPerSplit
-              ? blocksPerSplit
-              : kb.mul(tokens, kb.index(decode.decodeBlocksPerToken));
-      launch(loc, decode.decode, {splits, decodeRows, kb.index(1)},
-             decodeOperands, decode.sharedBytes, decode.blockThreads);
-      SmallVector<Value> mergeOperands(decode.mergeOperands);
-      mergeOperands.append({partialOut.getMemref(), partialStats.getMemref()});
-      // A merge block per (row, kBlockThreads channels).
-      Value channelBlocks = kb.index(llvm::divideCeil(valueDim, kBlockThreads));
-      launch(loc, decode.merge, {rows, channelBlocks, kb.index(1)},
-             mergeOperands);
+      launchDecode(loc, valueDim, workspace, build(module));
     });
-    gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
-                           partialOut.getMemref());
-    gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
-                           partialStats.getMemref());
+    freeWorkspace(loc, workspace);
+  });
+}
+
+void HostRewriter::lowerDecodePerModule(
+    Location loc, Value query, Value blockTable, int64_t blockSize,
+    int64_t valueDim, int64_t numHeads,
+    function_ref<DecodeGrid(KernelModule &)> gridOf,
+    function_ref<DecodeKernels(KernelModule &)> build) {
+  Value tokens = dim(loc, query, 0);
+  ifPositive(loc, tokens, [&] {
+    dispatch(loc, [&](KernelModule &module) {
+      DecodeWorkspace workspace =
+          allocateWorkspace(loc, tokens, blockTable, blockSize, valueDim,
+                            numHeads, gridOf(module));
+      launchDecode(loc, valueDim, workspace, build(module));
+      freeWorkspace(loc, workspace);
+    });
   });
 }
 
@@ -639,30 +721,53 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   if (failed(cache))
     return failure();
   // As for paged attention: the recorded backend decides, and an op
-  // without a plan gets its backend's default plan.
+  // without a plan gets its backend's default plans.
   Attribute plan = op.getPlanAttr();
+  DictionaryAttr chipPlans = mlaChipPlans(op, chips);
   if (!plan)
     plan = op.getBackend() == Backend::xqa
-               ? Attribute(planXqaMlaDecode(op, chips))
+               ? Attribute(planXqaMlaDecode(op, chips).plan)
                : Attribute(planPortableDecode(op, keysPerSplit));
   RecordType record = cache->type.getRecord();
   int64_t latent = record.getLane("latent").getCount();
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
   if (auto xqa = dyn_cast<XqaMlaPlanAttr>(plan)) {
-    DecodeGrid grid;
-    grid.tileKeys = xqa.getKeysPerTile();
-    grid.sharedBytes = xqa.getSharedBytes();
-    grid.residentBlocks = xqaMlaResidentBlocks(xqa, chips);
-    grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
-    // An MLA tile is 32 keys, and a block's tile costs more than a paged
-    // one: a short sequence spreads over more splits.
-    grid.leastTilesPerSplit = kXqaMlaLeastTilesPerSplit;
-    grid.mostSplits = kXqaMlaMostSplits;
-    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-                cache->type.getBlockSize(), latent, numHeads, grid,
-                [&](KernelModule &module) {
-                  return buildXqaMlaDecodeKernels(module, op, xqa, *cache);
-                });
+    auto gridOf = [&](XqaMlaPlanAttr xqa, ArrayRef<Chip> chips) {
+      DecodeGrid grid;
+      grid.tileKeys = xqa.getKeysPerTile();
+      grid.sharedBytes = xqa.getSharedBytes();
+      grid.residentBlocks = xqaMlaResidentBlocks(xqa, chips);
+      grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
+      // An MLA tile is 32 keys, and a block's tile costs more than a paged
+      // one: a short sequence spreads over more splits.
+      grid.leastTilesPerSplit = kXqaMlaLeastTilesPerSplit;
+      grid.mostSplits = kXqaMlaMostSplits;
+      return grid;
+    };
+    if (!chipPlans) {
+      lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+                  cache->type.getBlockSize(), latent, numHeads,
+                  gridOf(xqa, chips), [&](KernelModule &module) {
+                    return buildXqaMlaDecodeKernels(module, op, xqa, *cache);
+                  });
+      return success();
+    }
+    // Chips with a plan of their own have a module of their own, so each
+    // module has one plan: its chips' own, else the op's.
+    auto planOf = [&](KernelModule &module) {
+      auto own =
+          chipPlans.getAs<XqaMlaPlanAttr>(stringifyChip(module.chips.front()));
+      return own ? own : xqa;
+    };
+    lowerDecodePerModule(
+        op.getLoc(), op.getQuery(), op.getBlockTable(),
+        cache->type.getBlockSize(), latent, numHeads,
+        [&](KernelModule &module) {
+          return gridOf(planOf(module), module.chips);
+        },
+        [&](KernelModule &module) {
+          return buildXqaMlaDecodeKernels(module, op, planOf(module), *cache);
+        });
     return success();
   }
   auto portable = cast<PortablePlanAttr>(plan);
@@ -822,42 +927,61 @@ struct ConvertPAttnToGPUPass
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));
     // One kernel module per conversion class of the target table, carrying
-    // the #nvvm.target of each of its chips.
+    // the #nvvm.target of each of its chips; a chip whose MLA decodes have
+    // a plan of their own (chip_plans) gets its own module, since its
+    // kernels differ from the class's other chips'.
     auto classOf = [&](const ::pattn::TargetDescription &target) {
       if (!hardwareConversions || !target.hasFp8Conversion)
         return ConversionClass::none;
       return target.hasFp4Conversion ? ConversionClass::fp8AndFp4
                                      : ConversionClass::fp8;
     };
+    llvm::SmallSetVector<::pattn::Chip, 4> ownModule;
+    for (func::FuncOp function : functions)
+      function.walk([&](MlaDecodeOp op) {
+        if (DictionaryAttr chipPlans = mlaChipPlans(op, targetChips))
+          for (::pattn::Chip chip : targetChips)
+            if (chipPlans.get(::pattn::stringifyChip(chip)))
+              ownModule.insert(chip);
+      });
     std::vector<std::unique_ptr<KernelModule>> owned;
-    for (ConversionClass conversions :
-         {ConversionClass::none, ConversionClass::fp8,
-          ConversionClass::fp8AndFp4}) {
+    auto createModule = [&](StringRef name, ConversionClass conversions,
+                            ArrayRef<::pattn::Chip> members) {
       SmallVector<Attribute> targets;
-      SmallVector<::pattn::Chip> members;
-      for (::pattn::Chip chip : targetChips) {
-        const ::pattn::TargetDescription &target =
-            ::pattn::getTargetDescription(chip);
-        if (classOf(target) != conversions)
-          continue;
-        members.push_back(chip);
+      for (::pattn::Chip chip : members)
         targets.push_back(NVVM::NVVMTargetAttr::get(
             &getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",
-            ::pattn::stringifyChip(chip), target.ptxFeatures));
-      }
-      if (targets.empty())
-        continue;
-      static constexpr const char *kNames[] = {
-          "pattn_kernels", "pattn_kernels_fp8", "pattn_kernels_fp4"};
+            ::pattn::stringifyChip(chip),
+            ::pattn::getTargetDescription(chip).ptxFeatures));
       // Created detached, then inserted: the symbol table renames it on a
       // clash with a module the user already has.
       OpBuilder builder(&getContext());
-      auto gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(),
-                                                kNames[int(conversions)]);
+      auto gpuModule = gpu::GPUModuleOp::create(builder, module.getLoc(), name);
       gpuModule.setTargetsAttr(ArrayAttr::get(&getContext(), targets));
       SymbolTable(module).insert(gpuModule);
       owned.push_back(
           std::make_unique<KernelModule>(gpuModule, conversions, members));
+    };
+    for (ConversionClass conversions :
+         {ConversionClass::none, ConversionClass::fp8,
+          ConversionClass::fp8AndFp4}) {
+      SmallVector<::pattn::Chip> members, apart;
+      for (::pattn::Chip chip : targetChips) {
+        if (classOf(::pattn::getTargetDescription(chip)) != conversions)
+          continue;
+        (ownModule.contains(chip) ? apart : members).push_back(chip);
+      }
+      // A chip alone in its class already has a module of its own.
+      if (members.empty() && apart.size() == 1)
+        std::swap(members, apart);
+      static constexpr const char *kNames[] = {
+          "pattn_kernels", "pattn_kernels_fp8", "pattn_kernels_fp4"};
+      if (!members.empty())
+        createModule(kNames[int(conversions)], conversions, members);
+      for (::pattn::Chip chip : apart)
+        createModule(
+            (Twine("pattn_kernels_") + ::pattn::stringifyChip(chip)).str(),
+            conversions, chip);
     }
     SmallVector<KernelModule *> modules;
     for (auto &kernelModule : owned)

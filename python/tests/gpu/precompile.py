@@ -83,6 +83,12 @@ def main() -> int:
         for config in suite.MLA_XQA_CASES:
             pattn.compile(suite.mla_plan(config).module.text,
                           chips=suite.MMA_SYNC_CHIPS, backend=suite.BACKEND)
+    # test_mla_fleet_build_runs_this_chips_kernel: a build for three chips.
+    if suite.BACKEND != "portable":
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda config: pattn.compile(
+                suite.mla_plan(config).module.text, chips=suite.FLEET_CHIPS,
+                backend=suite.BACKEND), suite.MLA_FLEET_CASES))
     soft = [suite.mla_plan(suite.MLA_CASES[0]).module.text]
     if not args.only_mla:
         pattn.compile(suite.DISPATCH_CASE.plan().module.text,

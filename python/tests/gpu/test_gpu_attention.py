@@ -1433,6 +1433,15 @@ def _check_mla_against_reference(module, plan: MlaPlan, tensors: dict,
 #: sm_90a GPU: sm_90 has no wgmma (the sm_90a-only instructions).
 MMA_SYNC_CHIPS = ["sm_90"]
 
+#: A build for this chip among others, one of which (sm_89) shares its
+#: conversion class with sm_90a and has no wgmma: on an sm_90a GPU the MLA
+#: ops of 64 or more heads run the warpgroup kernel from a kernel module of
+#: sm_90a's own (the op's chip_plans), the other chips the mma.sync kernel.
+FLEET_CHIPS = list(dict.fromkeys(["sm_80", "sm_89", CHIP]))
+#: The MLA cases whose plan differs between chips (64 or more heads).
+MLA_FLEET_CASES = [config for config in MLA_XQA_CASES
+                   if config.num_heads >= 64]
+
 
 @pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
 def test_mla_decode_matches_reference(config, gpu_results):
@@ -1476,10 +1485,10 @@ def test_mla_backends_agree(config, gpu_results):
 
 @pytest.mark.parametrize("config", MLA_XQA_CASES, ids=lambda c: c.id)
 def test_mla_mma_sync_kernel_matches_reference(config, gpu_results):
-    """On sm_90a the tensor-core MLA ops take the warpgroup (wgmma)
-    kernels; a build that also targets sm_89 plans the mma.sync kernel,
-    which must meet the same float64 reference here (the kernel every
-    other chip runs; a build for sm_90, which has no wgmma)."""
+    """On sm_90a the tensor-core MLA ops of 64 or more heads take the
+    warpgroup (wgmma) kernel; a build for sm_90, which has no wgmma, plans
+    the mma.sync kernel (the kernel every other chip runs), which must meet
+    the same float64 reference here."""
     if CHIP != "sm_90a" or BACKEND == "portable":
         pytest.skip("the wgmma kernels are sm_90a's only; elsewhere the "
                     "suite's own cases run the mma.sync kernel")
@@ -1489,6 +1498,25 @@ def test_mla_mma_sync_kernel_matches_reference(config, gpu_results):
                                         backend=BACKEND))
     _check_mla_against_reference(mma_sync, plan, tensors, cache,
                                  gpu_results, "mla_decode (mma.sync)")
+
+
+@pytest.mark.parametrize("config", MLA_FLEET_CASES, ids=lambda c: c.id)
+def test_mla_fleet_build_runs_this_chips_kernel(config, gpu_results):
+    """A build for sm_80, sm_89 and this chip runs here the kernel of a
+    build for this chip alone, bit for bit, and meets the float64
+    reference: on sm_90a the warpgroup kernel, from the module that the
+    op's chip_plans give sm_90a (such builds used to run the mma.sync
+    kernel on the H200, since sm_89 has no wgmma)."""
+    if BACKEND == "portable":
+        pytest.skip("the portable MLA kernel is the same on every chip")
+    plan, module, tensors, cache = mla_run(config)
+    alone = _mla_decode(module, plan, tensors)
+    fleet = pattn.load(pattn.compile(plan.module.text, chips=FLEET_CHIPS,
+                                     backend=BACKEND))
+    _check_mla_against_reference(fleet, plan, tensors, cache, gpu_results,
+                                 f"mla_decode ({', '.join(FLEET_CHIPS)})")
+    assert torch.equal(_bits(tensors["out"]), alone), \
+        f"the {FLEET_CHIPS} build differs from the {CHIP} build on {CHIP}"
 
 
 @pytest.mark.parametrize("config", MLA_XQA_CASES, ids=lambda c: c.id)

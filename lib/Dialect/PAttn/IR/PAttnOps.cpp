@@ -12,6 +12,8 @@
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 
+#include "pattn/Target/TargetDescription.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -621,6 +623,39 @@ void PagedAttentionOp::getEffects(
 // MlaDecodeOp
 //===----------------------------------------------------------------------===//
 
+/// chip_plans: per chip a tensor-core plan that replaces `plan` there,
+/// next to a tensor-core `plan`; the warpgroup plan only on chips with
+/// wgmma.
+static LogicalResult checkChipPlans(Operation *op, Attribute plan,
+                                    DictionaryAttr chipPlans) {
+  if (!chipPlans)
+    return success();
+  if (!isa_and_nonnull<XqaMlaPlanAttr>(plan))
+    return op->emitOpError()
+           << "has chip_plans but no #pattn.xqa_mla_plan; chip_plans refine "
+              "a tensor-core plan per chip";
+  for (NamedAttribute entry : chipPlans) {
+    std::optional<Chip> chip = parseChip(entry.getName().strref());
+    if (!chip)
+      return op->emitOpError()
+             << "chip_plans names '" << entry.getName().strref()
+             << "', which is not a chip (" << supportedChipList() << ")";
+    auto chipPlan = dyn_cast<XqaMlaPlanAttr>(entry.getValue());
+    if (!chipPlan)
+      return op->emitOpError()
+             << "chip_plans entry " << entry.getName().strref()
+             << " must be a #pattn.xqa_mla_plan, got " << entry.getValue();
+    // heads_per_block = 64 is the warpgroup (wgmma) kernel.
+    if (chipPlan.getHeadsPerBlock() == 64 &&
+        !getTargetDescription(*chip).hasWgmma)
+      return op->emitOpError()
+             << "chip_plans gives " << entry.getName().strref()
+             << " the warpgroup plan (heads_per_block = 64), but it has no "
+                "wgmma";
+  }
+  return success();
+}
+
 LogicalResult MlaDecodeOp::verify() {
   Operation *op = getOperation();
   RecordType record = getCache().getType().getRecord();
@@ -648,7 +683,8 @@ LogicalResult MlaDecodeOp::verify() {
                                    getSeqLens(), getQueryStart(),
                                    static_cast<int64_t>(getMaxQueryLen()))) ||
       failed(checkOuterScale(op, record, getOuterScale())) ||
-      failed(checkPlan(op, getBackend(), getPlanAttr())))
+      failed(checkPlan(op, getBackend(), getPlanAttr())) ||
+      failed(checkChipPlans(op, getPlanAttr(), getChipPlansAttr())))
     return failure();
   return checkSoftmaxScale(op, getSoftmaxScale());
 }

@@ -311,7 +311,11 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
                                      int64_t numHeads, ArrayRef<Chip> chips) {
   std::string reason;
   llvm::raw_string_ostream os(reason);
-  if (chips.empty() || llvm::any_of(chips, [](Chip chip) {
+  if (chips.empty()) {
+    os << "no chip built for has wgmma (sm_90a only)";
+    return reason;
+  }
+  if (llvm::any_of(chips, [](Chip chip) {
         return !getTargetDescription(chip).hasWgmma;
       })) {
     os << "a chip built for has no wgmma (sm_90a only)";
@@ -357,21 +361,49 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
   return reason;
 }
 
-XqaMlaPlanAttr planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips,
-                                std::string *notWarpgroup) {
+XqaMlaPlanAttr XqaMlaPlans::planFor(Chip chip) const {
+  if (chipPlans)
+    if (auto own = chipPlans.getAs<XqaMlaPlanAttr>(stringifyChip(chip)))
+      return own;
+  return plan;
+}
+
+XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   MlaRecordLayout record =
       describeMlaRecord(op.getCache().getType().getRecord());
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
-  std::string reason = xqaMlaWarpgroupRejection(record, numHeads, chips);
-  if (notWarpgroup)
-    *notWarpgroup = reason;
-  if (reason.empty())
+  MLIRContext *context = op.getContext();
+  auto warpgroupPlan = [&] {
     return XqaMlaPlanAttr::get(
-        op.getContext(), kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
+        context, kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
         layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total);
-  XqaMlaSharedLayout layout = layoutXqaMlaShared(record, kXqaMlaKeysPerTile);
-  return XqaMlaPlanAttr::get(op.getContext(), kXqaMlaHeadsPerBlock,
-                             kXqaMlaKeysPerTile, layout.total);
+  };
+  XqaMlaPlans plans;
+  plans.plan =
+      XqaMlaPlanAttr::get(context, kXqaMlaHeadsPerBlock, kXqaMlaKeysPerTile,
+                          layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total);
+  // The warpgroup kernel serves the chips with wgmma or none of them; in a
+  // build for chips with and without it, the former take it in a kernel
+  // module of their own.
+  SmallVector<Chip> wgmmaChips;
+  for (Chip chip : chips)
+    if (getTargetDescription(chip).hasWgmma)
+      wgmmaChips.push_back(chip);
+  plans.notWarpgroup = xqaMlaWarpgroupRejection(record, numHeads, wgmmaChips);
+  if (!plans.notWarpgroup.empty())
+    return plans;
+  if (wgmmaChips.size() == chips.size()) {
+    plans.plan = warpgroupPlan();
+    return plans;
+  }
+  plans.notWarpgroup = "no wgmma";
+  XqaMlaPlanAttr own = warpgroupPlan();
+  SmallVector<NamedAttribute> entries;
+  for (Chip chip : wgmmaChips)
+    entries.push_back(
+        NamedAttribute(StringAttr::get(context, stringifyChip(chip)), own));
+  plans.chipPlans = DictionaryAttr::get(context, entries);
+  return plans;
 }
 
 PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit) {

@@ -16,7 +16,9 @@
 #include "pattn/Dialect/PAttn/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/DebugLog.h"
+#include "llvm/Support/raw_ostream.h"
 
 #define DEBUG_TYPE "pattn-plan-decode"
 
@@ -58,6 +60,44 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   return success();
 }
 
+/// The remark on an MLA op's tensor-core plans: which kernel, on which
+/// chips, and why not the warpgroup kernel where it is not.
+static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
+                                    ArrayRef<::pattn::Chip> targets) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto kernel = [&](::pattn::XqaMlaPlanAttr plan) {
+    os << (plan.getHeadsPerBlock() == ::pattn::kXqaMlaWarpgroupHeads
+               ? "the warpgroup (wgmma) kernel, "
+               : "the mma.sync kernel, ")
+       << plan.getHeadsPerBlock() << " heads per block";
+  };
+  auto why = [&] {
+    if (!plans.notWarpgroup.empty())
+      os << " (not the warpgroup kernel: " << plans.notWarpgroup << ")";
+  };
+  os << "xqa plan: ";
+  if (!plans.chipPlans) {
+    kernel(plans.plan);
+    why();
+    return text;
+  }
+  // chip_plans hold the warpgroup plan on the chips with wgmma.
+  auto chipsWhere = [&](bool own) {
+    SmallVector<StringRef> names;
+    for (::pattn::Chip chip : targets)
+      if (bool(plans.chipPlans.get(::pattn::stringifyChip(chip))) == own)
+        names.push_back(::pattn::stringifyChip(chip));
+    return llvm::join(names, ", ");
+  };
+  kernel(cast<::pattn::XqaMlaPlanAttr>(plans.chipPlans.begin()->getValue()));
+  os << ", on " << chipsWhere(true) << "; ";
+  kernel(plans.plan);
+  os << ", on " << chipsWhere(false);
+  why();
+  return text;
+}
+
 void PlanDecodePass::runOnOperation() {
   Operation *root = getOperation();
   bool ok = true;
@@ -80,39 +120,37 @@ void PlanDecodePass::runOnOperation() {
       plan(op, attention.getBackend(), [&]() -> Attribute {
         return ::pattn::planXqaDecode(attention, targets, xqaKeysPerSplit);
       });
-    else if (auto mla = dyn_cast<MlaDecodeOp>(op))
+    else if (auto mla = dyn_cast<MlaDecodeOp>(op)) {
+      // Set again below where the tensor-core plans need them.
+      mla.removeChipPlansAttr();
       plan(op, mla.getBackend(), [&]() -> Attribute {
         // The selector checked one chip; the tile must fit every chip
         // built for (a large custom record may not fit a 99 KiB one).
-        // Which of the two tensor-core kernels, and why not the warpgroup
-        // one (pattn-compile --remarks shows it next to the backend).
-        std::string notWarpgroup;
-        ::pattn::XqaMlaPlanAttr mlaPlan =
-            ::pattn::planXqaMlaDecode(mla, targets, &notWarpgroup);
-        if (notWarpgroup.empty())
-          mla.emitRemark() << "xqa plan: the warpgroup (wgmma) kernel, "
-                           << mlaPlan.getHeadsPerBlock() << " heads per block";
-        else
-          mla.emitRemark() << "xqa plan: the mma.sync kernel, "
-                           << mlaPlan.getHeadsPerBlock()
-                           << " heads per block (not the warpgroup kernel: "
-                           << notWarpgroup << ")";
+        // Which of the two tensor-core kernels on which chips, and why not
+        // the warpgroup one (pattn-compile --remarks shows it next to the
+        // backend).
+        ::pattn::XqaMlaPlans plans = ::pattn::planXqaMlaDecode(mla, targets);
+        if (plans.chipPlans)
+          mla.setChipPlansAttr(plans.chipPlans);
+        mla.emitRemark() << describeMlaPlans(plans, targets);
         for (::pattn::Chip chip : targets) {
           int64_t limit =
               ::pattn::getTargetDescription(chip).sharedMemoryPerBlock;
-          if (mlaPlan.getSharedBytes() > limit) {
+          int64_t shared = plans.planFor(chip).getSharedBytes();
+          if (shared > limit) {
             mla.emitOpError()
-                << "has backend xqa, but its tensor-core tile needs "
-                << mlaPlan.getSharedBytes() << " bytes of shared memory > "
-                << limit << " on " << ::pattn::stringifyChip(chip)
+                << "has backend xqa, but its tensor-core tile needs " << shared
+                << " bytes of shared memory > " << limit << " on "
+                << ::pattn::stringifyChip(chip)
                 << "; select the backend for that chip or use "
                    "force=portable";
             ok = false;
             break;
           }
         }
-        return mlaPlan;
+        return plans.plan;
       });
+    }
   });
   if (!ok)
     signalPassFailure();

@@ -1,13 +1,18 @@
 // The tensor-core MLA plan takes the warpgroup (wgmma) kernel, 64 heads per
-// block, where every chip built for has wgmma (sm_90a), num_heads is a
-// multiple of 64 and the latent's scale blocks are whole wgmma chains; the
-// mma.sync kernel (16 heads per block) everywhere else.
+// block, on the chips built for that have wgmma (sm_90a), where num_heads is
+// a multiple of 64 and the latent's scale blocks are whole wgmma chains; the
+// mma.sync kernel (16 heads per block) everywhere else. In a build for chips
+// with and without wgmma, `plan` is the mma.sync kernel and `chip_plans`
+// gives sm_90a the warpgroup kernel.
 //
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>/dev/null | FileCheck %s --check-prefix=FLEET
 // Each choice is explained in a remark (pattn-compile --remarks).
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=FLEET-WHY
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_80,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=NO-WGMMA
+// Planned again for one chip, an op loses the chip_plans of a fleet.
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
 
 !fp8 = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 !rope8 = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
@@ -15,12 +20,15 @@
 // registers hold.
 !small = !pattn.record_cache<block_size = 16, record = !pattn.record<704 bytes, none, {latent: 512 x f8E4M3FN at 0 scaled_by latent_scale, latent_scale: 16 x f32 at 512, rope: 64 x bf16 at 576}>>
 
-// WHY: :[[@LINE+7]]:3: remark: xqa plan: the warpgroup (wgmma) kernel, 64 heads per block
-// FLEET-WHY: :[[@LINE+6]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: a chip built for has no wgmma (sm_90a only))
+// WHY: :[[@LINE+10]]:3: remark: xqa plan: the warpgroup (wgmma) kernel, 64 heads per block
+// FLEET-WHY: :[[@LINE+9]]:3: remark: xqa plan: the warpgroup (wgmma) kernel, 64 heads per block, on sm_90a; the mma.sync kernel, 16 heads per block, on sm_100a (not the warpgroup kernel: no wgmma)
+// NO-WGMMA: :[[@LINE+8]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: no chip built for has wgmma (sm_90a only))
 // H200-LABEL: func.func @fp8_128_heads
+// H200-NOT: chip_plans
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>
 // FLEET-LABEL: func.func @fp8_128_heads
-// FLEET: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>
+// FLEET: chip_plans = {sm_90a = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}
+// FLEET-SAME: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>
 func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
   return
@@ -34,10 +42,14 @@ func.func @nvfp4_64_heads(%c: !rope8, %q: memref<4x64x576xbf16>, %bt: memref<2x4
   return
 }
 
-// 48 heads: not a multiple of 64.
-// WHY: :[[@LINE+4]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: num_heads 48 not a multiple of 64)
+// 48 heads: not a multiple of 64, on any chip.
+// WHY: :[[@LINE+8]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: num_heads 48 not a multiple of 64)
+// FLEET-WHY: :[[@LINE+7]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: num_heads 48 not a multiple of 64)
 // H200-LABEL: func.func @fp8_48_heads
 // H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
+// FLEET-LABEL: func.func @fp8_48_heads
+// FLEET-NOT: chip_plans
+// FLEET: plan = #pattn.xqa_mla_plan<heads_per_block = 16,
 func.func @fp8_48_heads(%c: !fp8, %q: memref<2x48x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x48x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x48x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x48x512xbf16>) {num_heads = 48 : i64}
   return

@@ -292,6 +292,15 @@ def PAttn_MlaDecodeOp : PAttn_Op<"mla_decode", [AttrSizedOperandSegments,
     records in `tensor` mode. The block table, sequence lengths and
     `query_start` follow `pattn.paged_attention`.
 
+    `backend` and `plan` are written by the backend selection and
+    `--pattn-plan-decode` as for `pattn.paged_attention` (`plan` is a
+    `#pattn.xqa_mla_plan` for `xqa`). `chip_plans`, also written by
+    `--pattn-plan-decode`, maps chip names to the `#pattn.xqa_mla_plan` that
+    the kernels built for that chip obey instead of `plan`: a build for
+    sm_80 and sm_90a runs the warpgroup (wgmma) kernel on sm_90a and the
+    mma.sync kernel elsewhere, each chip named here getting a kernel module
+    of its own.
+
     Example:
     ```mlir
     pattn.mla_decode query(%q : memref<4x16x576xbf16>)
@@ -309,7 +318,8 @@ def PAttn_MlaDecodeOp : PAttn_Op<"mla_decode", [AttrSizedOperandSegments,
                        OptionalAttr<F32Attr>:$softmax_scale,
                        DefaultValuedAttr<I64Attr, "1">:$max_query_len,
                        OptionalAttr<PAttn_BackendAttr>:$backend,
-                       OptionalAttr<PAttn_DecodePlanAttr>:$plan);
+                       OptionalAttr<PAttn_DecodePlanAttr>:$plan,
+                       OptionalAttr<DictionaryAttr>:$chip_plans);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `cache` `(` $cache `:` qualified(type($cache)) `)`

@@ -21,6 +21,8 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <string>
+
 namespace pattn {
 
 /// Query heads of one KV head that a portable decode block serves together:
@@ -123,15 +125,25 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
                                      int64_t numHeads,
                                      llvm::ArrayRef<Chip> chips);
 
-/// The tensor-core MLA plan of `op` for every chip of `chips`: the
-/// warpgroup kernel (64 heads per block) where xqaMlaWarpgroupRejection
-/// finds nothing, else the mma.sync kernel (16 heads per block), whose
-/// shared memory depends on the record only (--pattn-plan-decode checks
-/// that it fits every chip built for). `notWarpgroup`, when given, receives
-/// xqaMlaWarpgroupRejection's reason (empty for the warpgroup kernel).
-pattn::XqaMlaPlanAttr planXqaMlaDecode(pattn::MlaDecodeOp op,
-                                       llvm::ArrayRef<Chip> chips,
-                                       std::string *notWarpgroup = nullptr);
+/// The tensor-core MLA plans of `op` for a build for `chips`.
+struct XqaMlaPlans {
+  /// The warpgroup kernel (64 heads per block) where
+  /// xqaMlaWarpgroupRejection finds nothing on `chips`, else the mma.sync
+  /// kernel (16 heads per block), whose shared memory depends on the record
+  /// only (--pattn-plan-decode checks that it fits every chip built for).
+  pattn::XqaMlaPlanAttr plan;
+  /// Where `plan` is the mma.sync kernel because some chips lack wgmma but
+  /// the warpgroup kernel serves those that have it: the warpgroup plan
+  /// keyed by each of them (the op's chip_plans); null otherwise.
+  mlir::DictionaryAttr chipPlans;
+  /// xqaMlaWarpgroupRejection's reason on `chips` (empty when `plan` is the
+  /// warpgroup kernel).
+  std::string notWarpgroup;
+
+  /// The plan the kernels built for `chip` obey.
+  pattn::XqaMlaPlanAttr planFor(Chip chip) const;
+};
+XqaMlaPlans planXqaMlaDecode(pattn::MlaDecodeOp op, llvm::ArrayRef<Chip> chips);
 
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;

@@ -137,9 +137,13 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     `--pattn-select-backend` recorded, writes `plan`: a `#pattn.xqa_plan`
     (rows, keys per tile, ring stages, key and value warps, keys per split,
     shared memory bytes) for `xqa` paged ops, a `#pattn.xqa_mla_plan` (16
-    heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA ops,
-    a `#pattn.portable_plan` (heads per block, keys per split) for
-    `portable` ones. `--convert-pattn-to-gpu`
+    or 64 heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA
+    ops, a `#pattn.portable_plan` (heads per block, keys per split) for
+    `portable` ones. Where `chips` mixes chips with and without wgmma and
+    the warpgroup MLA kernel (64 heads per block) serves the former, an MLA
+    op's `plan` is the mma.sync kernel and its `chip_plans` give the wgmma
+    chips the warpgroup kernel; a remark on each MLA op names the kernels
+    and why not the warpgroup one. `--convert-pattn-to-gpu`
     builds exactly what the plan says, so a schedule change shows here, in
     this pass's lit test, as a one-line diff.
 
