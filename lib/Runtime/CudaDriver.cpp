@@ -183,7 +183,7 @@ Error driverError(const Driver &cu, int32_t status, const std::string &call,
   return {status, call + " failed: " + describeResult(cu, result)};
 }
 
-std::string currentChip(const Driver &cu) {
+std::optional<int> currentCapability(const Driver &cu) {
   CUdevice device = 0;
   int major = 0;
   int minor = 0;
@@ -194,8 +194,15 @@ std::string currentChip(const Driver &cu) {
       cu.cuDeviceGetAttribute(&minor,
                               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                               device) != CUDA_SUCCESS)
+    return std::nullopt;
+  return major * 10 + minor;
+}
+
+std::string currentChip(const Driver &cu) {
+  std::optional<int> capability = currentCapability(cu);
+  if (!capability)
     return "an unknown chip";
-  return "sm_" + std::to_string(major) + std::to_string(minor);
+  return "sm_" + std::to_string(*capability);
 }
 
 CUcontext currentContext(const Driver &cu) {

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -141,6 +142,10 @@ std::string describeResult(const Driver &cu, CUresult result);
 /// An Error for a failed driver call: "<call> failed: <describeResult>".
 Error driverError(const Driver &cu, int32_t status, const std::string &call,
                   CUresult result);
+
+/// The compute capability (major * 10 + minor, 90 for sm_90) of the device
+/// of the current context; nullopt if the driver cannot say.
+std::optional<int> currentCapability(const Driver &cu);
 
 /// "sm_90" for the device of the current context, "an unknown chip" if the
 /// driver cannot say.

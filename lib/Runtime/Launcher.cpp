@@ -83,7 +83,8 @@ CUdeviceptr devicePointer(const void *pointer) {
   return reinterpret_cast<CUdeviceptr>(pointer);
 }
 
-void *newModule(const void *image, std::optional<int> jitOptLevel) {
+void *newModule(const void *image, size_t size,
+                std::optional<int> jitOptLevel) {
   // Without memory for the handle there is nothing to remember the failure
   // in; the null handle makes pattnMgpuModuleGetFunction report an invalid
   // argument instead.
@@ -92,11 +93,23 @@ void *newModule(const void *image, std::optional<int> jitOptLevel) {
     return nullptr;
   // Load now if the process has picked its context (PyTorch made it
   // current), so PTX is JIT-compiled at load time rather than on the first
-  // launch; otherwise wait for a launching thread to say which context.
+  // launch, which may be inside a CUDA graph capture, where loading is not
+  // allowed; otherwise wait for a launching thread to say which context.
+  // An artifact built for several chips holds a module per chip group, and
+  // its host code launches from the device's only: a fatbin without code
+  // for this device is left unloaded (loading it would only fail, which
+  // compute-sanitizer reports), and a launch from it still reports "no
+  // kernel binary for this GPU".
   Error ignored;
   if (const Driver *cu = loadDriver(ignored))
-    if (CUcontext context = currentContext(*cu))
-      module->load(*cu, context);
+    if (CUcontext context = currentContext(*cu)) {
+      std::optional<int> capability = currentCapability(*cu);
+      std::optional<bool> loads;
+      if (capability && !jitOptLevel)
+        loads = fatbinLoadsOn(image, size, *capability);
+      if (loads.value_or(true))
+        module->load(*cu, context);
+    }
   return module;
 }
 
@@ -179,13 +192,14 @@ extern "C" {
 // Modules and launches
 //===----------------------------------------------------------------------===//
 
-void *pattnMgpuModuleLoad(void *data, size_t /*gpuBlobSize*/) {
-  // cuModuleLoadData reads the size from the cubin or fatbin header.
-  return newModule(data, std::nullopt);
+void *pattnMgpuModuleLoad(void *data, size_t gpuBlobSize) {
+  // cuModuleLoadData reads the size from the cubin or fatbin header; the
+  // blob's size bounds what newModule reads of a fatbin's entries.
+  return newModule(data, gpuBlobSize, std::nullopt);
 }
 
 void *pattnMgpuModuleLoadJIT(void *data, int optLevel) {
-  return newModule(data, optLevel);
+  return newModule(data, 0, optLevel);
 }
 
 void pattnMgpuModuleUnload(void *module) {

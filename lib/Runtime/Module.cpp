@@ -13,6 +13,8 @@
 
 #include "Module.h"
 
+#include <cstring>
+
 namespace pattn::runtime {
 
 namespace {
@@ -28,7 +30,57 @@ int32_t statusForLoadResult(CUresult result) {
   }
 }
 
+/// A little-endian field of a fatbin, copied out of an unaligned image.
+template <typename T> T field(const unsigned char *bytes, uint64_t offset) {
+  T value;
+  std::memcpy(&value, bytes + offset, sizeof(T));
+  return value;
+}
+
 } // namespace
+
+std::optional<bool> fatbinLoadsOn(const void *image, size_t size,
+                                  int capability) {
+  // The container: magic, version, header size, then the entries' bytes;
+  // each entry: kind (1 PTX, 2 ELF) at 0, its header size at 4, its
+  // payload size at 8 and the chip (major * 10 + minor) at 28.
+  constexpr uint32_t kFatbinMagic = 0xBA55ED50;
+  constexpr uint64_t kHeaderBytes = 16, kEntryHeaderBytes = 32;
+  const auto *bytes = static_cast<const unsigned char *>(image);
+  if (!bytes || (size != 0 && size < kHeaderBytes) ||
+      field<uint32_t>(bytes, 0) != kFatbinMagic)
+    return std::nullopt;
+  uint64_t begin = field<uint16_t>(bytes, 6);
+  uint64_t payload = field<uint64_t>(bytes, 8);
+  if (begin < kHeaderBytes || payload > (uint64_t(1) << 40))
+    return std::nullopt;
+  uint64_t end = begin + payload;
+  if (size != 0 && end > size)
+    return std::nullopt;
+  bool loads = false, entries = false;
+  for (uint64_t entry = begin; entry < end;) {
+    if (end - entry < kEntryHeaderBytes)
+      return std::nullopt;
+    uint16_t kind = field<uint16_t>(bytes, entry);
+    uint64_t headerBytes = field<uint32_t>(bytes, entry + 4);
+    uint64_t entryBytes = field<uint64_t>(bytes, entry + 8);
+    int chip = static_cast<int>(field<uint32_t>(bytes, entry + 28));
+    if (headerBytes < kEntryHeaderBytes || headerBytes > end - entry ||
+        entryBytes > end - entry - headerBytes)
+      return std::nullopt;
+    if (kind == 2)
+      loads |= chip / 10 == capability / 10 && chip % 10 <= capability % 10;
+    else if (kind == 1)
+      loads |= chip <= capability;
+    else
+      return std::nullopt;
+    entries = true;
+    entry += headerBytes + entryBytes;
+  }
+  if (!entries)
+    return std::nullopt;
+  return loads;
+}
 
 Error Module::loadImage(const Driver &cu, CUmodule &module) const {
   if (!image)

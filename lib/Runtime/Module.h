@@ -26,6 +26,16 @@
 
 namespace pattn::runtime {
 
+/// Whether a fatbin image, as CUDA's `fatbinary` lays it out (pattn-compile
+/// merges each kernel module's cubins into one), holds code that a device
+/// of compute capability `capability` (major * 10 + minor) can load: a
+/// cubin of its major and a minor no higher than its own, or PTX of at most
+/// its capability. nullopt for an image this reader does not know (a bare
+/// cubin, PTX text, a malformed or truncated container). `size` bounds the
+/// reads when it is not zero.
+std::optional<bool> fatbinLoadsOn(const void *image, size_t size,
+                                  int capability);
+
 /// What pattnMgpuModuleGetFunction returns and pattnMgpuLaunchKernel takes.
 struct Kernel {
   Kernel(CUfunction handle, std::string name)

@@ -245,6 +245,106 @@ TEST_F(RuntimeFakeDriver, NoBinaryForGpuNamesTheChipOnEveryThread) {
   EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u);
 }
 
+/// A fatbin as CUDA's `fatbinary` lays it out: a 16-byte header (magic,
+/// version, header size, entries' bytes), then per (kind, chip) a 64-byte
+/// entry header (kind 2 ELF or 1 PTX at 0, header size at 4, payload size
+/// at 8, chip at 28) and a 16-byte payload.
+std::vector<unsigned char>
+fatbin(std::initializer_list<std::pair<uint16_t, uint32_t>> entries) {
+  auto put = [](std::vector<unsigned char> &bytes, size_t offset, auto value) {
+    std::memcpy(bytes.data() + offset, &value, sizeof(value));
+  };
+  std::vector<unsigned char> bytes(16 + entries.size() * (64 + 16));
+  put(bytes, 0, uint32_t{0xBA55ED50});
+  put(bytes, 4, uint16_t{1});
+  put(bytes, 6, uint16_t{16});
+  put(bytes, 8, uint64_t{bytes.size() - 16});
+  size_t entry = 16;
+  for (auto [kind, chip] : entries) {
+    put(bytes, entry, kind);
+    put(bytes, entry + 4, uint32_t{64});
+    put(bytes, entry + 8, uint64_t{16});
+    put(bytes, entry + 28, chip);
+    entry += 64 + 16;
+  }
+  return bytes;
+}
+
+// An artifact built for several chips holds a kernel module per chip group
+// and launches from the device's only; the others' fatbins hold no code for
+// the device, and loading them at dlopen would only fail (which
+// compute-sanitizer reports as errors). They load when asked for a kernel.
+TEST_F(RuntimeFakeDriver, FatbinWithoutCodeForTheDeviceLoadsOnlyWhenUsed) {
+  fake().computeMajor = 9;
+  fake().computeMinor = 0;
+  std::vector<unsigned char> ampere = fatbin({{2, 80}, {2, 86}});
+  void *module = pattnMgpuModuleLoad(ampere.data(), ampere.size());
+  modules.push_back(module);
+  EXPECT_TRUE(callsNamed("cuModuleLoadData").empty());
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+
+  fake().moduleLoadResult = kNoBinaryForGpu;
+  EXPECT_EQ(pattnMgpuModuleGetFunction(module, "pattn_decode_xqa"), nullptr);
+  Outcome outcome = takeOutcome();
+  EXPECT_EQ(outcome.status, PATTN_ERROR_NO_BINARY_FOR_DEVICE);
+  EXPECT_THAT(outcome.message,
+              HasSubstr("no kernel binary for this GPU (sm_90)"));
+  EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u);
+}
+
+TEST_F(RuntimeFakeDriver, FatbinWithCodeForTheDeviceLoadsEagerly) {
+  struct Case {
+    int major, minor;
+    std::vector<unsigned char> image;
+  };
+  const Case cases[] = {
+      {9, 0, fatbin({{2, 80}, {2, 90}})},  // the device's own cubin
+      {8, 9, fatbin({{2, 80}, {2, 86}})},  // a cubin of its major, below it
+      {10, 0, fatbin({{2, 90}, {1, 90}})}, // PTX below it, JIT-compiled
+  };
+  for (const Case &c : cases) {
+    fake() = State{};
+    fake().computeMajor = c.major;
+    fake().computeMinor = c.minor;
+    modules.push_back(pattnMgpuModuleLoad(
+        const_cast<unsigned char *>(c.image.data()), c.image.size()));
+    EXPECT_EQ(callsNamed("cuModuleLoadData").size(), 1u)
+        << "sm_" << c.major << c.minor;
+  }
+  // A cubin of a higher minor does not run on the device.
+  fake() = State{};
+  fake().computeMajor = 8;
+  fake().computeMinor = 0;
+  std::vector<unsigned char> ada = fatbin({{2, 89}});
+  modules.push_back(pattnMgpuModuleLoad(ada.data(), ada.size()));
+  EXPECT_TRUE(callsNamed("cuModuleLoadData").empty());
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
+// An image the reader does not know is loaded as before: the driver
+// decides.
+TEST_F(RuntimeFakeDriver, UnknownOrMalformedFatbinLoadsEagerly) {
+  fake().computeMajor = 9;
+  fake().computeMinor = 0;
+  std::vector<unsigned char> truncated = fatbin({{2, 80}});
+  std::vector<unsigned char> shortEntry = fatbin({{2, 80}});
+  std::memcpy(shortEntry.data() + 16 + 4, "\x08\0\0\0", 4);
+  std::vector<unsigned char> oddKind = fatbin({{7, 80}});
+  std::vector<unsigned char> empty = fatbin({});
+  const std::pair<std::vector<unsigned char> *, size_t> images[] = {
+      {&truncated, truncated.size() - 1},
+      {&shortEntry, shortEntry.size()},
+      {&oddKind, oddKind.size()},
+      {&empty, empty.size()},
+  };
+  size_t expected = 0;
+  for (auto [image, size] : images) {
+    modules.push_back(pattnMgpuModuleLoad(image->data(), size));
+    EXPECT_EQ(callsNamed("cuModuleLoadData").size(), ++expected);
+  }
+  EXPECT_EQ(takeOutcome().status, PATTN_SUCCESS);
+}
+
 TEST_F(RuntimeFakeDriver, PtxIsJitCompiledAtTheRequestedLevel) {
   static const char ptx[] = ".version 8.0\n.target sm_90a\n";
   void *module = pattnMgpuModuleLoadJIT(const_cast<char *>(ptx), 3);

@@ -55,7 +55,8 @@ struct Kernel {
 enum class ConversionClass { none = 0, fp8 = 1, fp8AndFp4 = 2 };
 
 /// Adds uniquely named kernels to one gpu.module, which serves the chips of
-/// one conversion class of the target table.
+/// one conversion class of the target table, or one chip of it whose MLA
+/// decodes have a plan of their own (chip_plans).
 class KernelModule {
 public:
   KernelModule(mlir::gpu::GPUModuleOp module, ConversionClass conversions,
