@@ -1259,13 +1259,16 @@ MLA_CASES = [
                  num_heads=128, seq_lens=(129, 2100)),
 ]
 
-#: One bf16 case per preset: the tensor-core kernel on the auto backend.
-MLA_XQA_CASES = [config for config in MLA_CASES
-                 if config.dtype == "bf16" and config.query_tokens == 1
-                 and config.num_heads == 16] + \
-    [config for config in MLA_CASES if config.num_heads >= 64] + \
-    [config for config in MLA_CASES
-     if config.dtype == "bf16" and config.block_size == 16]
+#: One bf16 case per preset: the tensor-core kernel on the auto backend;
+#: every case of 64 or more heads and of 16-token pages, each once.
+MLA_XQA_CASES = list({config.id: config for config in
+                      [config for config in MLA_CASES
+                       if config.dtype == "bf16" and config.query_tokens == 1
+                       and config.num_heads == 16] +
+                      [config for config in MLA_CASES if config.num_heads >= 64] +
+                      [config for config in MLA_CASES
+                       if config.dtype == "bf16" and config.block_size == 16]
+                      }.values())
 
 
 @dataclasses.dataclass
@@ -1438,9 +1441,10 @@ MMA_SYNC_CHIPS = ["sm_90"]
 #: ops of 64 or more heads run the warpgroup kernel from a kernel module of
 #: sm_90a's own (the op's chip_plans), the other chips the mma.sync kernel.
 FLEET_CHIPS = list(dict.fromkeys(["sm_80", "sm_89", CHIP]))
-#: The MLA cases whose plan differs between chips (64 or more heads).
-MLA_FLEET_CASES = [config for config in MLA_XQA_CASES
-                   if config.num_heads >= 64]
+#: The MLA cases whose plan differs between chips (64 or more heads, bf16
+#: queries: the tensor-core kernels).
+MLA_FLEET_CASES = [config for config in MLA_CASES
+                   if config.num_heads >= 64 and config.dtype == "bf16"]
 
 
 @pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
