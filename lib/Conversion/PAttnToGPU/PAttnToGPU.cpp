@@ -723,11 +723,14 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   // As for paged attention: the recorded backend decides, and an op
   // without a plan gets its backend's default plans.
   Attribute plan = op.getPlanAttr();
-  DictionaryAttr chipPlans = mlaChipPlans(op, chips);
-  if (!plan)
-    plan = op.getBackend() == Backend::xqa
-               ? Attribute(planXqaMlaDecode(op, chips).plan)
-               : Attribute(planPortableDecode(op, keysPerSplit));
+  DictionaryAttr chipPlans = op.getChipPlansAttr();
+  if (!plan && op.getBackend() == Backend::xqa) {
+    XqaMlaPlans plans = planXqaMlaDecode(op, chips);
+    plan = plans.plan;
+    chipPlans = plans.chipPlans;
+  } else if (!plan) {
+    plan = planPortableDecode(op, keysPerSplit);
+  }
   RecordType record = cache->type.getRecord();
   int64_t latent = record.getLane("latent").getCount();
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());

@@ -1,6 +1,9 @@
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_80,sm_89,sm_90a --convert-pattn-to-gpu=chips=sm_80,sm_89,sm_90a 2>/dev/null | FileCheck %s
 // Without --pattn-plan-decode the lowering plans the same way.
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --convert-pattn-to-gpu=chips=sm_80,sm_89,sm_90a 2>/dev/null | FileCheck %s
+// sm_90 (no wgmma) and sm_90a share a compute capability: a 9.0 device
+// runs sm_90a's module, the arch-specific one.
+// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90,sm_90a --convert-pattn-to-gpu=chips=sm_90,sm_90a 2>/dev/null | FileCheck %s --check-prefix=HOPPER
 // A chip alone in its conversion class keeps the class's module.
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_80,sm_90a --convert-pattn-to-gpu=chips=sm_80,sm_90a 2>/dev/null | FileCheck %s --check-prefix=ALONE
 
@@ -60,6 +63,15 @@
 // ALONE-NOT: nvvm.wgmma
 // ALONE: gpu.module @pattn_kernels_fp8 [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
 // ALONE: nvvm.wgmma.mma_async
+// HOPPER: %[[ARCH:.*]] = call @pattnRuntimeDeviceArch() : () -> i32
+// HOPPER: %[[EQ90:.*]] = arith.cmpi eq, %[[ARCH]], %c90_i32{{.*}} : i32
+// HOPPER: %[[CHOICE:.*]] = arith.select %[[EQ90]], %c1_i32{{.*}}, %{{.*}} : i32
+// HOPPER-NOT: arith.select
+// HOPPER: arith.cmpi eq, %[[CHOICE]], %c0_i32
+// HOPPER: gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_mla_decode_{{[0-9]+}}
+// HOPPER: gpu.launch_func async {{.*}} @pattn_kernels_sm_90a::@pattn_xqa_mla_wgmma_decode_{{[0-9]+}}
+// HOPPER: gpu.module @pattn_kernels_fp8 [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
+// HOPPER: gpu.module @pattn_kernels_sm_90a [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
 func.func @mla128(%p: memref<?x64x656xi8>, %q: memref<?x128x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x128x512xbf16>) {
   %c = pattn.bind_cache storage(%p : memref<?x64x656xi8>) : !fp8
   pattn.mla_decode query(%q : memref<?x128x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x128x512xbf16>) {num_heads = 128 : i64}
