@@ -7,10 +7,12 @@
 # commit in the tables when the copy has no .git. PATTN_GPU_PARTS picks the
 # parts (default "suite sanitize bench"; "onnx" compares with ONNX Runtime;
 # "profile" adds ncu source-level reports of the XQA decode; "mla" runs the
-# MLA benchmark with FlashInfer), so that each call fits a time limit.
+# MLA benchmark with FlashInfer; "mla-profile" the same ncu reports of the
+# tensor-core MLA decode), so that each call fits a time limit.
 #   bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="bench profile" bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="suite sanitize mla" bash scripts/gpu-run.sh   # issue 10's final run
+#   PATTN_GPU_PARTS="mla-profile" bash scripts/gpu-run.sh          # where the MLA decode's time goes
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -96,6 +98,32 @@ if part mla; then
   env "${mla_env[@]}" python3 bench/bench_mla.py "${mla_args[@]}" \
     --write-results "$out/mla.md" > "$out/mla.log" 2>&1
   echo "MLA benchmark exit status $?; table in $out/mla.md"
+fi
+
+# ncu of the tensor-core MLA decode on the benchmark's B32 L8K shapes, every
+# preset (the first eager call of each): the whole set per decode kernel,
+# then its metrics (sections and raw) and per-SASS-instruction executions and
+# stall samples as CSV, and the decode and merge kernels' durations side by
+# side; `python3 bench/ncu_summary.py $OUT/ncu-mla-*-details.csv` (or the
+# names without the suffix) makes tables of them.
+if part mla-profile; then
+  for shape in B32-L8K-H16 B32-L8K-H128; do
+    for preset in fp8_ds_mla nvfp4_ds_mla nvfp4_ds_mla_fp8_rope; do
+      name="ncu-mla-$shape-$preset"
+      run=(python3 bench/bench_mla.py --presets $preset --shapes $shape --backends auto
+           --no-flashinfer --no-graph --iters 1 --warmup 1)
+      ncu --set full --import-source no -k regex:pattn_xqa_mla -c 1 -f -o "$out/$name" \
+        "${run[@]}" > "$out/$name.log" 2>&1
+      ncu -i "$out/$name.ncu-rep" --page details --csv > "$out/$name-details.csv" 2>&1
+      ncu -i "$out/$name.ncu-rep" --page raw --csv > "$out/$name-raw.csv" 2>&1
+      ncu -i "$out/$name.ncu-rep" --page source --print-source sass --csv \
+        > "$out/$name-sass.csv" 2>&1
+      rm -f "$out/$name.ncu-rep"
+      ncu --section SpeedOfLight -k regex:"pattn_(xqa_mla|merge)" -c 2 --csv \
+        "${run[@]}" > "$out/$name-kernels.csv" 2>/dev/null
+      echo "profiled $shape $preset: $(wc -l < "$out/$name-sass.csv") SASS rows"
+    done
+  done
 fi
 
 part bench || exit 0
