@@ -74,8 +74,11 @@ def read_csv(path):
     with open(path, newline="", errors="replace") as f:
         text = f.read()
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"')),
-                 None)
+    # The header is the first quoted line, past the source page's
+    # "Kernel Name" line.
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith('"') and
+                  not line.startswith('"Kernel Name",')), None)
     if start is None:
         return []
     return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
@@ -138,15 +141,20 @@ def opcode(source):
 
 
 def sass_profile(sass):
-    """Per opcode: executed warp instructions and stall samples; and the
-    instructions with the most stall samples."""
+    """Per opcode: executed warp instructions and stall samples; stall
+    samples per reason (the source page's stall_* columns); and the
+    instructions with the most stall samples, with their largest reason."""
     source = column(sass, "source")
     executed = column(sass, "instructions executed")
     samples = column(sass, "warp stall sampling", "all")
     address = column(sass, "address")
     if not source:
         return None
+    reason_columns = [name for name in sass[0]
+                      if name and name.startswith("stall_") and
+                      "not issued" not in name.lower()]
     by_opcode = collections.defaultdict(lambda: [0.0, 0.0])
+    by_reason = collections.defaultdict(float)
     rows = []
     for row in sass:
         op = opcode(row[source])
@@ -154,9 +162,15 @@ def sass_profile(sass):
         s = number(row.get(samples, 0)) or 0.0
         by_opcode[op][0] += e
         by_opcode[op][1] += s
-        rows.append((s, row.get(address, "?"), row[source].strip(), e))
+        reasons = [(number(row[name]) or 0.0, name[len("stall_"):])
+                   for name in reason_columns]
+        for count, reason in reasons:
+            by_reason[reason] += count
+        largest = max(reasons, default=(0.0, ""))
+        rows.append((s, row.get(address, "?"), row[source].strip(), e,
+                     largest[1] if largest[0] > 0 else ""))
     rows.sort(key=lambda r: -r[0])
-    return by_opcode, rows
+    return by_opcode, by_reason, rows
 
 
 def share(part, whole):
@@ -202,12 +216,19 @@ def summarize(name, out):
         out.append(f"(no SASS profile: {name}-sass.csv is missing or empty)")
         out.append("")
         return
-    by_opcode, rows = profile
+    by_opcode, by_reason, rows = profile
     executed = sum(v[0] for v in by_opcode.values())
     samples = sum(v[1] for v in by_opcode.values())
     out.append(f"Executed warp instructions {executed:,.0f}; "
                f"stall samples {samples:,.0f}.")
     out.append("")
+    if by_reason:
+        reason_total = sum(by_reason.values())
+        largest = sorted(by_reason.items(), key=lambda kv: -kv[1])[:10]
+        out.append("Stall samples by reason: " + ", ".join(
+            f"{reason.replace('_', ' ')} {share(count, reason_total)}"
+            for reason, count in largest if count > 0))
+        out.append("")
     out.append("| instruction class | executed | stall samples |")
     out.append("|---|---:|---:|")
     counted = set()
@@ -226,11 +247,12 @@ def summarize(name, out):
         f"{op} {share(v[0], executed)}" for op, v in top))
     out.append("")
     out.append("| most-sampled instructions | address | stall samples | "
-               "executed |")
-    out.append("|---|---|---:|---:|")
-    for s, addr, text, e in rows[:12]:
+               "largest reason | executed |")
+    out.append("|---|---|---:|---|---:|")
+    for s, addr, text, e, reason in rows[:12]:
         text = text.replace("|", "\\|")
-        out.append(f"| `{text}` | {addr} | {share(s, samples)} | {e:,.0f} |")
+        out.append(f"| `{text}` | {addr} | {share(s, samples)} | "
+                   f"{reason.replace('_', ' ')} | {e:,.0f} |")
     out.append("")
 
 

@@ -285,6 +285,10 @@ private:
   /// cp.async of tile `tileIndex`'s records (pages in page slot
   /// `pageSlot`) into raw slot `rawSlot`; dead keys are zero-filled.
   void issueTile(Value tileIndex, Value rawSlot, Value pageSlot);
+  /// issueTile's copies: every key from `wholePage` (a tile of live keys
+  /// inside one page), or, when it is null, each key's from its entry.
+  void issueTileCopies(Value tileIndex, Value rawSlot, Value pageSlot,
+                       Value wholePage);
   // Raw-record reads of the current tile. Every address is the slot's base
   // + a per-thread part (loop-invariant, computed once) + a compile-time
   // part, which the load's immediate offset absorbs.
@@ -500,8 +504,39 @@ void XqaMlaBuilder::lookupPages(Value tileIndex, Value slot) {
 }
 
 void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
+  // Splits start on whole tiles, so where a page holds whole tiles
+  // (block_size >= the tile's keys, both powers of two) a tile's keys are
+  // consecutive records of one page. When all of them are live (the tile
+  // ends inside the split, the page is mapped) the tile is one contiguous
+  // run of bytes: every chunk's source is the tile's start plus a per-
+  // thread and a compile-time offset, with no page entry to read per
+  // chunk. Other tiles (a split's last, an unmapped page) look each key's
+  // page up and zero-fill dead keys.
+  if (blockSize < tileKeys)
+    return issueTileCopies(tileIndex, rawSlot, pageSlot, /*wholePage=*/{});
+  Value tileStart = kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
+  Value tileEnd = kb.add(tileStart, kb.i32(int32_t(tileKeys)));
+  Value isWhole = kb.cmpi(arith::CmpIPredicate::sle, tileEnd, last);
+  Value page = kb.load(pages, {kb.mul(pageSlot, index(tileKeys))});
+  Value isMapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
+  kb.ifElse(
+      kb.land(isWhole, isMapped), TypeRange{},
+      [&]() -> SmallVector<Value> {
+        issueTileCopies(tileIndex, rawSlot, pageSlot, page);
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        issueTileCopies(tileIndex, rawSlot, pageSlot, /*wholePage=*/{});
+        return {};
+      });
+}
+
+void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
+                                    Value pageSlot, Value wholePage) {
   // 16 bytes per cp.async; consecutive threads copy consecutive chunks of
-  // a record (coalesced). Dead keys are zero-filled.
+  // a record (coalesced). Without `wholePage` (the page of every key of
+  // the tile, all live), each key's page comes from the page slot and
+  // dead keys are zero-filled.
   int64_t chunksPerRecord = recordBytes / 16;
   Value tileStart = kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
   Value rawBytes = view(0, {layout.total}, builder.getIntegerType(8));
@@ -509,7 +544,20 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
   slotBase = kb.add(slotBase, index(layout.raw));
   // The key's position in its page: block_size is a power of two.
   Value pageMask = kb.i32(int32_t(blockSize - 1));
+  Value wholeIndex, tileOffset;
+  if (wholePage) {
+    wholeIndex = kb.toIndex(wholePage);
+    tileOffset = kb.toIndex(kb.andi(tileStart, pageMask));
+  }
   auto copy = [&](Value key, Value byte, Value dst) {
+    if (wholeIndex) {
+      Value offset = kb.add(tileOffset, key);
+      nvgpu::DeviceAsyncCopyOp::create(
+          builder, kb.loc, rawBytes, ValueRange{dst}, storage,
+          ValueRange{wholeIndex, offset, byte}, builder.getIndexAttr(16),
+          Value(), builder.getUnitAttr());
+      return;
+    }
     Value at = kb.add(kb.mul(pageSlot, index(tileKeys)), key);
     Value page = kb.load(pages, {at});
     Value isLive = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));

@@ -34,16 +34,33 @@
 // CHECK:   arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
 // CHECK:   vector.shuffle {{.*}} [0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15] : vector<16xf16>, vector<16xf16>
 // Prologue: tile 0's pages, then 16-byte cp.async copies of whole records
-// into raw slot 0 that zero-fill dead keys (a source size operand), one
-// commit group.
+// into raw slot 0, one commit group. Splits start on whole tiles and a
+// 64-token page holds two, so a tile whose 32 keys end inside the split
+// (tile end <= last) on a mapped page (its first key's entry >= 0) is one
+// run of records of that page: the copies take the page from that one
+// entry and need no source size. Any other tile reads each key's entry
+// and zero-fills dead keys (a source size operand).
 // CHECK:   gpu.barrier
-// CHECK:   nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?x64x656xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
+// CHECK:   %[[PAGE:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<96xi32, #gpu.address_space<workgroup>>
+// CHECK:   %[[WHOLE:.*]] = arith.cmpi sle, %{{.*}}, %{{.*}} : i32
+// CHECK:   %[[MAPPED:.*]] = arith.cmpi sge, %[[PAGE]], %{{.*}} : i32
+// CHECK:   %[[FAST:.*]] = arith.andi %[[WHOLE]], %[[MAPPED]] : i1
+// CHECK:   scf.if %[[FAST]] {
+// CHECK:     %[[TILE_PAGE:.*]] = arith.index_cast %[[PAGE]] : i32 to index
+// CHECK:     nvgpu.device_async_copy %{{.*}}[%[[TILE_PAGE]], %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 16 {bypassL1} : memref<?x64x656xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
+// CHECK:   } else {
+// CHECK:     memref.load %{{.*}}[%{{.*}}] : memref<96xi32, #gpu.address_space<workgroup>>
+// CHECK:     nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?x64x656xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
 // CHECK:   nvvm.cp.async.commit.group
-// The tile loop: wait for tile i, then copy tile i + 1 into the other slot.
+// The tile loop: wait for tile i, then copy tile i + 1 into the other slot
+// (the same two ways).
 // CHECK:   scf.for
 // CHECK:     nvvm.cp.async.wait.group 0
 // CHECK:     gpu.barrier
-// CHECK:     nvgpu.device_async_copy
+// CHECK:     arith.cmpi sle
+// CHECK:     nvgpu.device_async_copy {{.*}}, 16 {bypassL1}
+// CHECK:     } else {
+// CHECK:     nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1}
 // CHECK:     nvvm.cp.async.commit.group
 // S = Q Kᵀ: per k-step, one word of the B key's record decoded straight
 // into the B registers (two e4m3 pairs), the query by ldmatrix, f16 mma
