@@ -534,9 +534,11 @@ void XqaMlaBuilder::issueTile(Value tileIndex, Value rawSlot, Value pageSlot) {
 void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
                                     Value pageSlot, Value wholePage) {
   // 16 bytes per cp.async; consecutive threads copy consecutive chunks of
-  // a record (coalesced). Without `wholePage` (the page of every key of
-  // the tile, all live), each key's page comes from the page slot and
-  // dead keys are zero-filled.
+  // a record (coalesced). With `wholePage` (the page of every key of the
+  // tile, all live) the sources are one run of bytes in a flat view of the
+  // cache: the tile's first byte + a per-thread part + a compile-time part
+  // per pass, which the copy's immediate offset absorbs. Without it, each
+  // key's page comes from the page slot and dead keys are zero-filled.
   int64_t chunksPerRecord = recordBytes / 16;
   Value tileStart = kb.add(first, kb.mul(tileIndex, kb.i32(int32_t(tileKeys))));
   Value rawBytes = view(0, {layout.total}, builder.getIntegerType(8));
@@ -544,18 +546,32 @@ void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
   slotBase = kb.add(slotBase, index(layout.raw));
   // The key's position in its page: block_size is a power of two.
   Value pageMask = kb.i32(int32_t(blockSize - 1));
-  Value wholeIndex, tileOffset;
+  Value flatCache, tileBytes;
   if (wholePage) {
-    wholeIndex = kb.toIndex(wholePage);
-    tileOffset = kb.toIndex(kb.andi(tileStart, pageMask));
+    // The cache's pages are contiguous (identity layout): one i8 row.
+    Value pageCount = memref::DimOp::create(builder, kb.loc, storage, 0);
+    Value flatBytes = kb.mul(pageCount, index(blockSize * recordBytes));
+    auto flatType = MemRefType::get({ShapedType::kDynamic},
+                                    builder.getIntegerType(8));
+    flatCache = memref::ReinterpretCastOp::create(
+        builder, kb.loc, flatType, storage, OpFoldResult(builder.getIndexAttr(0)),
+        ArrayRef<OpFoldResult>{flatBytes},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
+    Value pageIndex = kb.toIndex(wholePage);
+    Value tileKey = kb.mul(pageIndex, index(blockSize));
+    tileKey = kb.add(tileKey, kb.toIndex(kb.andi(tileStart, pageMask)));
+    tileBytes = kb.mul(tileKey, index(recordBytes));
   }
-  auto copy = [&](Value key, Value byte, Value dst) {
-    if (wholeIndex) {
-      Value offset = kb.add(tileOffset, key);
+  // The copy of `byte` of key `key` (= a per-thread key + `keyConstant`) to
+  // `dst`; `threadSource` is the per-thread part of the flat source.
+  auto copy = [&](Value key, Value byte, Value dst, Value threadSource,
+                  int64_t keyConstant) {
+    if (wholePage) {
+      Value source = kb.add(threadSource, index(keyConstant * recordBytes));
       nvgpu::DeviceAsyncCopyOp::create(
-          builder, kb.loc, rawBytes, ValueRange{dst}, storage,
-          ValueRange{wholeIndex, offset, byte}, builder.getIndexAttr(16),
-          Value(), builder.getUnitAttr());
+          builder, kb.loc, rawBytes, ValueRange{dst}, flatCache,
+          ValueRange{source}, builder.getIndexAttr(16), Value(),
+          builder.getUnitAttr());
       return;
     }
     Value at = kb.add(kb.mul(pageSlot, index(tileKeys)), key);
@@ -581,6 +597,11 @@ void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
     Value firstKey = kb.divs(tid, index(chunksPerRecord));
     Value threadDst = kb.add(kb.mul(firstKey, index(layout.rawStride)), byte);
     threadDst = kb.add(slotBase, threadDst);
+    Value threadSource;
+    if (wholePage) {
+      threadSource = kb.add(kb.mul(firstKey, index(recordBytes)), byte);
+      threadSource = kb.add(tileBytes, threadSource);
+    }
     Value inPass = kb.cmpi(arith::CmpIPredicate::slt, tid,
                            index(keysPerPass * chunksPerRecord));
     for (int64_t pass = 0; pass * keysPerPass < tileKeys; ++pass) {
@@ -591,11 +612,14 @@ void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
       if ((pass + 1) * keysPerPass > tileKeys)
         active = kb.land(
             active, kb.cmpi(arith::CmpIPredicate::slt, key, index(tileKeys)));
+      auto copyPass = [&] {
+        copy(key, byte, dst, threadSource, pass * keysPerPass);
+      };
       if (keysPerPass * chunksPerRecord == blockThreads &&
           (pass + 1) * keysPerPass <= tileKeys)
-        copy(key, byte, dst);
+        copyPass();
       else
-        kb.ifThen(active, [&] { copy(key, byte, dst); });
+        kb.ifThen(active, copyPass);
     }
     return;
   }
@@ -606,10 +630,11 @@ void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
     Value inRecord =
         kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunksPerRecord));
     kb.ifThen(inRecord, [&] {
+      Value threadSource = wholePage ? kb.add(tileBytes, byte) : Value();
       for (int64_t key = 0; key < tileKeys; ++key) {
         Value dst = kb.add(slotBase, byte);
         dst = kb.add(dst, index(key * layout.rawStride));
-        copy(index(key), byte, dst);
+        copy(index(key), byte, dst, threadSource, key);
       }
     });
   }

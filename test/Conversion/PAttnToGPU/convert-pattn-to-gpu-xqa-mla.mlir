@@ -37,8 +37,9 @@
 // into raw slot 0, one commit group. Splits start on whole tiles and a
 // 64-token page holds two, so a tile whose 32 keys end inside the split
 // (tile end <= last) on a mapped page (its first key's entry >= 0) is one
-// run of records of that page: the copies take the page from that one
-// entry and need no source size. Any other tile reads each key's entry
+// run of records of that page: the copies read a flat view of the cache
+// from the tile's first byte (a per-thread offset plus a compile-time one
+// per pass) and need no source size. Any other tile reads each key's entry
 // and zero-fills dead keys (a source size operand).
 // CHECK:   gpu.barrier
 // CHECK:   %[[PAGE:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<96xi32, #gpu.address_space<workgroup>>
@@ -46,8 +47,9 @@
 // CHECK:   %[[MAPPED:.*]] = arith.cmpi sge, %[[PAGE]], %{{.*}} : i32
 // CHECK:   %[[FAST:.*]] = arith.andi %[[WHOLE]], %[[MAPPED]] : i1
 // CHECK:   scf.if %[[FAST]] {
-// CHECK:     %[[TILE_PAGE:.*]] = arith.index_cast %[[PAGE]] : i32 to index
-// CHECK:     nvgpu.device_async_copy %{{.*}}[%[[TILE_PAGE]], %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 16 {bypassL1} : memref<?x64x656xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
+// CHECK:     arith.index_cast %[[PAGE]] : i32 to index
+// CHECK:     %[[FLAT:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [%{{.*}}], strides: [1] : memref<?x64x656xi8> to memref<?xi8>
+// CHECK:     nvgpu.device_async_copy %[[FLAT]][%{{.*}}], %{{.*}}[%{{.*}}], 16 {bypassL1} : memref<?xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
 // CHECK:   } else {
 // CHECK:     memref.load %{{.*}}[%{{.*}}] : memref<96xi32, #gpu.address_space<workgroup>>
 // CHECK:     nvgpu.device_async_copy {{.*}}, 16, {{.*}} {bypassL1} : memref<?x64x656xi8> to memref<63680xi8, #gpu.address_space<workgroup>>
