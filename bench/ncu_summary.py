@@ -13,8 +13,8 @@ and `mla-profile` parts), for each NAME given:
 and prints, per profile: the headline metrics (duration, throughputs, issue
 activity, warps per scheduler, registers, shared memory), the stall reasons
 (warp cycles per issued instruction, by reason), executed instructions and
-stall samples by instruction class and by opcode, and the most-sampled
-instructions.
+stall samples by instruction class, by stretch of code between barriers and
+waits (a tile's phases), and by opcode, and the most-sampled instructions.
 
   python3 bench/ncu_summary.py gpu-results/ncu-mla-B32-L8K-H16-fp8_ds_mla ...
 """
@@ -173,6 +173,40 @@ def sass_profile(sass):
     return by_opcode, by_reason, rows
 
 
+#: Instructions that end a phase of a tile: barriers, the wgmma and cp.async
+#: waits, a cp.async commit.
+PHASE_ENDS = ("BAR", "WARPGROUP.DEPBAR", "DEPBAR", "LDGDEPBAR")
+
+
+def phases(sass):
+    """The kernel cut into stretches of code (in address order) at each
+    PHASE_ENDS instruction: per stretch its first instruction, executed
+    warp instructions, stall samples and most executed opcodes."""
+    source = column(sass, "source")
+    executed = column(sass, "instructions executed")
+    samples = column(sass, "warp stall sampling", "all")
+    address = column(sass, "address")
+    stretches = []
+    current = None
+    for row in sass:
+        text = row[source].strip()
+        words = text.split()
+        if words and words[0].startswith("@"):
+            words = words[1:]
+        full = words[0] if words else "?"
+        if current is None or any(full == end or full.startswith(end + ".")
+                                  for end in PHASE_ENDS):
+            current = {"address": row.get(address, "?"), "first": text,
+                       "executed": 0.0, "samples": 0.0,
+                       "opcodes": collections.Counter()}
+            stretches.append(current)
+        e = number(row.get(executed, 0)) or 0.0
+        current["executed"] += e
+        current["samples"] += number(row.get(samples, 0)) or 0.0
+        current["opcodes"][opcode(text)] += e
+    return stretches
+
+
 def share(part, whole):
     return f"{100.0 * part / whole:.1f}%" if whole else "—"
 
@@ -241,6 +275,22 @@ def summarize(name, out):
     s = sum(v[1] for op, v in by_opcode.items() if op not in counted)
     out.append(f"| other (integer and address arithmetic, branches, moves) "
                f"| {share(e, executed)} | {share(s, samples)} |")
+    out.append("")
+    out.append("Stretches of code between barriers and waits (address "
+               "order; those with 2% or more of either):")
+    out.append("")
+    out.append("| starts at | first instruction | executed | stall samples "
+               "| most executed |")
+    out.append("|---|---|---:|---:|---|")
+    for stretch in phases(sass):
+        e, s = stretch["executed"], stretch["samples"]
+        if e < 0.02 * executed and s < 0.02 * samples:
+            continue
+        top_ops = ", ".join(f"{op} {share(n, e)}"
+                            for op, n in stretch["opcodes"].most_common(4))
+        first = stretch["first"].replace("|", "\\|")
+        out.append(f"| {stretch['address']} | `{first}` | {share(e, executed)}"
+                   f" | {share(s, samples)} | {top_ops} |")
     out.append("")
     top = sorted(by_opcode.items(), key=lambda kv: -kv[1][0])[:12]
     out.append("Opcodes by executed share: " + ", ".join(
