@@ -551,10 +551,11 @@ void XqaMlaBuilder::issueTileCopies(Value tileIndex, Value rawSlot,
     // The cache's pages are contiguous (identity layout): one i8 row.
     Value pageCount = memref::DimOp::create(builder, kb.loc, storage, 0);
     Value flatBytes = kb.mul(pageCount, index(blockSize * recordBytes));
-    auto flatType = MemRefType::get({ShapedType::kDynamic},
-                                    builder.getIntegerType(8));
+    auto flatType =
+        MemRefType::get({ShapedType::kDynamic}, builder.getIntegerType(8));
     flatCache = memref::ReinterpretCastOp::create(
-        builder, kb.loc, flatType, storage, OpFoldResult(builder.getIndexAttr(0)),
+        builder, kb.loc, flatType, storage,
+        OpFoldResult(builder.getIndexAttr(0)),
         ArrayRef<OpFoldResult>{flatBytes},
         ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
     Value pageIndex = kb.toIndex(wholePage);

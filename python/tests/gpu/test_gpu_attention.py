@@ -1468,6 +1468,31 @@ def _mla_decode(module, plan: MlaPlan, tensors: dict) -> torch.Tensor:
     return _bits(tensors["out"])
 
 
+#: The cases with a sequence of more than three pages of 32 keys or more:
+#: the tensor-core kernels copy a tile whose keys are all live on one
+#: mapped page as one run of records, and any other tile key by key.
+MLA_HOLE_CASES = [config for config in MLA_CASES
+                  if config.block_size >= 32 and
+                  max(config.seq_lens) > 3 * config.block_size]
+
+
+@pytest.mark.parametrize("config", MLA_HOLE_CASES, ids=lambda c: c.id)
+def test_mla_unmapped_page_inside_a_sequence(config, gpu_results):
+    """A -1 entry for the third page of the longest sequence masks its keys
+    (zero-filled, never read from page 0), while the tiles around it on
+    mapped pages take the whole-tile copies: the decode meets the float64
+    reference with the same table."""
+    plan, module, tensors, cache = mla_run(config)
+    table = plan.block_table.copy()
+    longest = int(np.argmax(config.seq_lens))
+    table[longest, 2] = -1
+    holed = dict(tensors, block_table=upload(table, "i32"))
+    _check_mla_against_reference(module,
+                                 dataclasses.replace(plan, block_table=table),
+                                 holed, cache, gpu_results,
+                                 "mla_decode (an unmapped page)")
+
+
 @pytest.mark.parametrize("config", MLA_CASES, ids=lambda c: c.id)
 def test_mla_backends_agree(config, gpu_results):
     """The other backend's MLA decode of the same records and query agrees
