@@ -9,15 +9,15 @@
 // (a trailing !llvm.ptr argument, seen by the GPU dialect as an async token
 // so that upstream gpu-to-llvm passes it to every launch and allocation),
 // and the function returns the runtime's status. The kernels themselves are
-// built in CacheKernels.cpp, DecodeKernels.cpp and FoldKernels.cpp.
+// built by the kernel families under Kernels/ (docs/Architecture.md).
 //
 //===----------------------------------------------------------------------===//
 
 #include "pattn/Conversion/PAttnToGPU.h"
-#include "HostChecks.h"
-#include "KernelBuilder.h"
-#include "Kernels.h"
-#include "OpOrder.h"
+#include "Host/HostChecks.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+#include "Host/OpOrder.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"

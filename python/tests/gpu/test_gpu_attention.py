@@ -1242,7 +1242,7 @@ MLA_CASES = [
     ir.MlaConfig(preset="nvfp4_ds_mla_fp8_rope", mode="token", dtype="bf16",
                  block_size=16, query_tokens=4, seq_lens=(2100, 5)),
     # Value scales binades apart from tile to tile: the tensor-core kernel's
-    # per-block exponents move up and down (XqaMlaDecodeKernels.cpp).
+    # per-block exponents move up and down (lib/Conversion/PAttnToGPU/Kernels/Decode/).
     ir.MlaConfig(preset="fp8_ds_mla", mode="none", dtype="bf16",
                  seq_lens=(1500, 33), token_binades=12),
     ir.MlaConfig(preset="nvfp4_ds_mla_fp8_rope", mode="token", dtype="bf16",

@@ -46,7 +46,7 @@ static std::string typeName(mlir::Type type) {
   return name;
 }
 
-/// The rows of the tensor-core MLA kernel (XqaMlaDecodeKernels.cpp), in
+/// The rows of the tensor-core MLA kernel (Kernels/Decode/XqaMla*.cpp), in
 /// the order printEligibilityTable prints them.
 static void checkMlaRows(const AttentionConfig &config,
                          llvm::function_ref<void(std::string)> fail) {

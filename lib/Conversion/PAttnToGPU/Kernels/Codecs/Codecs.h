@@ -13,10 +13,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_CODECS_H
-#define PATTN_LIB_CONVERSION_PATTNTOGPU_CODECS_H
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_CODECS_CODECS_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_CODECS_CODECS_H
 
-#include "KernelBuilder.h"
+#include "Kernels/Common/KernelBuilder.h"
 
 namespace pattn {
 
@@ -67,4 +67,4 @@ mlir::Value f16Splat(KernelBuilder &kb, float value);
 
 } // namespace pattn
 
-#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_CODECS_H
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_CODECS_CODECS_H

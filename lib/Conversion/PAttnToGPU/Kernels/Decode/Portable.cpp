@@ -1,4 +1,4 @@
-//===- DecodeKernels.cpp - The portable split-KV decode kernels -----------===//
+//===- Portable.cpp - The portable split-KV decode kernels ----------------===//
 //
 // Part of the pattn project.
 //
@@ -16,9 +16,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Codecs.h"
-#include "KernelBuilder.h"
-#include "Kernels.h"
+#include "Kernels/Codecs/Codecs.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"

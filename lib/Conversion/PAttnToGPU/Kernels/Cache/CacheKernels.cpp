@@ -12,9 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelBuilder.h"
-#include "Kernels.h"
-#include "TensorCore.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+#include "Kernels/TensorCore/TensorCore.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelBuilder.h"
+#include "Kernels/Common/KernelBuilder.h"
 
 #include <limits>
 

@@ -21,9 +21,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelBuilder.h"
-#include "Kernels.h"
-#include "TensorCore.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+#include "Kernels/TensorCore/TensorCore.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"

@@ -1,4 +1,4 @@
-//===- XqaDecodeKernels.cpp - The tensor-core split-KV decode ------------===//
+//===- XqaPaged.cpp - The tensor-core split-KV decode ---------------------===//
 //
 // Part of the pattn project.
 //
@@ -33,10 +33,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Codecs.h"
-#include "KernelBuilder.h"
-#include "Kernels.h"
-#include "TensorCore.h"
+#include "Kernels/Codecs/Codecs.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+#include "Kernels/TensorCore/TensorCore.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H
-#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_KERNELS_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_KERNELS_H
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Target/TargetDescription.h"
@@ -254,4 +254,4 @@ findQuerySequence(KernelBuilder &kb, mlir::Value token, mlir::Value queryStart,
 
 } // namespace pattn
 
-#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_H
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_KERNELS_H

@@ -4,18 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The warp-level pieces the tensor-core kernels (XqaDecodeKernels.cpp,
-// XqaMlaDecodeKernels.cpp) are built from: mma.sync.m16n8k16 with fp32
+// The warp-level pieces the tensor-core kernels (Decode/XqaPaged.cpp,
+// Decode/XqaMla.cpp) are built from: mma.sync.m16n8k16 with fp32
 // accumulation over f16 or bf16 operands, ldmatrix from shared memory,
 // operand packing, warp shuffles and the base-2 exponential of the online
 // softmax.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_TENSORCORE_H
-#define PATTN_LIB_CONVERSION_PATTNTOGPU_TENSORCORE_H
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_TENSORCORE_TENSORCORE_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_TENSORCORE_TENSORCORE_H
 
-#include "KernelBuilder.h"
+#include "Kernels/Common/KernelBuilder.h"
 
 namespace pattn {
 
@@ -57,4 +57,4 @@ public:
 
 } // namespace pattn
 
-#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_TENSORCORE_H
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_TENSORCORE_TENSORCORE_H

@@ -1,4 +1,4 @@
-//===- XqaMlaDecodeKernels.cpp - The tensor-core MLA decode ---------------===//
+//===- XqaMla.cpp - The tensor-core MLA decode ----------------------------===//
 //
 // Part of the pattn project.
 //
@@ -53,10 +53,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Codecs.h"
-#include "KernelBuilder.h"
-#include "Kernels.h"
-#include "TensorCore.h"
+#include "Kernels/Codecs/Codecs.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+#include "Kernels/TensorCore/TensorCore.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

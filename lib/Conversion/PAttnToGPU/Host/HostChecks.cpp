@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostChecks.h"
+#include "Host/HostChecks.h"
 
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 

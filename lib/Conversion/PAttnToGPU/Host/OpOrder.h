@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_OPORDER_H
-#define PATTN_LIB_CONVERSION_PATTNTOGPU_OPORDER_H
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_OPORDER_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_OPORDER_H
 
 #include "mlir/IR/Operation.h"
 
@@ -32,4 +32,4 @@ void orderOpsDeterministically(mlir::Operation *function);
 
 } // namespace pattn
 
-#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_OPORDER_H
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_OPORDER_H

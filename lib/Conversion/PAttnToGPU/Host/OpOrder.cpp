@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "OpOrder.h"
+#include "Host/OpOrder.h"
 
 #include "mlir/IR/Block.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelBuilder.h"
-#include "Kernels.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
 #include "pattn/Numerics/Numerics.h"
 
 #include <limits>

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_HOSTCHECKS_H
-#define PATTN_LIB_CONVERSION_PATTNTOGPU_HOSTCHECKS_H
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_HOSTCHECKS_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_HOSTCHECKS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -34,4 +34,4 @@ void emitHostSizeChecks(mlir::OpBuilder &builder, mlir::func::FuncOp function);
 
 } // namespace pattn
 
-#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_HOSTCHECKS_H
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_HOSTCHECKS_H
