@@ -218,6 +218,16 @@ DecodeKernels buildXqaDecodeKernels(KernelModule &kernels,
                                     const CacheBuffers &key,
                                     const CacheBuffers &value);
 
+struct DecodeParams;
+
+/// The split merge every decode family shares: a block per (token, head,
+/// 128 channels) combines the splits' partial results (sinks, out_scale,
+/// the output's single rounding); its operands precede the workspace.
+mlir::gpu::GPUFuncOp
+buildMergeKernel(KernelModule &kernels, int64_t valueDim, int64_t kvHeads,
+                 const DecodeParams &params,
+                 llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+
 /// The split merge of a paged attention op (sinks, out_scale, the output's
 /// single rounding); its operands precede the workspace.
 mlir::gpu::GPUFuncOp

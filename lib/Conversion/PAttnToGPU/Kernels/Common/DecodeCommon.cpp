@@ -1,0 +1,120 @@
+//===- DecodeCommon.cpp - What every decode kernel family shares ----------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the decode families' shared layer: the op facts
+// they read, the split-KV workspace contract, launch bounds, the query
+// token's sequence, and the online softmax's -inf conventions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Common/DecodeCommon.h"
+#include "Kernels/Kernels.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+using namespace mlir;
+using namespace pattn;
+
+DecodeParams pattn::decodeParams(PagedAttentionOp op) {
+  DecodeParams params{op.getLoc()};
+  params.query = op.getQuery();
+  params.blockTable = op.getBlockTable();
+  params.seqLens = op.getSeqLens();
+  params.queryStart = op.getQueryStart();
+  params.guard = op.getGuard();
+  params.guardValue = op.getGuardValue().value_or(0);
+  params.queryExponents = op.getQueryExponents();
+  params.sinks = op.getSinks();
+  params.outScale = op.getOutScale();
+  params.out = op.getOut();
+  params.numHeads = static_cast<int64_t>(op.getNumHeads());
+  params.blockSize = op.getKey().getType().getBlockSize();
+  params.softmaxScale = op.getEffectiveSoftmaxScale();
+  params.softcap = op.getSoftcap().convertToFloat();
+  params.window = static_cast<int64_t>(op.getWindow());
+  return params;
+}
+
+DecodeParams pattn::decodeParams(MlaDecodeOp op, int64_t keyDim) {
+  DecodeParams params{op.getLoc()};
+  params.query = op.getQuery();
+  params.blockTable = op.getBlockTable();
+  params.seqLens = op.getSeqLens();
+  params.queryStart = op.getQueryStart();
+  params.out = op.getOut();
+  params.numHeads = static_cast<int64_t>(op.getNumHeads());
+  params.blockSize = op.getCache().getType().getBlockSize();
+  std::optional<APFloat> scale = op.getSoftmaxScale();
+  params.softmaxScale =
+      scale ? scale->convertToFloat() : 1.0f / std::sqrt(float(keyDim));
+  return params;
+}
+
+Value pattn::guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
+  if (!guard)
+    return kb.boolean(true);
+  Value flag = kb.load(guard, {kb.index(0)});
+  return kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(guardValue));
+}
+
+Value pattn::negInf(KernelBuilder &kb) {
+  return kb.f32(-std::numeric_limits<float>::infinity());
+}
+
+Value pattn::isNegInf(KernelBuilder &kb, Value x) {
+  return kb.cmpf(arith::CmpFPredicate::OEQ, x, negInf(kb));
+}
+
+Value pattn::softmaxWeight(KernelBuilder &kb, Value x, Value m) {
+  Value e = kb.exp(kb.fsub(x, m));
+  return kb.select(isNegInf(kb, x), kb.f32(0.0f), e);
+}
+
+MemRefType pattn::workspaceOutputType(MLIRContext *context, int64_t valueDim) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
+                         Float32Type::get(context));
+}
+
+MemRefType pattn::workspaceStatsType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, 2},
+                         Float32Type::get(context));
+}
+
+void pattn::setLaunchBounds(gpu::GPUFuncOp kernel, int64_t threads,
+                            int64_t blocksPerSM) {
+  Builder builder(kernel.getContext());
+  kernel->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                  builder.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  builder.getI32IntegerAttr(int32_t(blocksPerSM)));
+}
+
+std::tuple<Value, Value, Value> pattn::findQuerySequence(KernelBuilder &kb,
+                                                         Value token,
+                                                         Value queryStart,
+                                                         Value perSequence) {
+  if (!queryStart)
+    return {token, kb.i32(1), kb.i32(0)};
+  // The batch is small (one entry per sequence): a linear scan is fine.
+  Value batch = memref::DimOp::create(kb.b, kb.loc, perSequence, 0);
+  Value token32 = kb.toI32(token);
+  SmallVector<Value> found =
+      kb.forLoop(kb.index(0), batch, kb.index(1), {kb.index(0)},
+                 [&](Value b, ValueRange carried) -> SmallVector<Value> {
+                   Value begin = kb.load(queryStart, {b});
+                   Value owns =
+                       kb.cmpi(arith::CmpIPredicate::sge, token32, begin);
+                   return {kb.select(owns, b, carried[0])};
+                 });
+  Value sequence = found[0];
+  Value begin = kb.load(queryStart, {sequence});
+  Value end = kb.load(queryStart, {kb.add(sequence, kb.index(1))});
+  return {sequence, kb.sub(end, begin), kb.sub(token32, begin)};
+}

@@ -1,0 +1,241 @@
+//===- Merge.cpp - The split-KV merge kernel ------------------------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the merge that every decode family shares: a block
+// per (token, head, 128 channels) combines the splits' partial results
+// (unnormalized output, max, sum) from the workspace, adds the sinks,
+// applies the output channel scale and rounds once into the output.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Common/DecodeCommon.h"
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+
+using namespace mlir;
+using namespace pattn;
+
+namespace {
+
+/// Splits whose weights a merge block stages in shared memory at a time.
+constexpr int64_t kMergeSplitsPerChunk = 256;
+/// Splits per iteration of the merge's channel sum: their loads are in
+/// flight together.
+constexpr int64_t kMergeUnroll = 8;
+
+/// acc = body(j, acc) for j in [0, count) in order (the same operations as
+/// a plain loop), kMergeUnroll at a time.
+Value foldInOrder(KernelBuilder &kb, Value count, Value init,
+                  function_ref<Value(Value, Value)> body) {
+  Value unroll = kb.index(kMergeUnroll);
+  Value whole = kb.mul(kb.divs(count, unroll), unroll);
+  Value acc = kb.forLoop(kb.index(0), whole, unroll, {init},
+                         [&](Value j, ValueRange c) -> SmallVector<Value> {
+                           Value a = c[0];
+                           for (int64_t u = 0; u < kMergeUnroll; ++u)
+                             a = body(kb.add(j, kb.index(u)), a);
+                           return {a};
+                         })[0];
+  return kb.forLoop(whole, count, kb.index(1), {acc},
+                    [&](Value j, ValueRange c) -> SmallVector<Value> {
+                      return {body(j, c[0])};
+                    })[0];
+}
+
+/// The merge kernel's arguments and the block's coordinates.
+struct MergeKernel {
+  gpu::GPUFuncOp func;
+  Value weights, sums;               ///< staged per chunk of splits
+  Value guard, sinks, outScale, out; ///< the op's (null when absent)
+  Value partialOut, partialStats;    ///< the workspace
+  Value tid, tokenHead, channel, token, head, kvHead, splits;
+};
+
+/// The kernel: the op's buffers (`hostOperands`), then the workspace.
+MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
+                              KernelBuilder &kb, int64_t valueDim,
+                              int64_t kvHeads, const DecodeParams &p,
+                              SmallVectorImpl<Value> &hostOperands) {
+  MLIRContext *context = p.query.getContext();
+  hostOperands.clear();
+  if (p.guard)
+    hostOperands.push_back(p.guard);
+  if (p.sinks)
+    hostOperands.push_back(p.sinks);
+  if (p.outScale)
+    hostOperands.push_back(p.outScale);
+  hostOperands.push_back(p.out);
+  SmallVector<Type> argTypes = llvm::to_vector(
+      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
+  argTypes.push_back(workspaceOutputType(context, valueDim));
+  argTypes.push_back(workspaceStatsType(context));
+  // Per chunk of splits: their weights and their sums (staged), which also
+  // hold the threads' partial maxima first.
+  auto stageType = MemRefType::get(
+      {kMergeSplitsPerChunk}, builder.getF32Type(), AffineMap(),
+      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+  MergeKernel m;
+  m.func = kernels.create(builder, p.loc, "pattn_merge", argTypes,
+                          {stageType, stageType});
+  m.weights = m.func.getWorkgroupAttributions()[0];
+  m.sums = m.func.getWorkgroupAttributions()[1];
+
+  unsigned arg = 0;
+  auto next = [&]() { return m.func.getArgument(arg++); };
+  m.guard = p.guard ? next() : Value();
+  m.sinks = p.sinks ? next() : Value();
+  m.outScale = p.outScale ? next() : Value();
+  m.out = next();
+  m.partialOut = next();
+  m.partialStats = next();
+  int64_t group = p.numHeads / kvHeads;
+
+  // A block per (row, kBlockThreads channels): thread t merges one channel.
+  m.tid = kb.threadId();
+  m.tokenHead = kb.blockId(gpu::Dimension::x);
+  Value channelBlock = kb.blockId(gpu::Dimension::y);
+  m.channel = kb.mul(channelBlock, kb.index(kBlockThreads));
+  m.channel = kb.add(m.channel, m.tid);
+  m.token = kb.divs(m.tokenHead, kb.index(p.numHeads));
+  m.head = kb.rems(m.tokenHead, kb.index(p.numHeads));
+  m.kvHead = kb.divs(m.head, kb.index(group));
+  m.splits = memref::DimOp::create(builder, p.loc, m.partialStats, 0);
+  return m;
+}
+
+/// The largest split maximum (exact in any order): per thread, per warp
+/// (shuffles), then across the warps through shared memory; and the sink
+/// (null when the op has none), which the maximum includes.
+std::pair<Value, Value> mergeMaximum(KernelBuilder &kb, const MergeKernel &m,
+                                     Value threads) {
+  Value ownMax = kb.forLoop(
+      m.tid, m.splits, threads, {negInf(kb)},
+      [&](Value s, ValueRange c) -> SmallVector<Value> {
+        return {kb.fmax(
+            c[0], kb.load(m.partialStats, {s, m.tokenHead, kb.index(0)}))};
+      })[0];
+  for (int32_t mask = 16; mask >= 1; mask /= 2) {
+    Value other = gpu::ShuffleOp::create(kb.b, kb.loc, ownMax, kb.i32(mask),
+                                         kb.i32(32), gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    ownMax = kb.fmax(ownMax, other);
+  }
+  Value warp = kb.divs(m.tid, kb.index(32));
+  Value laneOfWarp = kb.rems(m.tid, kb.index(32));
+  Value leadsWarp = kb.cmpi(arith::CmpIPredicate::eq, laneOfWarp, kb.index(0));
+  kb.ifThen(leadsWarp, [&] { kb.store(ownMax, m.weights, {warp}); });
+  kb.barrier();
+  Value globalMax = negInf(kb);
+  for (int64_t w = 0; w < kBlockThreads / 32; ++w)
+    globalMax = kb.fmax(globalMax, kb.load(m.weights, {kb.index(w)}));
+  // Sinks of any float type, as ONNX Runtime's T-typed head_sink: f32.
+  Value sink = m.sinks ? kb.toF32(kb.load(m.sinks, {m.head})) : Value();
+  if (sink)
+    globalMax = kb.fmax(globalMax, sink);
+  kb.barrier();
+  return {globalMax, sink};
+}
+
+/// Chunks of splits: their weights and sums staged by the block, then the
+/// denominator and the channel's sum folded in split order (the same
+/// operations, in the same order, as one thread walking them). Returns
+/// (denominator, sum).
+SmallVector<Value> mergeSplits(KernelBuilder &kb, const MergeKernel &m,
+                               Value threads, Value globalMax,
+                               int64_t valueDim) {
+  Value chunk = kb.index(kMergeSplitsPerChunk);
+  Value chunkBegin = kb.index(0);
+  Value zeroDenominator = kb.f32(0.0f);
+  Value zeroSum = kb.f32(0.0f);
+  return kb.forLoop(
+      chunkBegin, m.splits, chunk, {zeroDenominator, zeroSum},
+      [&](Value base, ValueRange c) -> SmallVector<Value> {
+        Value count = kb.mins(chunk, kb.sub(m.splits, base));
+        kb.forLoop(m.tid, count, threads, {},
+                   [&](Value j, ValueRange) -> SmallVector<Value> {
+                     Value s = kb.add(base, j);
+                     Value max =
+                         kb.load(m.partialStats, {s, m.tokenHead, kb.index(0)});
+                     Value sum =
+                         kb.load(m.partialStats, {s, m.tokenHead, kb.index(1)});
+                     kb.store(softmaxWeight(kb, max, globalMax), m.weights,
+                              {j});
+                     kb.store(sum, m.sums, {j});
+                     return {};
+                   });
+        kb.barrier();
+        Value denominator =
+            foldInOrder(kb, count, c[0], [&](Value j, Value acc) {
+              Value l = kb.load(m.sums, {j});
+              Value w = kb.load(m.weights, {j});
+              return kb.fma(l, w, acc);
+            });
+        Value safeChannel = kb.mins(m.channel, kb.index(valueDim - 1));
+        Value sum = foldInOrder(kb, count, c[1], [&](Value j, Value acc) {
+          Value o = kb.load(m.partialOut,
+                            {kb.add(base, j), m.tokenHead, safeChannel});
+          return kb.fma(o, kb.load(m.weights, {j}), acc);
+        });
+        kb.barrier();
+        return {denominator, sum};
+      });
+}
+
+} // namespace
+
+gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
+                                       int64_t kvHeads, const DecodeParams &p,
+                                       SmallVectorImpl<Value> &hostOperands) {
+  OpBuilder builder(p.query.getContext());
+  KernelBuilder kb(builder, p.loc);
+  MergeKernel m = createMergeKernel(kernels, builder, kb, valueDim, kvHeads, p,
+                                    hostOperands);
+  Type outType = cast<MemRefType>(m.out.getType()).getElementType();
+  Value threads = kb.index(kBlockThreads);
+  Value hasChannel =
+      kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
+
+  kb.ifThen(guardAllows(kb, m.guard, p.guardValue), [&] {
+    auto [globalMax, sink] = mergeMaximum(kb, m, threads);
+    SmallVector<Value> totals =
+        mergeSplits(kb, m, threads, globalMax, valueDim);
+    Value denominator = totals[0];
+    // A sink adds exp(sink - max) to the denominator and nothing to the sum.
+    if (sink)
+      denominator = kb.fadd(denominator, softmaxWeight(kb, sink, globalMax));
+    Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
+    Value inverse =
+        kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
+    kb.ifThen(hasChannel, [&] {
+      Value result = kb.fmul(totals[1], inverse);
+      if (m.outScale)
+        result = kb.fmul(result, kb.load(m.outScale, {m.kvHead, m.channel}));
+      // The output's only rounding.
+      Value rounded = arith::TruncFOp::create(kb.b, kb.loc, outType, result);
+      kb.store(rounded, m.out, {m.token, m.head, m.channel});
+    });
+  });
+  gpu::ReturnOp::create(builder, p.loc);
+  return m.func;
+}
+
+auto ::pattn::buildPagedMergeKernel(KernelModule &kernels, PagedAttentionOp op,
+                                    SmallVectorImpl<Value> &hostOperands)
+    -> gpu::GPUFuncOp {
+  CacheType value = op.getValue().getType();
+  return buildMergeKernel(kernels, value.getHeadDim(), value.getKvHeads(),
+                          decodeParams(op), hostOperands);
+}
+
+auto ::pattn::buildMlaMergeKernel(KernelModule &kernels, MlaDecodeOp op,
+                                  SmallVectorImpl<Value> &hostOperands)
+    -> gpu::GPUFuncOp {
+  RecordType record = op.getCache().getType().getRecord();
+  int64_t latent = record.getLane("latent").getCount();
+  int64_t keyDim = latent + record.getLane("rope").getCount();
+  return buildMergeKernel(kernels, latent, /*kvHeads=*/1,
+                          decodeParams(op, keyDim), hostOperands);
+}
