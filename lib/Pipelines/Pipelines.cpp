@@ -92,7 +92,6 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.keysPerSplit = options.keysPerSplit;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
-  convert.keysPerSplit = options.keysPerSplit;
   convert.chips = chipNames;
   convert.hardwareConversions = options.hardwareConversions;
   pm.addPass(createConvertPAttnToGPU(convert));

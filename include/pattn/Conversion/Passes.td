@@ -53,6 +53,13 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     launches from the module of its chip. Cache writes report a rejected slot through the
     runtime's device error word (`pattnRuntimeDeviceErrorWord`).
 
+    The conversion never plans: every decode op must carry the plan
+    `--pattn-plan-decode` recorded (pattn-compile and `--pattn-compile` run
+    it), and each plan is checked against every chip it is lowered for
+    before anything is rewritten: a plan that needs more shared memory per
+    block than a chip has, or wgmma on a chip without it, is an error at the
+    op (a plan made for sm_90a lowered for sm_86, say).
+
     Host functions get a trailing `!llvm.ptr` stream argument; every launch
     and temporary allocation is ordered on it (no host sync, no stream of
     its own), and the function returns the runtime's i32 status
@@ -73,8 +80,6 @@ def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::vector::VectorDialect"
   ];
   let options = [
-    Option<"keysPerSplit", "keys-per-split", "int64_t", /*default=*/"512",
-           "Keys one decode block processes (a multiple of 128)">,
     ListOption<"chips", "chips", "std::string",
                "Chips to build kernels for (default: sm_80, sm_86, sm_89, "
                "sm_90a, sm_100a, sm_120a). Chips with the same conversion "

@@ -1,12 +1,12 @@
-// RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_86,sm_90a,sm_120a" | FileCheck %s
-// RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_90a" | FileCheck %s --check-prefix=ONE
-// RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_90a hardware-conversions=false" | FileCheck %s --check-prefix=SOFT
+// RUN: pattn-opt %s --pattn-select-backend="chip=sm_80 force=portable" --pattn-plan-decode=chips=sm_80,sm_86,sm_90a,sm_120a --convert-pattn-to-gpu="chips=sm_80,sm_86,sm_90a,sm_120a" | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu="chips=sm_90a" | FileCheck %s --check-prefix=ONE
+// RUN: pattn-opt %s --pattn-select-backend="chip=sm_80 force=portable" --pattn-plan-decode=chips=sm_80,sm_90a --convert-pattn-to-gpu="chips=sm_80,sm_90a hardware-conversions=false" | FileCheck %s --check-prefix=SOFT
 // RUN: not pattn-opt %s --convert-pattn-to-gpu="chips=sm_80,sm_70" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: not pattn-opt %s --convert-pattn-to-gpu="keys-per-split=100" 2>&1 | FileCheck %s --check-prefix=SPLIT
+// (The split size is --pattn-plan-decode's: the conversion never plans.)
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_70" 2>&1 | FileCheck %s --check-prefix=PLAN-CHIP
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a keys-per-split=100" 2>&1 | FileCheck %s --check-prefix=PLAN-SPLIT
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a xqa-keys-per-split=8" 2>&1 | FileCheck %s --check-prefix=PLAN-XQA-SPLIT
-// RUN: pattn-opt %s --convert-pattn-to-gpu="chips=sm_100a,sm_120" | FileCheck %s --check-prefix=CC120
+// RUN: pattn-opt %s --pattn-select-backend="chip=sm_100a force=portable" --pattn-plan-decode=chips=sm_100a,sm_120 --convert-pattn-to-gpu="chips=sm_100a,sm_120" | FileCheck %s --check-prefix=CC120
 
 // The chips are grouped by conversion class of the target table: sm_80 and
 // sm_86 decode with bit tricks, sm_90a converts e4m3 with
@@ -86,8 +86,8 @@
 // Option errors name the pass and the option, and do not print the module.
 // BAD: error: convert-pattn-to-gpu: chips: unsupported chip 'sm_70'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
 // BAD-NOT: see current operation
-// SPLIT: error: convert-pattn-to-gpu: keys-per-split=100 must be a positive multiple of 128
 // PLAN-CHIP: error: pattn-plan-decode: chips: unsupported chip 'sm_70'
+// The split size is the plan's; the conversion has no keys-per-split option.
 // PLAN-SPLIT: error: pattn-plan-decode: keys-per-split=100 must be a positive multiple of 128
 // PLAN-XQA-SPLIT: error: pattn-plan-decode: xqa-keys-per-split=8 must be at least 64
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>

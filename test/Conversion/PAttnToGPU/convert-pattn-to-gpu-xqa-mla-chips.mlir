@@ -1,6 +1,6 @@
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_80,sm_89,sm_90a --convert-pattn-to-gpu=chips=sm_80,sm_89,sm_90a 2>/dev/null | FileCheck %s
-// Without --pattn-plan-decode the lowering plans the same way.
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --convert-pattn-to-gpu=chips=sm_80,sm_89,sm_90a 2>/dev/null | FileCheck %s
+// The conversion never plans: without --pattn-plan-decode it stops at the
+// op (convert-pattn-to-gpu-plans.mlir).
 // sm_90 (no wgmma) and sm_90a share a compute capability: a 9.0 device
 // runs sm_90a's module, the arch-specific one.
 // RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90,sm_90a --convert-pattn-to-gpu=chips=sm_90,sm_90a 2>/dev/null | FileCheck %s --check-prefix=HOPPER

@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --pattn-select-backend="chip=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
 
 // A cache write: a single-block slot check, then one block per (token, kv
 // head), 128 threads, writing only when every slot is in range (a rejected

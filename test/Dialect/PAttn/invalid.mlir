@@ -1207,15 +1207,6 @@ func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memr
   return
 }
 
-// -----
-
-!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
-func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
-  // expected-error @below {{chip_plans gives sm_100a the warpgroup plan (heads_per_block = 64), but it has no wgmma}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_100a = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
-  return
-}
-
 //===----------------------------------------------------------------------===//
 // Internal forms: out_scale, guard, rescale_view, scale_normalizer, fold_query
 //===----------------------------------------------------------------------===//

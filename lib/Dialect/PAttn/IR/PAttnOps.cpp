@@ -624,8 +624,8 @@ void PagedAttentionOp::getEffects(
 //===----------------------------------------------------------------------===//
 
 /// chip_plans: per chip a tensor-core plan that replaces `plan` there,
-/// next to a tensor-core `plan`; the warpgroup plan only on chips with
-/// wgmma.
+/// next to a tensor-core `plan`. (Whether a chip can run the plan is the
+/// conversion's check: Planning/VerifyPlans.cpp.)
 static LogicalResult checkChipPlans(Operation *op, Attribute plan,
                                     DictionaryAttr chipPlans) {
   if (!chipPlans)
@@ -645,13 +645,6 @@ static LogicalResult checkChipPlans(Operation *op, Attribute plan,
       return op->emitOpError()
              << "chip_plans entry " << entry.getName().strref()
              << " must be a #pattn.xqa_mla_plan, got " << entry.getValue();
-    // heads_per_block = 64 is the warpgroup (wgmma) kernel.
-    if (chipPlan.getHeadsPerBlock() == 64 &&
-        !getTargetDescription(*chip).hasWgmma)
-      return op->emitOpError()
-             << "chip_plans gives " << entry.getName().strref()
-             << " the warpgroup plan (heads_per_block = 64), but it has no "
-                "wgmma";
   }
   return success();
 }

@@ -1,0 +1,173 @@
+//===- HostRewriter.h - The host side of --convert-pattn-to-gpu -*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The host side of the GPU lowering: each pattn op of an entry function
+// becomes kernel launches ordered on the caller's stream. One `lower` per
+// user op; the kernels come from the families under Kernels/, built into the
+// kernel modules the pass created, and follow the plans the planner recorded.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_HOSTREWRITER_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_HOSTREWRITER_H
+
+#include "Kernels/Kernels.h"
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Target/TargetDescription.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace pattn {
+
+/// The runtime entries that hand a compiled function its status, the
+/// device's compute capability, the device error word and the SM count.
+inline constexpr llvm::StringLiteral kTakeStatus = "pattnRuntimeTakeStatus";
+inline constexpr llvm::StringLiteral kDeviceArch = "pattnRuntimeDeviceArch";
+inline constexpr llvm::StringLiteral kDeviceErrorWord =
+    "pattnRuntimeDeviceErrorWord";
+inline constexpr llvm::StringLiteral kDeviceMultiprocessors =
+    "pattnRuntimeDeviceMultiprocessors";
+
+/// XQA splits: at most this many per (sequence, KV head), each of at least
+/// this many tiles (a split's fixed cost, the pipeline's start and the
+/// merge, is about one tile).
+inline constexpr int64_t kXqaMostSplits = 64;
+inline constexpr int64_t kXqaLeastTilesPerSplit = 4;
+inline constexpr int64_t kXqaMlaMostSplits = 128;
+inline constexpr int64_t kXqaMlaLeastTilesPerSplit = 2;
+
+/// Declares the runtime function `name` taking nothing and returning
+/// `result`; one returning a memref goes through MLIR's C interface.
+void declareRuntimeFunction(mlir::ModuleOp module, llvm::StringRef name,
+                            mlir::Type result);
+
+/// Rewrites one host function.
+class HostRewriter {
+public:
+  HostRewriter(mlir::func::FuncOp function,
+               llvm::ArrayRef<KernelModule *> modules,
+               llvm::ArrayRef<Chip> chips)
+      : function(function), modules(modules), chips(chips),
+        builder(function.getContext()) {}
+
+  mlir::LogicalResult run();
+
+private:
+  mlir::func::FuncOp function;
+  llvm::ArrayRef<KernelModule *> modules;
+  llvm::ArrayRef<Chip> chips;
+  mlir::OpBuilder builder;
+  mlir::Value stream; ///< the async token standing for the caller's stream
+  mlir::Value arch; ///< the device's compute capability (several modules only)
+
+  /// Emits `body` once per kernel module, each under a test of the device's
+  /// compute capability, so that launches use the module built for it.
+  void dispatch(mlir::Location loc,
+                llvm::function_ref<void(KernelModule &)> body);
+
+  mlir::FailureOr<CacheBuffers> resolveCache(mlir::Operation *user,
+                                             mlir::Value cache);
+  mlir::FailureOr<RecordBuffers> resolveRecords(mlir::Operation *user,
+                                                mlir::Value cache);
+
+  /// Launches `kernel` on the stream with 128 threads per block and
+  /// `sharedBytes` of dynamic shared memory.
+  void launch(mlir::Location loc, mlir::gpu::GPUFuncOp kernel,
+              mlir::gpu::KernelDim3 grid, mlir::ValueRange operands,
+              int64_t sharedBytes = 0, int64_t threads = kBlockThreads);
+  void launch(mlir::Location loc, const Kernel &kernel,
+              mlir::gpu::KernelDim3 grid) {
+    launch(loc, kernel.func, grid, kernel.operands);
+  }
+  /// Runs `body` only when `count` (index) is positive: CUDA rejects empty
+  /// grids, and a batch with no tokens is a valid call.
+  void ifPositive(mlir::Location loc, mlir::Value count,
+                  llvm::function_ref<void()> body);
+  mlir::Value dim(mlir::Location loc, mlir::Value memref, int64_t index) {
+    return mlir::memref::DimOp::create(builder, loc, memref, index);
+  }
+
+  mlir::LogicalResult lower(WriteCacheOp op);
+  mlir::LogicalResult lower(WriteRecordOp op);
+  mlir::LogicalResult lower(RotaryOp op);
+  mlir::LogicalResult lower(ScaleNormalizerOp op);
+  mlir::LogicalResult lower(FoldQueryOp op);
+  mlir::LogicalResult lower(PagedAttentionOp op);
+  mlir::LogicalResult lower(MlaDecodeOp op);
+  /// How a decode's blocks cover the work, per split.
+  struct DecodeGrid {
+    /// Portable: a fixed number of keys per split, and a block per (token,
+    /// head group); 0 for the tensor-core kernels.
+    int64_t splitKeys = 0;
+    /// Tensor-core kernels: as many splits of whole tiles of `tileKeys`
+    /// keys as fill the device, given `sharedBytes` per block; a block per
+    /// (sequence, KV head) when `blocksPerSequence` is set (paged XQA),
+    /// else per (token, head group) like the portable kernel (MLA);
+    /// `residentBlocks` of them fit on an SM.
+    int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
+    int64_t blocksPerSequence = 0, blocksPerToken = 0;
+    /// The split search's bounds: at least this many tiles per split, at
+    /// most this many splits.
+    int64_t leastTilesPerSplit = kXqaLeastTilesPerSplit;
+    int64_t mostSplits = kXqaMostSplits;
+  };
+  /// The workspace, then per kernel module the decode and merge launches of
+  /// the kernels `build` makes in that module.
+  void lowerDecode(mlir::Location loc, mlir::Value query,
+                   mlir::Value blockTable, int64_t blockSize, int64_t valueDim,
+                   int64_t numHeads, const DecodeGrid &grid,
+                   llvm::function_ref<DecodeKernels(KernelModule &)> build);
+  /// The same where each kernel module has its own grid, `gridOf(module)`:
+  /// the split count and the workspace are computed under the module's
+  /// dispatch branch.
+  void
+  lowerDecodePerModule(mlir::Location loc, mlir::Value query,
+                       mlir::Value blockTable, int64_t blockSize,
+                       int64_t valueDim, int64_t numHeads,
+                       llvm::function_ref<DecodeGrid(KernelModule &)> gridOf,
+                       llvm::function_ref<DecodeKernels(KernelModule &)> build);
+  /// A decode's split-KV workspace for `tokens` query tokens (`rows` =
+  /// tokens x heads): the split count, the decode blocks per split of the
+  /// tensor-core kernels (null for the portable one), and the partial
+  /// outputs and statistics, allocated on the stream.
+  struct DecodeWorkspace {
+    mlir::Value tokens, rows, splits, blocksPerSplit, partialOut, partialStats;
+  };
+  DecodeWorkspace allocateWorkspace(mlir::Location loc, mlir::Value tokens,
+                                    mlir::Value blockTable, int64_t blockSize,
+                                    int64_t valueDim, int64_t numHeads,
+                                    const DecodeGrid &grid);
+  /// The decode and merge launches of `decode` into `workspace`.
+  void launchDecode(mlir::Location loc, int64_t valueDim,
+                    const DecodeWorkspace &workspace,
+                    const DecodeKernels &decode);
+  void freeWorkspace(mlir::Location loc, const DecodeWorkspace &workspace);
+  /// Launches the slot check (and the positions of a fused `rotary`),
+  /// then `kernel` gated by its flag.
+  void launchCheckedWrite(mlir::Location loc, KernelModule &module,
+                          const Kernel &kernel, mlir::gpu::KernelDim3 grid,
+                          mlir::Value slots, mlir::Value storage,
+                          int64_t blockSize, RotaryOp rotary = nullptr);
+  /// The rotary ops fused into the cache write of their output (keyed by
+  /// the write), and the ops that fusion leaves without work: the rotary
+  /// op, its output's allocation and deallocation.
+  llvm::DenseMap<mlir::Operation *, RotaryOp> fusedRotaries;
+  llvm::SmallPtrSet<mlir::Operation *, 8> fusedAway;
+  void findFusedRotaries();
+  /// Launches `check` (one block; its operands get a flag and the device
+  /// error word appended), then `kernel` (its operands get the flag), which
+  /// does nothing when the check raised the flag.
+  void launchGated(mlir::Location loc, Kernel check, const Kernel &kernel,
+                   mlir::gpu::KernelDim3 grid);
+};
+
+} // namespace pattn
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_HOST_HOSTREWRITER_H

@@ -1,0 +1,92 @@
+//===- VerifyPlans.cpp - Plans checked against the chips built for --------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the check that runs before --convert-pattn-to-gpu
+// rewrites anything: every decode has a plan, and every plan fits the chips
+// whose kernels obey it. A plan made for sm_90a (227 KiB of shared memory
+// per block, wgmma) lowered for sm_86 (99 KiB, no wgmma) is an error here,
+// not a kernel that fails to launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Planning/VerifyPlans.h"
+#include "pattn/Dialect/PAttn/IR/PAttnOps.h"
+#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+
+using namespace mlir;
+using namespace pattn;
+
+/// The shared memory per block that `plan` needs (0 for the portable
+/// kernels, whose shared buffers are static and small).
+static int64_t sharedBytesOf(Attribute plan) {
+  if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
+    return xqa.getSharedBytes();
+  if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
+    return mla.getSharedBytes();
+  return 0;
+}
+
+/// Whether `plan` is the warpgroup (wgmma) MLA kernel's.
+static bool needsWgmma(Attribute plan) {
+  auto mla = dyn_cast<XqaMlaPlanAttr>(plan);
+  return mla && mla.getHeadsPerBlock() == kXqaMlaWarpgroupHeads;
+}
+
+/// The plan --pattn-plan-decode recorded on a decode op (null if none).
+static Attribute recordedPlan(Operation *op) {
+  if (auto paged = dyn_cast<PagedAttentionOp>(op))
+    return paged.getPlanAttr();
+  return cast<MlaDecodeOp>(op).getPlanAttr();
+}
+
+/// The plan that `chip`'s kernels of `op` obey.
+static Attribute planFor(Operation *op, Chip chip) {
+  if (auto mla = dyn_cast<MlaDecodeOp>(op))
+    if (DictionaryAttr chipPlans = mla.getChipPlansAttr())
+      if (Attribute own = chipPlans.get(stringifyChip(chip)))
+        return own;
+  return recordedPlan(op);
+}
+
+static LogicalResult verifyPlanOnChip(Operation *op, Attribute plan,
+                                      Chip chip) {
+  const TargetDescription &target = getTargetDescription(chip);
+  int64_t shared = sharedBytesOf(plan);
+  if (shared > target.sharedMemoryPerBlock)
+    return op->emitOpError()
+           << "has a plan that needs " << shared
+           << " bytes of shared memory per block, but " << target.name
+           << " allows " << target.sharedMemoryPerBlock
+           << ": plan it for the chips it is lowered for "
+              "(--pattn-plan-decode=chips=...)";
+  if (needsWgmma(plan) && !target.hasWgmma)
+    return op->emitOpError()
+           << "has the warpgroup plan (wgmma), but " << target.name
+           << " has no wgmma: plan it for the chips it is lowered for "
+              "(--pattn-plan-decode=chips=...)";
+  return success();
+}
+
+LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
+                                       ArrayRef<Chip> chips) {
+  WalkResult result =
+      function.walk([&](Operation *op) {
+        if (!isa<PagedAttentionOp, MlaDecodeOp>(op))
+          return WalkResult::advance();
+        if (!recordedPlan(op)) {
+          op->emitOpError()
+              << "has no decode plan: run --pattn-plan-decode (with the chips "
+                 "it is lowered for) before --convert-pattn-to-gpu, as "
+                 "pattn-compile and --pattn-compile do";
+          return WalkResult::interrupt();
+        }
+        for (Chip chip : chips)
+          if (failed(verifyPlanOnChip(op, planFor(op, chip), chip)))
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      });
+  return failure(result.wasInterrupted());
+}
