@@ -11,18 +11,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pattn/Numerics/EncodingTable.h"
 #include "pattn/Numerics/Numerics.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <utility>
 
 namespace pattn::numerics {
 
-static constexpr size_t kNvfp4GroupSize = 16;
-static constexpr float kE2M1Max = 6.0f;
-static constexpr uint8_t kI4Bias = 8;
+// The rows these routines are written for; the table holds their numbers.
+static const EncodingInfo &i4Row() { return encodingInfo(Encoding::I4); }
+static const EncodingInfo &nvfp4Row() { return encodingInfo(Encoding::NVFP4); }
 
 std::string_view stringifyStatus(Status status) {
   switch (status) {
@@ -39,69 +38,29 @@ std::string_view stringifyStatus(Status status) {
 }
 
 //===----------------------------------------------------------------------===//
-// Encoding names and sizes
+// Encoding names and sizes: the encoding table's rows
 //===----------------------------------------------------------------------===//
 
-static constexpr std::array<std::pair<Encoding, std::string_view>, 7>
-    kEncodingNames = {{
-        {Encoding::F16, "f16"},
-        {Encoding::BF16, "bf16"},
-        {Encoding::I8, "i8"},
-        {Encoding::F8E4M3, "f8e4m3"},
-        {Encoding::F8E5M2, "f8e5m2"},
-        {Encoding::I4, "i4"},
-        {Encoding::NVFP4, "nvfp4"},
-    }};
-
 std::string_view stringifyEncoding(Encoding encoding) {
-  for (const auto &[candidate, name] : kEncodingNames)
-    if (candidate == encoding)
-      return name;
-  return "unknown";
+  // A value outside the enumerators (a cast integer) has no row.
+  if (size_t(encoding) >= encodingTable().size())
+    return "unknown";
+  return encodingInfo(encoding).name;
 }
 
 std::optional<Encoding> parseEncoding(std::string_view name) {
-  for (const auto &[encoding, candidate] : kEncodingNames)
-    if (candidate == name)
-      return encoding;
+  for (const EncodingInfo &row : encodingTable())
+    if (row.name == name)
+      return row.encoding;
   return std::nullopt;
 }
 
 int64_t rowBytes(Encoding encoding, int64_t headDim) {
-  switch (encoding) {
-  case Encoding::F16:
-  case Encoding::BF16:
-    return headDim * 2;
-  case Encoding::I8:
-  case Encoding::F8E4M3:
-  case Encoding::F8E5M2:
-    return headDim;
-  case Encoding::I4:
-  case Encoding::NVFP4:
-    return (headDim + 1) / 2;
-  }
-  return 0;
+  return encodingInfo(encoding).rowBytes(headDim);
 }
 
 float maxCodeMagnitude(Encoding encoding) {
-  switch (encoding) {
-  case Encoding::F16:
-  case Encoding::BF16:
-    return 0.0f;
-  case Encoding::I8:
-    return 127.0f;
-  case Encoding::I4:
-    return 7.0f;
-  case Encoding::F8E4M3:
-    return 448.0f;
-  case Encoding::F8E5M2:
-    return 57344.0f;
-  case Encoding::NVFP4:
-    // The outer scale maps amax onto the largest group scale (e4m3 448)
-    // times the largest e2m1 code (6).
-    return kE2M1Max * 448.0f;
-  }
-  return 0.0f;
+  return encodingInfo(encoding).maxCodeMagnitude;
 }
 
 //===----------------------------------------------------------------------===//
@@ -160,7 +119,9 @@ static uint8_t nibbleAt(std::span<const uint8_t> packed, size_t i) {
   return (packed[i / 2] >> (4 * (i % 2))) & 0xFu;
 }
 
-static uint8_t biasI4(int8_t code) { return uint8_t(code + kI4Bias) & 0xFu; }
+static uint8_t biasI4(int8_t code) {
+  return uint8_t(code + i4Row().storedCodeBias) & 0xFu;
+}
 
 /// Stores `count` int4 codes, element i given by `codeAt(i)`, biased and two
 /// per byte; an odd count pads the last high nibble with the biased zero.
@@ -169,7 +130,8 @@ static void packBiasedI4(size_t count, std::span<uint8_t> packed,
                          CodeFn codeAt) {
   for (size_t byte = 0; byte < (count + 1) / 2; ++byte) {
     const size_t low = 2 * byte, high = low + 1;
-    const uint8_t highNibble = high < count ? biasI4(codeAt(high)) : kI4Bias;
+    const uint8_t highNibble =
+        high < count ? biasI4(codeAt(high)) : i4Row().storedCodeBias;
     packed[byte] = uint8_t(biasI4(codeAt(low)) | highNibble << 4);
   }
 }
@@ -180,7 +142,7 @@ void packI4(std::span<const int8_t> codes, std::span<uint8_t> packed) {
 
 void unpackI4(std::span<const uint8_t> packed, std::span<int8_t> codes) {
   for (size_t i = 0; i < codes.size(); ++i)
-    codes[i] = int8_t(nibbleAt(packed, i) - kI4Bias);
+    codes[i] = int8_t(nibbleAt(packed, i) - i4Row().storedCodeBias);
 }
 
 //===----------------------------------------------------------------------===//
@@ -195,10 +157,6 @@ static bool isValidScale(float scale) {
   return std::isfinite(scale) && scale >= 0.0f;
 }
 
-static bool isFloatEncoding(Encoding encoding) {
-  return encoding == Encoding::F16 || encoding == Encoding::BF16;
-}
-
 static float amax(std::span<const float> values) {
   float result = 0.0f;
   for (float v : values)
@@ -207,14 +165,15 @@ static float amax(std::span<const float> values) {
 }
 
 /// The checks shared by encodeRow and decodeRow: sizes first, then the
-/// scales (which f16/bf16 rows ignore). nvfp4 has its own row routines and
-/// is rejected here as a size error, the only status that fits.
+/// scales (which f16/bf16 rows ignore). Group-scaled rows (nvfp4) have their
+/// own routines and are rejected here as a size error, the only status that
+/// fits.
 static Status checkRow(Encoding encoding, size_t elements,
                        std::span<const float> scales, size_t bytes) {
-  if (encoding == Encoding::NVFP4 ||
-      int64_t(bytes) != rowBytes(encoding, int64_t(elements)))
+  const EncodingInfo &info = encodingInfo(encoding);
+  if (info.hasGroupScales() || int64_t(bytes) != info.rowBytes(elements))
     return Status::BadSize;
-  if (isFloatEncoding(encoding))
+  if (info.isPlainFloat())
     return Status::Ok;
   if (scales.size() != 1 && scales.size() != elements)
     return Status::BadSize;
@@ -296,7 +255,8 @@ Status decodeRow(Encoding encoding, std::span<const uint8_t> row,
       x[i] = decodeE5M2(row[i]) * scaleAt(scales, i);
       break;
     case Encoding::I4:
-      x[i] = float(nibbleAt(row, i) - kI4Bias) * scaleAt(scales, i);
+      x[i] =
+          float(nibbleAt(row, i) - i4Row().storedCodeBias) * scaleAt(scales, i);
       break;
     case Encoding::NVFP4:
       break; // rejected by checkRow
@@ -311,8 +271,10 @@ Status decodeRow(Encoding encoding, std::span<const uint8_t> row,
 
 static Status checkNvfp4Row(size_t elements, size_t rowSize,
                             size_t groupScaleCount) {
-  if (elements % kNvfp4GroupSize != 0 || rowSize != elements / 2 ||
-      groupScaleCount != elements / kNvfp4GroupSize)
+  const size_t groupSize = nvfp4Row().groupScales.size;
+  if (elements % groupSize != 0 ||
+      int64_t(rowSize) != nvfp4Row().rowBytes(int64_t(elements)) ||
+      groupScaleCount != elements / groupSize)
     return Status::BadSize;
   return Status::Ok;
 }
@@ -327,18 +289,19 @@ Status encodeRowNVFP4(std::span<const float> x, float outerScale,
   if (!isValidScale(outerScale))
     return Status::NonFiniteScale;
 
+  const size_t groupSize = nvfp4Row().groupScales.size;
+  const float maxCode = nvfp4Row().minifloat->maxFinite; // e2m1's 6
   for (size_t group = 0; group < groupScales.size(); ++group) {
-    std::span<const float> values =
-        x.subspan(group * kNvfp4GroupSize, kNvfp4GroupSize);
+    std::span<const float> values = x.subspan(group * groupSize, groupSize);
     std::span<uint8_t> codes =
-        row.subspan(group * kNvfp4GroupSize / 2, kNvfp4GroupSize / 2);
+        row.subspan(group * groupSize / 2, groupSize / 2);
 
     // Two fp32 divisions in this order, exactly as the GPU writer does them.
     const float groupAmax = amax(values);
     uint8_t scaleCode = 0;
     float denominator = 0.0f;
     if (groupAmax != 0.0f && outerScale != 0.0f) {
-      scaleCode = encodeE4M3(groupAmax / kE2M1Max / outerScale);
+      scaleCode = encodeE4M3(groupAmax / maxCode / outerScale);
       denominator = decodeE4M3(scaleCode) * outerScale;
     }
     // A zero denominator (zero group, zero outer scale, or a group scale that
@@ -367,8 +330,9 @@ Status decodeRowNVFP4(std::span<const uint8_t> row,
   if (!isValidScale(outerScale))
     return Status::NonFiniteScale;
 
+  const size_t groupSize = nvfp4Row().groupScales.size;
   for (size_t i = 0; i < x.size(); ++i) {
-    const float groupScale = decodeE4M3(groupScales[i / kNvfp4GroupSize]);
+    const float groupScale = decodeE4M3(groupScales[i / groupSize]);
     const float code = decodeE2M1(nibbleAt(row, i));
     x[i] = (code * groupScale) * outerScale;
   }

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pattn/Numerics/EncodingTable.h"
 #include "pattn/Numerics/Numerics.h"
 
 #include <algorithm>
@@ -40,20 +41,31 @@ struct Format {
 
 } // namespace
 
+/// The format of a cache minifloat, its fields from the encoding table (the
+/// kernel builders' encoders read the same fields).
+static constexpr Format cacheFormat(const MinifloatFields &fields,
+                                    Specials specials, uint32_t nanBits) {
+  return {fields.exponentBits,
+          fields.mantissaBits,
+          fields.bias,
+          specials,
+          fields.maxMagnitudeCode,
+          nanBits};
+}
+
 // Arguments: exponent bits, mantissa bits, bias, specials, largest
-// finite magnitude, canonical NaN. e2m1 has no NaN, so a NaN encodes as +0.
+// finite magnitude, canonical NaN.
 // clang-format off
 static constexpr Format kF16{
     5, 10, 15, Specials::Ieee, 0x7BFF, 0x7E00};
 static constexpr Format kBF16{
     8, 7, 127, Specials::Ieee, 0x7F7F, 0x7FC0};
-static constexpr Format kE4M3{
-    4, 3, 7, Specials::AllOnesNaN, 0x7E, 0x7F};
-static constexpr Format kE5M2{
-    5, 2, 15, Specials::Ieee, 0x7B, 0x7F};
-static constexpr Format kE2M1{
-    2, 1, 1, Specials::None, 0x7, 0x0};
 // clang-format on
+// e2m1 has no NaN, so a NaN encodes as +0.
+static constexpr Format kE4M3 =
+    cacheFormat(kE4M3Fields, Specials::AllOnesNaN, 0x7F);
+static constexpr Format kE5M2 = cacheFormat(kE5M2Fields, Specials::Ieee, 0x7F);
+static constexpr Format kE2M1 = cacheFormat(kE2M1Fields, Specials::None, 0x0);
 
 /// Rounds a non-negative value to the nearest integer, ties to even. Unlike
 /// std::nearbyint it does not depend on the current rounding mode.

@@ -211,10 +211,31 @@ void LaneAttr::print(AsmPrinter &printer) const {
 // CacheType
 //===----------------------------------------------------------------------===//
 
-/// The numerics library's view of an IR encoding; both enums list SPEC §2's
-/// encodings in the same order.
-static numerics::Encoding toNumerics(Encoding encoding) {
-  return static_cast<numerics::Encoding>(static_cast<uint32_t>(encoding));
+// Case by case rather than a cast: the two enums need not list the
+// encodings in the same order, and -Wswitch names an IR encoding that has
+// no numerics counterpart.
+numerics::Encoding pattn::toNumerics(Encoding encoding) {
+  switch (encoding) {
+  case Encoding::f16:
+    return numerics::Encoding::F16;
+  case Encoding::bf16:
+    return numerics::Encoding::BF16;
+  case Encoding::i8:
+    return numerics::Encoding::I8;
+  case Encoding::f8e4m3:
+    return numerics::Encoding::F8E4M3;
+  case Encoding::f8e5m2:
+    return numerics::Encoding::F8E5M2;
+  case Encoding::i4:
+    return numerics::Encoding::I4;
+  case Encoding::nvfp4:
+    return numerics::Encoding::NVFP4;
+  }
+  llvm_unreachable("unknown encoding");
+}
+
+const numerics::EncodingInfo &pattn::encodingInfo(Encoding encoding) {
+  return numerics::encodingInfo(toNumerics(encoding));
 }
 
 /// block_size: a power of two in [16, kMaxBlockSize].
@@ -239,7 +260,8 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (kvHeads < 1 || kvHeads > kMaxHeads)
     return emitError() << "kv_heads " << kvHeads << " must be in [1, "
                        << kMaxHeads << "]";
-  int64_t multiple = encoding == Encoding::nvfp4 ? 16 : 8;
+  const numerics::EncodingInfo &info = encodingInfo(encoding);
+  int64_t multiple = info.headDimMultiple;
   if (headDim < multiple || headDim % multiple != 0)
     return emitError() << "head_dim " << headDim
                        << " must be a positive multiple of " << multiple
@@ -247,15 +269,16 @@ LogicalResult CacheType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (headDim > kMaxHeadDim)
     return emitError() << "head_dim " << headDim << " exceeds the limit of "
                        << kMaxHeadDim;
-  bool isFloat = encoding == Encoding::f16 || encoding == Encoding::bf16;
-  if (isFloat && scale != ScaleGranularity::none)
+  if (info.isPlainFloat() && scale != ScaleGranularity::none)
     return emitError() << stringifyEncoding(encoding)
                        << " caches store values and take no scale (got "
                        << stringifyScaleGranularity(scale) << ")";
-  if (encoding == Encoding::nvfp4 && scale != ScaleGranularity::tensor &&
+  // Group scales carry the per-channel part; what is left is one outer
+  // scale per tensor or per token.
+  if (info.hasGroupScales() && scale != ScaleGranularity::tensor &&
       scale != ScaleGranularity::token)
-    return emitError() << "nvfp4's outer scale must be 'tensor' or 'token' "
-                          "(got "
+    return emitError() << stringifyEncoding(encoding)
+                       << "'s outer scale must be 'tensor' or 'token' (got "
                        << stringifyScaleGranularity(scale) << ")";
   return success();
 }
@@ -278,7 +301,9 @@ SmallVector<int64_t> CacheType::getStorageShape(int64_t numBlocks) const {
 }
 
 SmallVector<int64_t> CacheType::getGroupScaleShape(int64_t numBlocks) const {
-  return pagedShape(*this, numBlocks, getHeadDim() / 16);
+  const numerics::EncodingInfo &info = encodingInfo(getEncoding());
+  assert(info.hasGroupScales() && "a cache without group scales");
+  return pagedShape(*this, numBlocks, getHeadDim() / info.groupScales.size);
 }
 
 SmallVector<int64_t> CacheType::getTokenScaleShape(int64_t numBlocks) const {
@@ -286,7 +311,7 @@ SmallVector<int64_t> CacheType::getTokenScaleShape(int64_t numBlocks) const {
 }
 
 bool CacheType::needsGroupScales() const {
-  return getEncoding() == Encoding::nvfp4;
+  return encodingInfo(getEncoding()).hasGroupScales();
 }
 
 bool CacheType::needsTokenScales() const {

@@ -79,13 +79,15 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value, int64_t rows,
   layout.valueRowStride = value.getRowBytes() + 16;
   layout.valueRows = stage;
   stage += align16(keysPerTile * layout.valueRowStride);
-  if (key.getEncoding() == Encoding::nvfp4) {
-    layout.keyGroupStride = headDim / 16;
+  if (key.needsGroupScales()) {
+    layout.keyGroupStride =
+        headDim / encodingInfo(key.getEncoding()).groupScales.size;
     layout.keyGroupScales = stage;
     stage += align16(keysPerTile * layout.keyGroupStride);
   }
-  if (value.getEncoding() == Encoding::nvfp4) {
-    layout.valueGroupStride = valueDim / 16;
+  if (value.needsGroupScales()) {
+    layout.valueGroupStride =
+        valueDim / encodingInfo(value.getEncoding()).groupScales.size;
     layout.valueGroupScales = stage;
     stage += align16(keysPerTile * layout.valueGroupStride);
   }
@@ -217,7 +219,8 @@ MlaRecordLayout describeMlaRecord(RecordType record) {
     layout.latentScaleGroup = latent.getCount() / latentScale.getCount();
   } else if (isa<Float4E2M1FNType>(latentType) && latentScale &&
              isa<Float8E4M3FNType>(latentScale.getElementType()) &&
-             latent.getCount() / latentScale.getCount() == 16)
+             latent.getCount() / latentScale.getCount() ==
+                 encodingInfo(Encoding::nvfp4).groupScales.size)
     layout.latentFormat = MlaLatentFormat::E2M1GroupScaled;
 
   Type ropeType = rope.getElementType();

@@ -166,12 +166,12 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
   // f16, f16 a narrower range than bf16); quantized codes are exact in both.
   if (config.activation &&
       (config.activation.isF16() || config.activation.isBF16())) {
-    pattn::Encoding other = config.activation.isF16() ? pattn::Encoding::bf16
-                                                      : pattn::Encoding::f16;
+    pattn::Encoding same = config.activation.isF16() ? pattn::Encoding::f16
+                                                     : pattn::Encoding::bf16;
     for (auto [side, encoding] :
          {std::pair<const char *, pattn::Encoding>{"K", config.keyEncoding},
           {"V", config.valueEncoding}})
-      if (encoding == other)
+      if (pattn::encodingInfo(encoding).isPlainFloat() && encoding != same)
         fail(llvm::formatv("{0} cache {1} with {2} activations", side,
                            pattn::stringifyEncoding(encoding),
                            config.activation.isF16() ? "f16" : "bf16"));

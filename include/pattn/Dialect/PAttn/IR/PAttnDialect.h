@@ -12,6 +12,8 @@
 #ifndef PATTN_DIALECT_PATTN_IR_PATTNDIALECT_H
 #define PATTN_DIALECT_PATTN_IR_PATTNDIALECT_H
 
+#include "pattn/Numerics/EncodingTable.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -32,6 +34,14 @@ inline constexpr int64_t kMaxRecordBytes = 4096;
 
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h.inc"
 #include "pattn/Dialect/PAttn/IR/PAttnEnums.h.inc"
+
+namespace pattn {
+/// The numerics library's encoding for an IR encoding: the one place the two
+/// enums meet (a switch over every enumerator, without a default).
+numerics::Encoding toNumerics(Encoding encoding);
+/// The encoding table's row of an IR encoding (SPEC §2).
+const numerics::EncodingInfo &encodingInfo(Encoding encoding);
+} // namespace pattn
 
 #define GET_ATTRDEF_CLASSES
 #include "pattn/Dialect/PAttn/IR/PAttnAttrs.h.inc"

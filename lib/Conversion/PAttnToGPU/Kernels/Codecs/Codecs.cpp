@@ -26,16 +26,7 @@ using namespace pattn;
 namespace pattn {
 
 int64_t elementsPerWord(Encoding encoding) {
-  switch (encoding) {
-  case Encoding::f16:
-  case Encoding::bf16:
-    return 2;
-  case Encoding::i4:
-  case Encoding::nvfp4:
-    return 8;
-  default:
-    return 4;
-  }
+  return encodingInfo(encoding).codesPerWord;
 }
 
 Value f16PairOf(KernelBuilder &kb, Value bits) {
@@ -257,7 +248,7 @@ SmallVector<Value> decodeWordHalves(KernelBuilder &kb, Encoding encoding,
 SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
                               Value word) {
   SmallVector<Value> values(elementsPerWord(encoding));
-  if (encoding == Encoding::f16 || encoding == Encoding::bf16) {
+  if (encodingInfo(encoding).isPlainFloat()) {
     // Two 16-bit fields widened directly (no vector round trip).
     for (int64_t k = 0; k < 2; ++k) {
       Value bits =

@@ -32,7 +32,8 @@ struct ChannelPair {
 /// KernelBuilder::fp4Subnormal.
 inline constexpr float kFp4SubnormalScale = 16384.0f;
 
-/// Elements of `encoding` in a 32-bit word: 2, 4 or 8.
+/// Elements of `encoding` in a 32-bit word: 2, 4 or 8 (its row's codes per
+/// word).
 int64_t elementsPerWord(pattn::Encoding encoding);
 
 /// The unscaled values of a little-endian word of codes, as pairs (which

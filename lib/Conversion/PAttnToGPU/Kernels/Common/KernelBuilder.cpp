@@ -14,6 +14,7 @@
 
 #include "Kernels/Common/KernelBuilder.h"
 
+#include <cassert>
 #include <limits>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -345,34 +346,37 @@ Value KernelBuilder::decodeE2M1(Value code) {
   return fmul(decodeF16Bits(bits), f32(16384.0f)); // 2^(15 - 1)
 }
 
+MinifloatFormat MinifloatFormat::of(pattn::Encoding encoding) {
+  const numerics::EncodingInfo &info = encodingInfo(encoding);
+  assert(info.isMinifloat() && "not a minifloat encoding");
+  return of(*info.minifloat);
+}
+
 Value KernelBuilder::quantize(pattn::Encoding encoding, Value x, Value scale) {
-  using pattn::Encoding;
+  const numerics::EncodingInfo &info = encodingInfo(encoding);
+  // Plain floats have no code, and group-scaled codes need their group's
+  // scale first (the nvfp4 writer builds those itself).
+  if (info.isPlainFloat() || info.hasGroupScales())
+    llvm_unreachable("quantize: not an integer or fp8 encoding");
   Value t = fdiv(x, scale);
   Value code;
-  auto clampRound = [&](float low, float high) {
+  if (info.isInteger()) {
+    float low = float(info.minIntegerCode), high = info.maxCodeMagnitude;
     Value raised = arith::MaxNumFOp::create(b, loc, t, f32(low));
     Value clamped = arith::MinNumFOp::create(b, loc, raised, f32(high));
-    return arith::FPToSIOp::create(b, loc, b.getI32Type(), roundEven(clamped));
-  };
-  switch (encoding) {
-  case Encoding::i8:
-    code = andi(clampRound(-128.0f, 127.0f), i32(0xFF));
-    break;
-  case Encoding::i4:
-    code = add(clampRound(-8.0f, 7.0f), i32(8));
-    break;
-  case Encoding::f8e4m3:
-    code = encodeMinifloat(t, MinifloatFormat::e4m3());
-    break;
-  case Encoding::f8e5m2:
-    code = encodeMinifloat(t, MinifloatFormat::e5m2());
-    break;
-  default:
-    llvm_unreachable("quantize: not an integer or fp8 encoding");
+    code = arith::FPToSIOp::create(b, loc, b.getI32Type(), roundEven(clamped));
+    // Biased codes (i4) are stored as code + bias, the others as the low
+    // bits of their two's complement (i8).
+    if (info.storedCodeBias)
+      code = add(code, i32(info.storedCodeBias));
+    else
+      code = andi(code, i32(int32_t((1u << info.bitsPerCode) - 1)));
+  } else {
+    code = encodeMinifloat(t, MinifloatFormat::of(*info.minifloat));
   }
   Value zeroScale = cmpf(arith::CmpFPredicate::OEQ, scale, f32(0.0f));
   // A zero scale stores the zero code: 0 for i8/fp8, the biased 8 for i4.
-  Value zeroCode = i32(encoding == Encoding::i4 ? 8 : 0);
+  Value zeroCode = i32(info.storedCodeBias);
   return select(zeroScale, zeroCode, code);
 }
 

@@ -26,6 +26,8 @@
 namespace pattn {
 
 /// A sign-magnitude minifloat: E4M3FN, E5M2 or E2M1 (all saturating here).
+/// Built from the encoding table's rows, whose fields the numerics library's
+/// scalar codecs use too.
 struct MinifloatFormat {
   int exponentBits;
   int mantissaBits;
@@ -33,9 +35,16 @@ struct MinifloatFormat {
   float maxFinite;
   int maxCode; ///< magnitude bits of maxFinite
 
-  static MinifloatFormat e4m3() { return {4, 3, 7, 448.0f, 0x7E}; }
-  static MinifloatFormat e5m2() { return {5, 2, 15, 57344.0f, 0x7B}; }
-  static MinifloatFormat e2m1() { return {2, 1, 1, 6.0f, 0x7}; }
+  static MinifloatFormat of(const numerics::MinifloatFields &fields) {
+    return {fields.exponentBits, fields.mantissaBits, fields.bias,
+            fields.maxFinite, int(fields.maxMagnitudeCode)};
+  }
+  /// The format of the codes of a minifloat encoding (nvfp4's: e2m1).
+  static MinifloatFormat of(pattn::Encoding encoding);
+
+  static MinifloatFormat e4m3() { return of(pattn::Encoding::f8e4m3); }
+  static MinifloatFormat e5m2() { return of(pattn::Encoding::f8e5m2); }
+  static MinifloatFormat e2m1() { return of(pattn::Encoding::nvfp4); }
 };
 
 /// Emits IR at an insertion point; every helper returns the new value.
@@ -151,7 +160,8 @@ public:
 
   /// Quantized code of x / scale for an integer or fp8 encoding (zero scale
   /// gives 0), returned as the byte / nibble to store, in an i32: i8 codes
-  /// two's complement, i4 codes biased by 8, fp8 codes as is.
+  /// two's complement, i4 codes biased by 8, fp8 codes as is (the row's
+  /// range, minifloat fields and stored-code bias).
   mlir::Value quantize(pattn::Encoding encoding, mlir::Value x,
                        mlir::Value scale);
 
