@@ -31,188 +31,26 @@
 // through shared memory and the block writes the same partial results as
 // the portable kernel, which the shared merge kernel combines.
 //
+// What moves into shared memory (the key range, the query tile, the page
+// lookups and the cp.async ring) is in XqaPagedCopies.cpp.
+//
 //===----------------------------------------------------------------------===//
 
+#include "Kernels/Decode/XqaPaged.h"
 #include "Kernels/Codecs/Codecs.h"
-#include "Kernels/Common/KernelBuilder.h"
-#include "Kernels/Kernels.h"
-#include "Kernels/TensorCore/TensorCore.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
 using namespace mlir;
 using namespace pattn;
-
-namespace {
-
-/// One side (K or V) of the cache as the XQA kernel reads it.
-struct XqaSide {
-  CacheType type;
-  Value storage, groupScales, tokenScales, scale; ///< kernel arguments
-  /// Codes per 32-bit word (2, 4 or 8) and 16-byte row segments.
-  int64_t perWord = 0, segments = 0;
-  int64_t rows = 0, rowStride = 0, groupOffset = -1, groupStride = 0,
-          tokenOffset = -1;
-};
-
-class XqaBuilder {
-public:
-  XqaBuilder(KernelModule &kernels, PagedAttentionOp op, XqaPlanAttr plan,
-             const CacheBuffers &key, const CacheBuffers &value)
-      : kernels(kernels), op(op), plan(plan), keyBuffers(key),
-        valueBuffers(value), builder(op.getContext()), kb(builder, op.getLoc()),
-        tc(kb, /*bf16=*/false) {}
-
-  gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
-
-private:
-  KernelModule &kernels;
-  PagedAttentionOp op;
-  XqaPlanAttr plan;
-  const CacheBuffers &keyBuffers, &valueBuffers;
-  OpBuilder builder;
-  KernelBuilder kb;
-  MmaBuilder tc;
-
-  // Static facts.
-  bool bf16 = false;
-  int64_t headDim = 0, valueDim = 0, kvHeads = 0, group = 0, numHeads = 0;
-  int64_t rows = 0, mTiles = 0, tileKeys = 0, stages = 0, keyWarps = 0,
-          valueWarps = 0, blockSize = 0, resident = 0;
-  XqaSharedLayout layout;
-  XqaSide key, value;
-
-  int64_t window = 0, nTiles = 0; ///< nTiles: this warp's 8-channel tiles
-  float softcap = 0.0f;
-
-  // Kernel values.
-  Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last, tid,
-      lane, groupId, threadInGroup, keyGroup, valueGroup;
-  Value blockTable, liveKeys;
-  /// The block's keys: [first, last) of the sequence, tiles from firstTile.
-  Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
-  /// Constants of the softmax; softmaxScale includes log2 e without softcap.
-  Value softmaxScale, log2e, negInf, zeroF32;
-  /// The row exponents of a folded query (or null), and then the logit
-  /// scale of rows g and g + 8 of each m-tile (softmaxScale times 2^e).
-  Value queryExponents;
-  SmallVector<Value> rowScales;
-  /// The logit scale of element `at` of a step's scores, for the key
-  /// scale `keyScale` of its column.
-  Value logitScaleAt(int64_t at, Value keyScale) {
-    return rowScales.empty() ? keyScale : rowScales[(at / 8) * 2 + at % 4 / 2];
-  }
-  /// Loads the row exponents of this thread's rows into rowScales.
-  void loadRowScales();
-  Value valueSegmentBase;
-
-  /// Positions in the per-thread loop state: the running max and sum of
-  /// rows g and g + 8 of each m-tile, then the output accumulators.
-  int64_t maxAt(int64_t mt, int64_t h) const { return mt * 2 + h; }
-  int64_t sumAt(int64_t mt, int64_t h) const { return 2 * mTiles + mt * 2 + h; }
-  int64_t accAt(int64_t mt, int64_t nt, int64_t e) const {
-    return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
-  }
-
-  Type operandType() { return tc.operandType(); }
-  Value index(int64_t v) { return kb.index(v); }
-
-  /// A typed view of dynamic shared memory at byte `offset`.
-  Value view(Value offset, ArrayRef<int64_t> shape, Type element) {
-    auto type = MemRefType::get(
-        shape, element, AffineMap(),
-        gpu::AddressSpaceAttr::get(builder.getContext(),
-                                   gpu::AddressSpace::Workgroup));
-    return memref::ViewOp::create(builder, kb.loc, type, smem, offset,
-                                  ValueRange{});
-  }
-  Value view(int64_t offset, ArrayRef<int64_t> shape, Type element) {
-    Value at = index(offset);
-    return view(at, shape, element);
-  }
-  /// Storage indices of byte `byte` of a cache row.
-  SmallVector<Value> address(const XqaSide &side, Value page, Value offset,
-                             Value byte) {
-    if (side.type.getLayout() == Layout::hnd)
-      return {page, kvHead, offset, byte};
-    return {page, offset, kvHead, byte};
-  }
-
-  /// tokenBegin/tokenCount, the sequence length and the block's key range
-  /// (this split, the window) in tiles.
-  void computeKeyRange(Value seqLens, Value queryStart, Value split);
-  /// The query tile in shared memory, and its fragments in registers where
-  /// they are few.
-  void prepareQuery(Value query);
-  /// One 16-key step of a warp: S = Q Kᵀ (mTiles x 2 n-tiles of fp32).
-  SmallVector<Value> scoreStep(Value keyRows, Value stageBase, Value n0);
-  /// The step's base-2 logits: scales, softcap, and masks unless every key
-  /// is live and visible to every real row.
-  SmallVector<Value> logitStep(ArrayRef<Value> scores, Value slot,
-                               Value tileStart, Value stageBase, Value n0);
-  /// The online softmax update of `s` (max, sum, accumulator decay); returns
-  /// P as the A operands of P V, per m-tile.
-  SmallVector<SmallVector<Value>> softmaxStep(ArrayRef<Value> logits,
-                                              SmallVectorImpl<Value> &s);
-  /// O += P V over this warp's value channels.
-  void valueStep(Value valueRows, Value stageBase, Value n0,
-                 ArrayRef<SmallVector<Value>> pOperands,
-                 SmallVectorImpl<Value> &s);
-  /// Merges the key warps through shared memory and writes the block's
-  /// partial output and statistics.
-  void mergeKeyWarps(ArrayRef<Value> state, Value split, Value partialOut,
-                     Value partialStats);
-  void loadQueryTile(Value query);
-  /// The first key position of tile `tileIndex` of the block.
-  Value tileBase(Value tileIndex);
-  /// The copy passes of a tile: per group of sides with the same segments
-  /// per row (one page lookup serves them all), the passes over its chunks.
-  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> copyPasses();
-  /// This thread's block-table entries for the keys it copies of tile
-  /// `tileIndex`, one per copy pass (loads only; nothing waits on them).
-  SmallVector<Value> lookupPages(Value tileIndex);
-  /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given the
-  /// block-table entries `pages` that lookupPages returned for it.
-  void issueTile(Value tileIndex, Value slot, ValueRange pages);
-  /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
-  Value ringRows(const XqaSide &side, Value slot);
-  /// ldmatrix (x4, or x2 when `pair` is false) of 16 keys from `key0` times
-  /// segment `segment` (and `segment` + 1): fragment 2 * σ + h is segment
-  /// `segment` + σ of keys key0 + 8h ..., as 32-bit words.
-  SmallVector<Value> loadSegments(Value rowsView, Value key0, Value segment,
-                                  bool pair, bool transpose);
-  /// The f16x2 / bf16x2 pairs of a raw word of `side` (decodeWordHalves),
-  /// times `groupScale` (a pair) when given.
-  SmallVector<Value> decodeHalves(const XqaSide &side, Value word,
-                                  Value groupScale);
-  /// e4m3 group scales at byte `group` of the rows of keys `keyLow` and
-  /// `keyHigh` in the ring stage at `stageBase`, as one f16 pair.
-  Value groupScalePair(const XqaSide &side, Value stageBase, Value keyLow,
-                       Value keyHigh, Value group);
-  /// The f32 per-token scales of keys `keyLow` and `keyLow` + 1 in the
-  /// ring stage at `stageBase`, as a vector<2xf32>.
-  Value tokenScalePair(const XqaSide &side, Value stageBase, Value keyLow);
-  /// `pair` times `scales` in fp32, rounded once to the operand type.
-  Value scaledPair(Value pair, Value scales);
-  /// A word of f16 or bf16 codes as a pair of that type.
-  Value rawPair(Value word, Encoding encoding);
-  /// The A registers of query k-step `step` (16 columns) of m-tile `mt`:
-  /// kept in registers from the start when they are few, else read from
-  /// the query tile at each use.
-  ArrayRef<Value> queryFragment(int64_t step, int64_t mt);
-  SmallVector<SmallVector<Value>> queryFragments;
-  SmallVector<Value> fragmentScratch;
-  SmallVector<Value> loadQueryFragment(int64_t step, int64_t mt);
-  /// The value channel of n-tile `nTile` (of this warp), column `n`.
-  Value valueChannel(int64_t nTile, Value n);
-};
+using namespace pattn::xqa;
 
 Value XqaBuilder::rawPair(Value word, Encoding encoding) {
   Type element = encoding == Encoding::bf16 ? Type(builder.getBF16Type())
@@ -271,29 +109,6 @@ Value XqaBuilder::groupScalePair(const XqaSide &side, Value stageBase,
   return decodeWordHalves(kb, Encoding::f8e4m3, word)[0];
 }
 
-SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
-  Value row = kb.add(kb.rems(lane, index(16)), index(mt * 16));
-  Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
-  Value column = kb.add(columnHalf, index(step * 16));
-  Value fragment = nvgpu::LdMatrixOp::create(
-      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()), queryTile,
-      ValueRange{row, column}, builder.getBoolAttr(false),
-      builder.getI32IntegerAttr(4));
-  SmallVector<Value> registers;
-  for (int64_t r = 0; r < 4; ++r) {
-    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
-    registers.push_back(tc.bitsOperand(halves));
-  }
-  return registers;
-}
-
-ArrayRef<Value> XqaBuilder::queryFragment(int64_t step, int64_t mt) {
-  if (!queryFragments.empty())
-    return queryFragments[step * mTiles + mt];
-  fragmentScratch = loadQueryFragment(step, mt);
-  return fragmentScratch;
-}
-
 Value XqaBuilder::tokenScalePair(const XqaSide &side, Value stageBase,
                                  Value keyLow) {
   Value scales = view(0, {layout.total / 4}, builder.getF32Type());
@@ -321,291 +136,6 @@ Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
   Value base = kb.mul(segment, index(8 * half));
   Value within = kb.add(kb.mul(n, index(half)), index(nTile % half));
   return kb.add(base, within);
-}
-
-void XqaBuilder::loadQueryTile(Value query) {
-  // rows x head_dim elements: row r = (token i, head j) with r = i * g + j,
-  // logical column c holding channel queryChannel(c); rows past the
-  // sequence's tokens are zeros. The tile is typed f16; bf16 operands are
-  // stored as their bits.
-  Type element = operandType();
-  Type f16 = builder.getF16Type();
-  Type queryElement = cast<MemRefType>(query.getType()).getElementType();
-  int64_t perWord = key.perWord;
-  kb.forLoop(
-      tid, index(rows * headDim), index(kBlockThreads), {},
-      [&](Value item, ValueRange) -> SmallVector<Value> {
-        Value row = kb.divs(item, index(headDim));
-        Value column = kb.rems(item, index(headDim));
-        Value channel = column;
-        if (perWord != 2) {
-          // Within a 16-byte segment (4 x perWord channels) thread t's word
-          // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
-          // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
-          // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
-          // and p + perWord / 2 of the word (decodeWordHalves).
-          Value step = kb.divs(column, index(16));
-          Value within = kb.rems(column, index(16));
-          Value segment = kb.divs(step, index(perWord / 4));
-          Value s = kb.rems(step, index(perWord / 4));
-          Value thread = kb.divs(kb.rems(within, index(8)), index(2));
-          Value elementIndex = kb.rems(within, index(2));
-          Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
-          channel = kb.mul(segment, index(4 * perWord));
-          channel = kb.add(channel, kb.mul(thread, index(perWord)));
-          channel = kb.add(channel, pair);
-          channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
-        }
-        Value token = kb.divs(row, index(group));
-        Value head =
-            kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-        Value live =
-            kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-        Value x = kb.ifElse(
-            live, {element},
-            [&]() -> SmallVector<Value> {
-              Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
-              Value loaded = kb.load(query, {tokenIndex, head, channel});
-              if (queryElement == element)
-                return {loaded};
-              Value wide = kb.toF32(loaded);
-              return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
-            },
-            [&]() -> SmallVector<Value> {
-              return {arith::ConstantOp::create(builder, kb.loc,
-                                                builder.getZeroAttr(element))};
-            })[0];
-        if (bf16)
-          x = arith::BitcastOp::create(builder, kb.loc, f16, x);
-        kb.store(x, queryTile, {row, column});
-        return {};
-      });
-}
-
-Value XqaBuilder::tileBase(Value tileIndex) {
-  Value tileKeysI32 = kb.i32(int32_t(tileKeys));
-  Value firstTileBase = kb.mul(kb.divs(first, tileKeysI32), tileKeysI32);
-  return kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
-}
-
-auto XqaBuilder::copyPasses()
-    -> SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> {
-  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes;
-  SmallVector<SmallVector<XqaSide *>> groups;
-  if (key.segments == value.segments)
-    groups.push_back({&key, &value});
-  else
-    groups.assign({{&key}, {&value}});
-  for (SmallVector<XqaSide *> &sides : groups) {
-    int64_t chunks = tileKeys * sides.front()->segments;
-    for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass)
-      passes.push_back({sides, pass});
-  }
-  return passes;
-}
-
-// The key of the tile that chunk `chunk` of a row of `segments` chunks
-// belongs to, and the byte of the row it starts at.
-static std::pair<Value, Value> chunkKey(KernelBuilder &kb, Value chunk,
-                                        int64_t segments) {
-  Value n = kb.divs(chunk, kb.index(segments));
-  Value segment = kb.rems(chunk, kb.index(segments));
-  Value byte = kb.mul(segment, kb.index(16));
-  return {n, byte};
-}
-
-SmallVector<Value> XqaBuilder::lookupPages(Value tileIndex) {
-  // The block index is clamped into the table, so every load is in bounds
-  // even for keys past the sequence (issueTile masks those).
-  Value base = tileBase(tileIndex);
-  Value blocks =
-      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
-  Value lastBlock = kb.sub(blocks, kb.i32(1));
-  SmallVector<Value> pages;
-  for (const auto &group : copyPasses()) {
-    Value chunk = kb.add(tid, index(group.second * kBlockThreads));
-    Value n = chunkKey(kb, chunk, group.first.front()->segments).first;
-    Value keyPos = kb.add(base, kb.toI32(n));
-    Value blockIndex =
-        kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))), lastBlock);
-    blockIndex = kb.maxs(blockIndex, kb.i32(0));
-    Value row = kb.toIndex(seq);
-    Value column = kb.toIndex(blockIndex);
-    pages.push_back(kb.load(blockTable, {row, column}));
-  }
-  return pages;
-}
-
-void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
-  // Every key of the tile is copied: keys outside [first, last) or on an
-  // unmapped page are zero-filled (cp.async's source size 0), so the ring
-  // never holds stale bytes that a zero weight could turn into NaN.
-  Value base = tileBase(tileIndex);
-  Value stageBase = kb.mul(slot, index(layout.stageBytes));
-  Value ringBase = kb.add(stageBase, index(layout.ring));
-
-  // Whether key n of the tile, on block-table entry `page`, is live; the
-  // page to read (0 when not) and the key's offset in its page.
-  auto keyInfo = [&](Value n, Value page) -> std::tuple<Value, Value, Value> {
-    Value keyPos = kb.add(base, kb.toI32(n));
-    Value afterFirst = kb.cmpi(arith::CmpIPredicate::sge, keyPos, first);
-    Value beforeLast = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
-    Value inRange = kb.land(afterFirst, beforeLast);
-    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
-    Value live = kb.land(inRange, mapped);
-    Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
-    Value safePage = kb.select(live, page, kb.i32(0));
-    return {live, kb.toIndex(safePage), kb.toIndex(offset)};
-  };
-
-  // Rows are copied 16 bytes per cp.async, consecutive threads on
-  // consecutive bytes of a row (coalesced). The thread that copies a key's
-  // first 16 bytes also records whether the key is live and copies its
-  // nvfp4 group scales (head_dim / 16 bytes) and per-token scale.
-  Value all = view(0, {layout.total}, builder.getIntegerType(8));
-  // Chunk `chunk` of `sides` (which have the same segments per row, so the
-  // same key and page): one page lookup serves all of them.
-  auto copyChunk = [&](ArrayRef<XqaSide *> sides, Value chunk, Value entry) {
-    Value n, byte;
-    std::tie(n, byte) = chunkKey(kb, chunk, sides.front()->segments);
-    Value live, page, offset;
-    std::tie(live, page, offset) = keyInfo(n, entry);
-    Value bytes = kb.select(live, index(16), index(0));
-    for (XqaSide *side : sides) {
-      Value dst = kb.add(ringBase, index(side->rows));
-      dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
-      dst = kb.add(dst, byte);
-      nvgpu::DeviceAsyncCopyOp::create(
-          builder, kb.loc, all, ValueRange{dst}, side->storage,
-          address(*side, page, offset, byte), builder.getIndexAttr(16), bytes,
-          builder.getUnitAttr());
-    }
-    Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, byte, index(0));
-    kb.ifThen(firstChunk, [&] {
-      for (XqaSide *side : sides) {
-        if (side == &key) {
-          Value flag = kb.select(live, kb.i32(1), kb.i32(0));
-          Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
-          kb.store(flag, liveKeys, {at});
-        }
-        if (side->groupOffset >= 0) {
-          int64_t size = side->groupStride;
-          // The scales' own element type (f8E4M3FN) on both ends.
-          Type scaleType =
-              cast<MemRefType>(side->groupScales.getType()).getElementType();
-          Value scalesView = view(0, {layout.total}, scaleType);
-          Value scaleDst = kb.add(ringBase, index(side->groupOffset));
-          scaleDst = kb.add(scaleDst, kb.mul(n, index(size)));
-          Value copied = kb.select(live, index(size), index(0));
-          nvgpu::DeviceAsyncCopyOp::create(
-              builder, kb.loc, scalesView, ValueRange{scaleDst},
-              side->groupScales, address(*side, page, offset, index(0)),
-              builder.getIndexAttr(size), copied,
-              size == 16 ? builder.getUnitAttr() : UnitAttr());
-        }
-        if (side->tokenOffset >= 0) {
-          Value scales = view(0, {layout.total / 4}, builder.getF32Type());
-          Value scaleDst = kb.add(ringBase, index(side->tokenOffset));
-          scaleDst = kb.add(scaleDst, kb.mul(n, index(4)));
-          scaleDst = kb.divs(scaleDst, index(4));
-          Value copied = kb.select(live, index(1), index(0));
-          nvgpu::DeviceAsyncCopyOp::create(
-              builder, kb.loc, scales, ValueRange{scaleDst}, side->tokenScales,
-              ValueRange{page, offset, kvHead}, builder.getIndexAttr(1), copied,
-              UnitAttr());
-        }
-      }
-    });
-  };
-  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes = copyPasses();
-  for (size_t i = 0; i < passes.size(); ++i) {
-    ArrayRef<XqaSide *> sides = passes[i].first;
-    int64_t pass = passes[i].second;
-    int64_t chunks = tileKeys * sides.front()->segments;
-    Value chunk = kb.add(tid, index(pass * kBlockThreads));
-    Value entry = pages[i];
-    if ((pass + 1) * kBlockThreads <= chunks) {
-      copyChunk(sides, chunk, entry);
-      continue;
-    }
-    Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
-    kb.ifThen(inTile, [&] { copyChunk(sides, chunk, entry); });
-  }
-}
-
-void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
-  Location loc = kb.loc;
-  if (queryStart) {
-    tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
-    Value nextSeq = kb.add(kb.toIndex(seq), index(1));
-    Value tokenEnd = kb.load(queryStart, {nextSeq});
-    tokenCount = kb.sub(tokenEnd, tokenBegin);
-  } else {
-    tokenBegin = seq;
-    tokenCount = kb.i32(1);
-  }
-  length = kb.load(seqLens, {kb.toIndex(seq)});
-  // The block's keys: the union of its rows' (causal, windowed) ranges,
-  // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
-  // to whole tiles: a function of host-known sizes only.
-  tileKeysI32 = kb.i32(int32_t(tileKeys));
-  Value tableWidth =
-      kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
-  Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
-  Value splits =
-      kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
-  Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
-  perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
-  perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
-  Value splitBegin = kb.mul(kb.toI32(split), perSplit);
-  Value begin = kb.i32(0);
-  firstQueryPos = kb.sub(length, tokenCount);
-  if (window > 0) {
-    Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
-    begin = kb.maxs(begin, windowStart);
-  }
-  first = kb.maxs(begin, splitBegin);
-  last = kb.mins(length, kb.add(splitBegin, perSplit));
-  firstTile = kb.divs(first, tileKeysI32);
-  Value lastTile =
-      kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))), tileKeysI32);
-  Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
-  tileCount = kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
-}
-
-void XqaBuilder::loadRowScales() {
-  // Row r = (token r / g, head kvHead * g + r % g), as in loadQueryTile;
-  // rows past the sequence's tokens (zeros in the tile) keep exponent 0.
-  for (int64_t mt = 0; mt < mTiles; ++mt)
-    for (int64_t h = 0; h < 2; ++h) {
-      Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-      Value token = kb.divs(row, index(group));
-      Value firstHead = kb.mul(kvHead, index(group));
-      Value head = kb.add(firstHead, kb.rems(row, index(group)));
-      Value live =
-          kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-      Value exponent = kb.ifElse(
-          live, {builder.getI32Type()},
-          [&]() -> SmallVector<Value> {
-            Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
-            return {kb.load(queryExponents, {tokenIndex, head})};
-          },
-          [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
-      rowScales.push_back(kb.ldexpSaturating(softmaxScale, exponent));
-    }
-}
-
-void XqaBuilder::prepareQuery(Value query) {
-  loadQueryTile(query);
-  kb.barrier();
-  // At most 32 registers of query fragments stay resident (D128, one
-  // m-tile), and only when registers are not held to 128 for a fourth
-  // block per SM; otherwise they are read from the tile at each use.
-  int64_t querySteps = headDim / 16;
-  if (querySteps * mTiles * 4 <= 32 && resident < 4)
-    for (int64_t step = 0; step < querySteps; ++step)
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        queryFragments.push_back(loadQueryFragment(step, mt));
 }
 
 SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
@@ -987,9 +517,7 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
       });
 }
 
-gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
-  MLIRContext *context = op.getContext();
-  Location loc = op.getLoc();
+void XqaBuilder::computeFacts() {
   headDim = keyBuffers.type.getHeadDim();
   valueDim = valueBuffers.type.getHeadDim();
   kvHeads = keyBuffers.type.getKvHeads();
@@ -1013,7 +541,10 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                            stages, keyWarps);
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
+}
 
+std::array<XqaSidePositions, 2>
+XqaBuilder::collectHostOperands(SmallVectorImpl<Value> &hostOperands) {
   // Kernel arguments: the op's buffers, each side's, then the workspace.
   hostOperands.assign({op.getQuery(), op.getBlockTable(), op.getSeqLens()});
   if (op.getQueryStart())
@@ -1022,11 +553,9 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     hostOperands.push_back(op.getGuard());
   if (op.getQueryExponents())
     hostOperands.push_back(op.getQueryExponents());
-  struct SidePositions {
-    int storage = -1, groups = -1, tokens = -1, scale = -1;
-  } positions[2];
+  std::array<XqaSidePositions, 2> positions;
   auto addSide = [&](const CacheBuffers &buffers, Value scale,
-                     SidePositions &at) {
+                     XqaSidePositions &at) {
     at.storage = hostOperands.size();
     hostOperands.push_back(buffers.storage);
     if (buffers.groupScales) {
@@ -1044,6 +573,34 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   };
   addSide(keyBuffers, op.getKScale(), positions[0]);
   addSide(valueBuffers, op.getVScale(), positions[1]);
+  return positions;
+}
+
+void XqaBuilder::describeSide(XqaSide &side, const CacheBuffers &buffers,
+                              const XqaSidePositions &at, bool isKey,
+                              gpu::GPUFuncOp kernel) {
+  auto arg = [&](int position) {
+    return position < 0 ? Value() : kernel.getArgument(position);
+  };
+  side.type = buffers.type;
+  side.perWord = elementsPerWord(buffers.type.getEncoding());
+  side.segments = buffers.type.getRowBytes() / 16;
+  side.storage = arg(at.storage);
+  side.groupScales = arg(at.groups);
+  side.tokenScales = arg(at.tokens);
+  side.scale = arg(at.scale);
+  side.rows = isKey ? layout.keyRows : layout.valueRows;
+  side.rowStride = isKey ? layout.keyRowStride : layout.valueRowStride;
+  side.groupOffset = isKey ? layout.keyGroupScales : layout.valueGroupScales;
+  side.groupStride = isKey ? layout.keyGroupStride : layout.valueGroupStride;
+  side.tokenOffset = isKey ? layout.keyTokenScales : layout.valueTokenScales;
+}
+
+gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
+                                        XqaArguments &args) {
+  MLIRContext *context = op.getContext();
+  Location loc = op.getLoc();
+  std::array<XqaSidePositions, 2> positions = collectHostOperands(hostOperands);
   SmallVector<Type> argTypes = llvm::to_vector(
       llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
   argTypes.push_back(workspaceOutputType(context, valueDim));
@@ -1056,38 +613,25 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   // assumes the same residency).
   resident = xqaResidentBlocks(plan.getSharedBytes(), kernels.chips);
   setLaunchBounds(kernel, kBlockThreads, resident);
-  auto arg = [&](int position) {
-    return position < 0 ? Value() : kernel.getArgument(position);
-  };
   unsigned next = 0;
-  Value query = kernel.getArgument(next++);
+  args.query = kernel.getArgument(next++);
   blockTable = kernel.getArgument(next++);
-  Value seqLens = kernel.getArgument(next++);
-  Value queryStart = op.getQueryStart() ? kernel.getArgument(next++) : Value();
-  Value guard = op.getGuard() ? kernel.getArgument(next++) : Value();
+  args.seqLens = kernel.getArgument(next++);
+  args.queryStart = op.getQueryStart() ? kernel.getArgument(next++) : Value();
+  args.guard = op.getGuard() ? kernel.getArgument(next++) : Value();
   queryExponents =
       op.getQueryExponents() ? kernel.getArgument(next++) : Value();
-  Value partialOut = kernel.getArgument(argTypes.size() - 2);
-  Value partialStats = kernel.getArgument(argTypes.size() - 1);
+  args.partialOut = kernel.getArgument(argTypes.size() - 2);
+  args.partialStats = kernel.getArgument(argTypes.size() - 1);
 
-  auto describe = [&](XqaSide &side, const CacheBuffers &buffers,
-                      const SidePositions &at, bool isKey) {
-    side.type = buffers.type;
-    side.perWord = elementsPerWord(buffers.type.getEncoding());
-    side.segments = buffers.type.getRowBytes() / 16;
-    side.storage = arg(at.storage);
-    side.groupScales = arg(at.groups);
-    side.tokenScales = arg(at.tokens);
-    side.scale = arg(at.scale);
-    side.rows = isKey ? layout.keyRows : layout.valueRows;
-    side.rowStride = isKey ? layout.keyRowStride : layout.valueRowStride;
-    side.groupOffset = isKey ? layout.keyGroupScales : layout.valueGroupScales;
-    side.groupStride = isKey ? layout.keyGroupStride : layout.valueGroupStride;
-    side.tokenOffset = isKey ? layout.keyTokenScales : layout.valueTokenScales;
-  };
-  describe(key, keyBuffers, positions[0], true);
-  describe(value, valueBuffers, positions[1], false);
+  describeSide(key, keyBuffers, positions[0], true, kernel);
+  describeSide(value, valueBuffers, positions[1], false, kernel);
+  return kernel;
+}
 
+Value XqaBuilder::setUpBlock() {
+  MLIRContext *context = op.getContext();
+  Location loc = op.getLoc();
   smem = gpu::DynamicSharedMemoryOp::create(
       builder, loc,
       MemRefType::get(
@@ -1111,107 +655,127 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
   // The key-liveness flags of every ring slot.
   liveKeys = view(layout.liveKeys, {stages * tileKeys}, builder.getI32Type());
+  return split;
+}
 
+SmallVector<Value> XqaBuilder::startRing() {
+  Location loc = op.getLoc();
+  // Prologue: stages - 1 tiles in flight, and the block-table entries of
+  // the next one loaded (the loop always looks one tile further ahead
+  // than it copies, so no copy waits for its page lookups).
+  for (int64_t s = 0; s + 1 < stages; ++s) {
+    Value stage = kb.i32(int32_t(s));
+    Value needed = kb.cmpi(arith::CmpIPredicate::slt, stage, tileCount);
+    SmallVector<Value> pages = lookupPages(stage);
+    kb.ifThen(needed, [&] { issueTile(stage, index(s), pages); });
+    NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+  }
+  SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
+  return aheadPages;
+}
+
+void XqaBuilder::prepareSoftmax() {
+  softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
+  if (key.type.getScale() == ScaleGranularity::tensor) {
+    Value keyScale = kb.load(key.scale, {index(0)});
+    softmaxScale = kb.fmul(softmaxScale, keyScale);
+  }
+  // Logits are kept in base 2 (times log2 e), so that every exponential
+  // is one ex2.approx; the statistics written out are natural again.
+  log2e = kb.f32(float(M_LOG2E));
+  if (softcap <= 0.0f)
+    softmaxScale = kb.fmul(softmaxScale, log2e);
+  if (queryExponents)
+    loadRowScales();
+  negInf = kb.f32(-std::numeric_limits<float>::infinity());
+}
+
+SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
+  Location loc = op.getLoc();
+  // Per thread: for each m-tile the max and partial sum of rows g and
+  // g + 8, and the output accumulators of this warp's value channels.
+  SmallVector<Value> init;
+  zeroF32 = kb.f32(0.0f);
+  for (int64_t i = 0; i < 2 * mTiles; ++i)
+    init.push_back(negInf);
+  for (int64_t i = 0; i < 2 * mTiles; ++i)
+    init.push_back(zeroF32);
+  for (int64_t i = 0; i < mTiles * nTiles * 4; ++i)
+    init.push_back(zeroF32);
+
+  int64_t keysPerWarp = tileKeys / keyWarps;
+  valueSegmentBase = kb.mul(valueGroup, index(value.segments / valueWarps));
+  Value i32Stages = kb.i32(int32_t(stages));
+
+  size_t softmaxState = init.size();
+  init.append(aheadPages.begin(), aheadPages.end());
+
+  SmallVector<Value> state = kb.forLoop(
+      index(0), kb.toIndex(tileCount), index(1), init,
+      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
+        // Tile `iteration` has landed once at most stages - 2 newer
+        // groups are pending.
+        NVVM::CpAsyncWaitGroupOp::create(builder, loc, int32_t(stages - 2));
+        kb.barrier();
+        Value i32Iteration = kb.toI32(iteration);
+        Value ahead = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
+        Value issue = kb.cmpi(arith::CmpIPredicate::slt, ahead, tileCount);
+        ValueRange pages = carried.drop_front(softmaxState);
+        kb.ifThen(issue, [&] {
+          Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
+          issueTile(ahead, aheadSlot, pages);
+        });
+        NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+        // The next tile's lookups land while this one is computed.
+        SmallVector<Value> nextPages = lookupPages(kb.add(ahead, kb.i32(1)));
+        Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
+        Value keyRows = ringRows(key, slot);
+        Value valueRows = ringRows(value, slot);
+        Value tileStart = tileBase(i32Iteration);
+        Value stageBase =
+            kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+        SmallVector<Value> s(carried.take_front(softmaxState));
+        for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
+          Value n0 =
+              kb.add(kb.mul(keyGroup, index(keysPerWarp)), index(step * 16));
+          SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
+          SmallVector<Value> logits =
+              logitStep(scores, slot, tileStart, stageBase, n0);
+          SmallVector<SmallVector<Value>> pOperands = softmaxStep(logits, s);
+          valueStep(valueRows, stageBase, n0, pOperands, s);
+        }
+        s.append(nextPages.begin(), nextPages.end());
+        return s;
+      });
+  state.resize(softmaxState);
+  return state;
+}
+
+gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
+  computeFacts();
+  XqaArguments args;
+  gpu::GPUFuncOp kernel = createKernel(hostOperands, args);
+  Value split = setUpBlock();
+
+  // A guarded op runs only when guard[0] holds its value (read on the
+  // device: the fold pass guards both forms of a dynamic K table).
   Value allowed = kb.boolean(true);
-  if (guard) {
-    Value stored = kb.load(guard, {index(0)});
+  if (args.guard) {
+    Value stored = kb.load(args.guard, {index(0)});
     allowed = kb.cmpi(arith::CmpIPredicate::eq, stored,
                       kb.i32(op.getGuardValue().value_or(0)));
   }
   kb.ifThen(allowed, [&] {
-    computeKeyRange(seqLens, queryStart, split);
-    prepareQuery(query);
-
-    // Prologue: stages - 1 tiles in flight, and the block-table entries of
-    // the next one loaded (the loop always looks one tile further ahead
-    // than it copies, so no copy waits for its page lookups).
-    for (int64_t s = 0; s + 1 < stages; ++s) {
-      Value stage = kb.i32(int32_t(s));
-      Value needed = kb.cmpi(arith::CmpIPredicate::slt, stage, tileCount);
-      SmallVector<Value> pages = lookupPages(stage);
-      kb.ifThen(needed, [&] { issueTile(stage, index(s), pages); });
-      NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-    }
-    SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
-
-    softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
-    if (key.type.getScale() == ScaleGranularity::tensor) {
-      Value keyScale = kb.load(key.scale, {index(0)});
-      softmaxScale = kb.fmul(softmaxScale, keyScale);
-    }
-    // Logits are kept in base 2 (times log2 e), so that every exponential
-    // is one ex2.approx; the statistics written out are natural again.
-    log2e = kb.f32(float(M_LOG2E));
-    if (softcap <= 0.0f)
-      softmaxScale = kb.fmul(softmaxScale, log2e);
-    if (queryExponents)
-      loadRowScales();
-    negInf = kb.f32(-std::numeric_limits<float>::infinity());
-
-    // Per thread: for each m-tile the max and partial sum of rows g and
-    // g + 8, and the output accumulators of this warp's value channels.
-    SmallVector<Value> init;
-    zeroF32 = kb.f32(0.0f);
-    for (int64_t i = 0; i < 2 * mTiles; ++i)
-      init.push_back(negInf);
-    for (int64_t i = 0; i < 2 * mTiles; ++i)
-      init.push_back(zeroF32);
-    for (int64_t i = 0; i < mTiles * nTiles * 4; ++i)
-      init.push_back(zeroF32);
-
-    int64_t keysPerWarp = tileKeys / keyWarps;
-    valueSegmentBase = kb.mul(valueGroup, index(value.segments / valueWarps));
-    Value i32Stages = kb.i32(int32_t(stages));
-
-    size_t softmaxState = init.size();
-    init.append(aheadPages.begin(), aheadPages.end());
-
-    SmallVector<Value> state = kb.forLoop(
-        index(0), kb.toIndex(tileCount), index(1), init,
-        [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
-          // Tile `iteration` has landed once at most stages - 2 newer
-          // groups are pending.
-          NVVM::CpAsyncWaitGroupOp::create(builder, loc, int32_t(stages - 2));
-          kb.barrier();
-          Value i32Iteration = kb.toI32(iteration);
-          Value ahead = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
-          Value issue = kb.cmpi(arith::CmpIPredicate::slt, ahead, tileCount);
-          ValueRange pages = carried.drop_front(softmaxState);
-          kb.ifThen(issue, [&] {
-            Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
-            issueTile(ahead, aheadSlot, pages);
-          });
-          NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-          // The next tile's lookups land while this one is computed.
-          SmallVector<Value> nextPages = lookupPages(kb.add(ahead, kb.i32(1)));
-          Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
-          Value keyRows = ringRows(key, slot);
-          Value valueRows = ringRows(value, slot);
-          Value tileStart = tileBase(i32Iteration);
-          Value stageBase = kb.add(kb.mul(slot, index(layout.stageBytes)),
-                                   index(layout.ring));
-          SmallVector<Value> s(carried.take_front(softmaxState));
-          for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
-            Value n0 =
-                kb.add(kb.mul(keyGroup, index(keysPerWarp)), index(step * 16));
-            SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
-            SmallVector<Value> logits =
-                logitStep(scores, slot, tileStart, stageBase, n0);
-            SmallVector<SmallVector<Value>> pOperands = softmaxStep(logits, s);
-            valueStep(valueRows, stageBase, n0, pOperands, s);
-          }
-          s.append(nextPages.begin(), nextPages.end());
-          return s;
-        });
-    state.resize(softmaxState);
-
-    mergeKeyWarps(state, split, partialOut, partialStats);
+    computeKeyRange(args.seqLens, args.queryStart, split);
+    prepareQuery(args.query);
+    SmallVector<Value> aheadPages = startRing();
+    prepareSoftmax();
+    SmallVector<Value> state = runTiles(aheadPages);
+    mergeKeyWarps(state, split, args.partialOut, args.partialStats);
   });
-  gpu::ReturnOp::create(builder, loc);
+  gpu::ReturnOp::create(builder, op.getLoc());
   return kernel;
 }
-
-} // namespace
 
 auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
                                     XqaPlanAttr plan, const CacheBuffers &key,

@@ -1,0 +1,228 @@
+//===- XqaPaged.h - The tensor-core split-KV decode's builder ---*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The builder of the XQA decode of pattn.paged_attention, shared by the two
+// files that implement it: XqaPagedCopies.cpp (query staging, page lookups,
+// the cp.async ring, the block's key range) and XqaPaged.cpp (the per-tile
+// steps, the key-warp merge and the kernel). Internal to that family.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAPAGED_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAPAGED_H
+
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
+#include "Kernels/TensorCore/TensorCore.h"
+#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+
+#include <array>
+#include <utility>
+
+namespace pattn::xqa {
+
+/// One side (K or V) of the cache as the XQA kernel reads it.
+struct XqaSide {
+  CacheType type;
+  mlir::Value storage, groupScales, tokenScales, scale; ///< kernel arguments
+  /// Codes per 32-bit word (2, 4 or 8) and 16-byte row segments.
+  int64_t perWord = 0, segments = 0;
+  int64_t rows = 0, rowStride = 0, groupOffset = -1, groupStride = 0,
+          tokenOffset = -1;
+};
+
+/// The kernel arguments that build hands on to its steps.
+struct XqaArguments {
+  mlir::Value query, seqLens, queryStart, guard, partialOut, partialStats;
+};
+
+/// Where each side's buffers are among the kernel arguments (-1: absent).
+struct XqaSidePositions {
+  int storage = -1, groups = -1, tokens = -1, scale = -1;
+};
+
+class XqaBuilder {
+public:
+  XqaBuilder(KernelModule &kernels, PagedAttentionOp op, XqaPlanAttr plan,
+             const CacheBuffers &key, const CacheBuffers &value)
+      : kernels(kernels), op(op), plan(plan), keyBuffers(key),
+        valueBuffers(value), builder(op.getContext()), kb(builder, op.getLoc()),
+        tc(kb, /*bf16=*/false) {}
+
+  mlir::gpu::GPUFuncOp build(llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+
+private:
+  KernelModule &kernels;
+  PagedAttentionOp op;
+  XqaPlanAttr plan;
+  const CacheBuffers &keyBuffers, &valueBuffers;
+  mlir::OpBuilder builder;
+  KernelBuilder kb;
+  MmaBuilder tc;
+
+  // Static facts.
+  bool bf16 = false;
+  int64_t headDim = 0, valueDim = 0, kvHeads = 0, group = 0, numHeads = 0;
+  int64_t rows = 0, mTiles = 0, tileKeys = 0, stages = 0, keyWarps = 0,
+          valueWarps = 0, blockSize = 0, resident = 0;
+  XqaSharedLayout layout;
+  XqaSide key, value;
+
+  int64_t window = 0, nTiles = 0; ///< nTiles: this warp's 8-channel tiles
+  float softcap = 0.0f;
+
+  // Kernel values.
+  mlir::Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
+      tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
+  mlir::Value blockTable, liveKeys;
+  /// The block's keys: [first, last) of the sequence, tiles from firstTile.
+  mlir::Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
+  /// Constants of the softmax; softmaxScale includes log2 e without softcap.
+  mlir::Value softmaxScale, log2e, negInf, zeroF32;
+  /// The row exponents of a folded query (or null), and then the logit
+  /// scale of rows g and g + 8 of each m-tile (softmaxScale times 2^e).
+  mlir::Value queryExponents;
+  llvm::SmallVector<mlir::Value> rowScales;
+  /// The logit scale of element `at` of a step's scores, for the key
+  /// scale `keyScale` of its column.
+  mlir::Value logitScaleAt(int64_t at, mlir::Value keyScale) {
+    return rowScales.empty() ? keyScale : rowScales[(at / 8) * 2 + at % 4 / 2];
+  }
+  /// Loads the row exponents of this thread's rows into rowScales.
+  void loadRowScales();
+  mlir::Value valueSegmentBase;
+
+  /// Positions in the per-thread loop state: the running max and sum of
+  /// rows g and g + 8 of each m-tile, then the output accumulators.
+  int64_t maxAt(int64_t mt, int64_t h) const { return mt * 2 + h; }
+  int64_t sumAt(int64_t mt, int64_t h) const { return 2 * mTiles + mt * 2 + h; }
+  int64_t accAt(int64_t mt, int64_t nt, int64_t e) const {
+    return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
+  }
+
+  mlir::Type operandType() { return tc.operandType(); }
+  mlir::Value index(int64_t v) { return kb.index(v); }
+
+  /// A typed view of dynamic shared memory at byte `offset`.
+  mlir::Value view(mlir::Value offset, llvm::ArrayRef<int64_t> shape,
+                   mlir::Type element);
+  mlir::Value view(int64_t offset, llvm::ArrayRef<int64_t> shape,
+                   mlir::Type element);
+  /// Storage indices of byte `byte` of a cache row.
+  llvm::SmallVector<mlir::Value> address(const XqaSide &side, mlir::Value page,
+                                         mlir::Value offset, mlir::Value byte);
+
+  // The steps of build, in the order it runs them.
+  /// The static facts of the op, its plan and its caches.
+  void computeFacts();
+  /// The host operands, the kernel with its launch bounds, its arguments
+  /// (`args`) and the sides' descriptions.
+  mlir::gpu::GPUFuncOp
+  createKernel(llvm::SmallVectorImpl<mlir::Value> &hostOperands,
+               XqaArguments &args);
+  /// The host operands: the op's buffers, then each side's; returns where
+  /// each side's buffers are among them (key, value).
+  std::array<XqaSidePositions, 2>
+  collectHostOperands(llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+  /// `side` as read from `buffers`, its arguments at `at` of `kernel`.
+  void describeSide(XqaSide &side, const CacheBuffers &buffers,
+                    const XqaSidePositions &at, bool isKey,
+                    mlir::gpu::GPUFuncOp kernel);
+  /// Shared memory views and the block and lane coordinates; returns the
+  /// split (blockIdx.x).
+  mlir::Value setUpBlock();
+  /// The ring's prologue; returns the block-table entries of the first tile
+  /// the loop copies.
+  llvm::SmallVector<mlir::Value> startRing();
+  /// The softmax constants and the rows' logit scales.
+  void prepareSoftmax();
+  /// The loop over the block's tiles, given the pages that startRing looked
+  /// up; returns the per-thread softmax state after the last tile.
+  llvm::SmallVector<mlir::Value>
+  runTiles(llvm::ArrayRef<mlir::Value> aheadPages);
+
+  /// tokenBegin/tokenCount, the sequence length and the block's key range
+  /// (this split, the window) in tiles.
+  void computeKeyRange(mlir::Value seqLens, mlir::Value queryStart,
+                       mlir::Value split);
+  /// The query tile in shared memory, and its fragments in registers where
+  /// they are few.
+  void prepareQuery(mlir::Value query);
+  /// One 16-key step of a warp: S = Q Kᵀ (mTiles x 2 n-tiles of fp32).
+  llvm::SmallVector<mlir::Value>
+  scoreStep(mlir::Value keyRows, mlir::Value stageBase, mlir::Value n0);
+  /// The step's base-2 logits: scales, softcap, and masks unless every key
+  /// is live and visible to every real row.
+  llvm::SmallVector<mlir::Value>
+  logitStep(llvm::ArrayRef<mlir::Value> scores, mlir::Value slot,
+            mlir::Value tileStart, mlir::Value stageBase, mlir::Value n0);
+  /// The online softmax update of `s` (max, sum, accumulator decay); returns
+  /// P as the A operands of P V, per m-tile.
+  llvm::SmallVector<llvm::SmallVector<mlir::Value>>
+  softmaxStep(llvm::ArrayRef<mlir::Value> logits,
+              llvm::SmallVectorImpl<mlir::Value> &s);
+  /// O += P V over this warp's value channels.
+  void valueStep(mlir::Value valueRows, mlir::Value stageBase, mlir::Value n0,
+                 llvm::ArrayRef<llvm::SmallVector<mlir::Value>> pOperands,
+                 llvm::SmallVectorImpl<mlir::Value> &s);
+  /// Merges the key warps through shared memory and writes the block's
+  /// partial output and statistics.
+  void mergeKeyWarps(llvm::ArrayRef<mlir::Value> state, mlir::Value split,
+                     mlir::Value partialOut, mlir::Value partialStats);
+  void loadQueryTile(mlir::Value query);
+  /// The first key position of tile `tileIndex` of the block.
+  mlir::Value tileBase(mlir::Value tileIndex);
+  /// The copy passes of a tile: per group of sides with the same segments
+  /// per row (one page lookup serves them all), the passes over its chunks.
+  llvm::SmallVector<std::pair<llvm::SmallVector<XqaSide *>, int64_t>>
+  copyPasses();
+  /// This thread's block-table entries for the keys it copies of tile
+  /// `tileIndex`, one per copy pass (loads only; nothing waits on them).
+  llvm::SmallVector<mlir::Value> lookupPages(mlir::Value tileIndex);
+  /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given the
+  /// block-table entries `pages` that lookupPages returned for it.
+  void issueTile(mlir::Value tileIndex, mlir::Value slot,
+                 mlir::ValueRange pages);
+  /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
+  mlir::Value ringRows(const XqaSide &side, mlir::Value slot);
+  /// ldmatrix (x4, or x2 when `pair` is false) of 16 keys from `key0` times
+  /// segment `segment` (and `segment` + 1): fragment 2 * σ + h is segment
+  /// `segment` + σ of keys key0 + 8h ..., as 32-bit words.
+  llvm::SmallVector<mlir::Value> loadSegments(mlir::Value rowsView,
+                                              mlir::Value key0,
+                                              mlir::Value segment, bool pair,
+                                              bool transpose);
+  /// The f16x2 / bf16x2 pairs of a raw word of `side` (decodeWordHalves),
+  /// times `groupScale` (a pair) when given.
+  llvm::SmallVector<mlir::Value>
+  decodeHalves(const XqaSide &side, mlir::Value word, mlir::Value groupScale);
+  /// e4m3 group scales at byte `group` of the rows of keys `keyLow` and
+  /// `keyHigh` in the ring stage at `stageBase`, as one f16 pair.
+  mlir::Value groupScalePair(const XqaSide &side, mlir::Value stageBase,
+                             mlir::Value keyLow, mlir::Value keyHigh,
+                             mlir::Value group);
+  /// The f32 per-token scales of keys `keyLow` and `keyLow` + 1 in the
+  /// ring stage at `stageBase`, as a vector<2xf32>.
+  mlir::Value tokenScalePair(const XqaSide &side, mlir::Value stageBase,
+                             mlir::Value keyLow);
+  /// `pair` times `scales` in fp32, rounded once to the operand type.
+  mlir::Value scaledPair(mlir::Value pair, mlir::Value scales);
+  /// A word of f16 or bf16 codes as a pair of that type.
+  mlir::Value rawPair(mlir::Value word, Encoding encoding);
+  /// The A registers of query k-step `step` (16 columns) of m-tile `mt`:
+  /// kept in registers from the start when they are few, else read from
+  /// the query tile at each use.
+  llvm::ArrayRef<mlir::Value> queryFragment(int64_t step, int64_t mt);
+  llvm::SmallVector<llvm::SmallVector<mlir::Value>> queryFragments;
+  llvm::SmallVector<mlir::Value> fragmentScratch;
+  llvm::SmallVector<mlir::Value> loadQueryFragment(int64_t step, int64_t mt);
+  /// The value channel of n-tile `nTile` (of this warp), column `n`.
+  mlir::Value valueChannel(int64_t nTile, mlir::Value n);
+};
+
+} // namespace pattn::xqa
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAPAGED_H

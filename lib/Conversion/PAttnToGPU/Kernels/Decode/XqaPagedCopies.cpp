@@ -1,0 +1,352 @@
+//===- XqaPagedCopies.cpp - The XQA decode's copies into shared memory ----===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements what the XQA decode of pattn.paged_attention
+// (XqaPaged.cpp) moves into shared memory: the block's key range, the query
+// tile and its fragments, the block-table lookups and the cp.async copies
+// of a tile into the ring.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Decode/XqaPaged.h"
+
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <tuple>
+
+using namespace mlir;
+using namespace pattn;
+using namespace pattn::xqa;
+
+Value XqaBuilder::view(Value offset, ArrayRef<int64_t> shape, Type element) {
+  auto type =
+      MemRefType::get(shape, element, AffineMap(),
+                      gpu::AddressSpaceAttr::get(builder.getContext(),
+                                                 gpu::AddressSpace::Workgroup));
+  return memref::ViewOp::create(builder, kb.loc, type, smem, offset,
+                                ValueRange{});
+}
+
+Value XqaBuilder::view(int64_t offset, ArrayRef<int64_t> shape, Type element) {
+  Value at = index(offset);
+  return view(at, shape, element);
+}
+
+SmallVector<Value> XqaBuilder::address(const XqaSide &side, Value page,
+                                       Value offset, Value byte) {
+  if (side.type.getLayout() == Layout::hnd)
+    return {page, kvHead, offset, byte};
+  return {page, offset, kvHead, byte};
+}
+
+void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
+  Location loc = kb.loc;
+  if (queryStart) {
+    tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
+    Value nextSeq = kb.add(kb.toIndex(seq), index(1));
+    Value tokenEnd = kb.load(queryStart, {nextSeq});
+    tokenCount = kb.sub(tokenEnd, tokenBegin);
+  } else {
+    tokenBegin = seq;
+    tokenCount = kb.i32(1);
+  }
+  length = kb.load(seqLens, {kb.toIndex(seq)});
+  // The block's keys: the union of its rows' (causal, windowed) ranges,
+  // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
+  // to whole tiles: a function of host-known sizes only.
+  tileKeysI32 = kb.i32(int32_t(tileKeys));
+  Value tableWidth =
+      kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
+  Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
+  Value splits =
+      kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
+  Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
+  perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
+  perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
+  Value splitBegin = kb.mul(kb.toI32(split), perSplit);
+  Value begin = kb.i32(0);
+  firstQueryPos = kb.sub(length, tokenCount);
+  if (window > 0) {
+    Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
+    begin = kb.maxs(begin, windowStart);
+  }
+  first = kb.maxs(begin, splitBegin);
+  last = kb.mins(length, kb.add(splitBegin, perSplit));
+  firstTile = kb.divs(first, tileKeysI32);
+  Value lastTile =
+      kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))), tileKeysI32);
+  Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
+  tileCount = kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
+}
+
+void XqaBuilder::loadQueryTile(Value query) {
+  // rows x head_dim elements: row r = (token i, head j) with r = i * g + j,
+  // logical column c holding channel queryChannel(c); rows past the
+  // sequence's tokens are zeros. The tile is typed f16; bf16 operands are
+  // stored as their bits.
+  Type element = operandType();
+  Type f16 = builder.getF16Type();
+  Type queryElement = cast<MemRefType>(query.getType()).getElementType();
+  int64_t perWord = key.perWord;
+  kb.forLoop(
+      tid, index(rows * headDim), index(kBlockThreads), {},
+      [&](Value item, ValueRange) -> SmallVector<Value> {
+        Value row = kb.divs(item, index(headDim));
+        Value column = kb.rems(item, index(headDim));
+        Value channel = column;
+        if (perWord != 2) {
+          // Within a 16-byte segment (4 x perWord channels) thread t's word
+          // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
+          // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
+          // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
+          // and p + perWord / 2 of the word (decodeWordHalves).
+          Value step = kb.divs(column, index(16));
+          Value within = kb.rems(column, index(16));
+          Value segment = kb.divs(step, index(perWord / 4));
+          Value s = kb.rems(step, index(perWord / 4));
+          Value thread = kb.divs(kb.rems(within, index(8)), index(2));
+          Value elementIndex = kb.rems(within, index(2));
+          Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
+          channel = kb.mul(segment, index(4 * perWord));
+          channel = kb.add(channel, kb.mul(thread, index(perWord)));
+          channel = kb.add(channel, pair);
+          channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
+        }
+        Value token = kb.divs(row, index(group));
+        Value head =
+            kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+        Value live =
+            kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+        Value x = kb.ifElse(
+            live, {element},
+            [&]() -> SmallVector<Value> {
+              Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
+              Value loaded = kb.load(query, {tokenIndex, head, channel});
+              if (queryElement == element)
+                return {loaded};
+              Value wide = kb.toF32(loaded);
+              return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
+            },
+            [&]() -> SmallVector<Value> {
+              return {arith::ConstantOp::create(builder, kb.loc,
+                                                builder.getZeroAttr(element))};
+            })[0];
+        if (bf16)
+          x = arith::BitcastOp::create(builder, kb.loc, f16, x);
+        kb.store(x, queryTile, {row, column});
+        return {};
+      });
+}
+
+SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
+  Value row = kb.add(kb.rems(lane, index(16)), index(mt * 16));
+  Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
+  Value column = kb.add(columnHalf, index(step * 16));
+  Value fragment = nvgpu::LdMatrixOp::create(
+      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()), queryTile,
+      ValueRange{row, column}, builder.getBoolAttr(false),
+      builder.getI32IntegerAttr(4));
+  SmallVector<Value> registers;
+  for (int64_t r = 0; r < 4; ++r) {
+    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
+    registers.push_back(tc.bitsOperand(halves));
+  }
+  return registers;
+}
+
+ArrayRef<Value> XqaBuilder::queryFragment(int64_t step, int64_t mt) {
+  if (!queryFragments.empty())
+    return queryFragments[step * mTiles + mt];
+  fragmentScratch = loadQueryFragment(step, mt);
+  return fragmentScratch;
+}
+
+void XqaBuilder::prepareQuery(Value query) {
+  loadQueryTile(query);
+  kb.barrier();
+  // At most 32 registers of query fragments stay resident (D128, one
+  // m-tile), and only when registers are not held to 128 for a fourth
+  // block per SM; otherwise they are read from the tile at each use.
+  int64_t querySteps = headDim / 16;
+  if (querySteps * mTiles * 4 <= 32 && resident < 4)
+    for (int64_t step = 0; step < querySteps; ++step)
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        queryFragments.push_back(loadQueryFragment(step, mt));
+}
+
+void XqaBuilder::loadRowScales() {
+  // Row r = (token r / g, head kvHead * g + r % g), as in loadQueryTile;
+  // rows past the sequence's tokens (zeros in the tile) keep exponent 0.
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = kb.add(groupId, index(mt * 16 + 8 * h));
+      Value token = kb.divs(row, index(group));
+      Value firstHead = kb.mul(kvHead, index(group));
+      Value head = kb.add(firstHead, kb.rems(row, index(group)));
+      Value live =
+          kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+      Value exponent = kb.ifElse(
+          live, {builder.getI32Type()},
+          [&]() -> SmallVector<Value> {
+            Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
+            return {kb.load(queryExponents, {tokenIndex, head})};
+          },
+          [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
+      rowScales.push_back(kb.ldexpSaturating(softmaxScale, exponent));
+    }
+}
+
+Value XqaBuilder::tileBase(Value tileIndex) {
+  Value tileKeysI32 = kb.i32(int32_t(tileKeys));
+  Value firstTileBase = kb.mul(kb.divs(first, tileKeysI32), tileKeysI32);
+  return kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
+}
+
+auto XqaBuilder::copyPasses()
+    -> SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> {
+  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes;
+  SmallVector<SmallVector<XqaSide *>> groups;
+  if (key.segments == value.segments)
+    groups.push_back({&key, &value});
+  else
+    groups.assign({{&key}, {&value}});
+  for (SmallVector<XqaSide *> &sides : groups) {
+    int64_t chunks = tileKeys * sides.front()->segments;
+    for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass)
+      passes.push_back({sides, pass});
+  }
+  return passes;
+}
+
+// The key of the tile that chunk `chunk` of a row of `segments` chunks
+// belongs to, and the byte of the row it starts at.
+static std::pair<Value, Value> chunkKey(KernelBuilder &kb, Value chunk,
+                                        int64_t segments) {
+  Value n = kb.divs(chunk, kb.index(segments));
+  Value segment = kb.rems(chunk, kb.index(segments));
+  Value byte = kb.mul(segment, kb.index(16));
+  return {n, byte};
+}
+
+SmallVector<Value> XqaBuilder::lookupPages(Value tileIndex) {
+  // The block index is clamped into the table, so every load is in bounds
+  // even for keys past the sequence (issueTile masks those).
+  Value base = tileBase(tileIndex);
+  Value blocks =
+      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
+  Value lastBlock = kb.sub(blocks, kb.i32(1));
+  SmallVector<Value> pages;
+  for (const auto &group : copyPasses()) {
+    Value chunk = kb.add(tid, index(group.second * kBlockThreads));
+    Value n = chunkKey(kb, chunk, group.first.front()->segments).first;
+    Value keyPos = kb.add(base, kb.toI32(n));
+    Value blockIndex =
+        kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))), lastBlock);
+    blockIndex = kb.maxs(blockIndex, kb.i32(0));
+    Value row = kb.toIndex(seq);
+    Value column = kb.toIndex(blockIndex);
+    pages.push_back(kb.load(blockTable, {row, column}));
+  }
+  return pages;
+}
+
+void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
+  // Every key of the tile is copied: keys outside [first, last) or on an
+  // unmapped page are zero-filled (cp.async's source size 0), so the ring
+  // never holds stale bytes that a zero weight could turn into NaN.
+  Value base = tileBase(tileIndex);
+  Value stageBase = kb.mul(slot, index(layout.stageBytes));
+  Value ringBase = kb.add(stageBase, index(layout.ring));
+
+  // Whether key n of the tile, on block-table entry `page`, is live; the
+  // page to read (0 when not) and the key's offset in its page.
+  auto keyInfo = [&](Value n, Value page) -> std::tuple<Value, Value, Value> {
+    Value keyPos = kb.add(base, kb.toI32(n));
+    Value afterFirst = kb.cmpi(arith::CmpIPredicate::sge, keyPos, first);
+    Value beforeLast = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
+    Value inRange = kb.land(afterFirst, beforeLast);
+    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
+    Value live = kb.land(inRange, mapped);
+    Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
+    Value safePage = kb.select(live, page, kb.i32(0));
+    return {live, kb.toIndex(safePage), kb.toIndex(offset)};
+  };
+
+  // Rows are copied 16 bytes per cp.async, consecutive threads on
+  // consecutive bytes of a row (coalesced). The thread that copies a key's
+  // first 16 bytes also records whether the key is live and copies its
+  // nvfp4 group scales (head_dim / 16 bytes) and per-token scale.
+  Value all = view(0, {layout.total}, builder.getIntegerType(8));
+  // Chunk `chunk` of `sides` (which have the same segments per row, so the
+  // same key and page): one page lookup serves all of them.
+  auto copyChunk = [&](ArrayRef<XqaSide *> sides, Value chunk, Value entry) {
+    Value n, byte;
+    std::tie(n, byte) = chunkKey(kb, chunk, sides.front()->segments);
+    Value live, page, offset;
+    std::tie(live, page, offset) = keyInfo(n, entry);
+    Value bytes = kb.select(live, index(16), index(0));
+    for (XqaSide *side : sides) {
+      Value dst = kb.add(ringBase, index(side->rows));
+      dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
+      dst = kb.add(dst, byte);
+      nvgpu::DeviceAsyncCopyOp::create(
+          builder, kb.loc, all, ValueRange{dst}, side->storage,
+          address(*side, page, offset, byte), builder.getIndexAttr(16), bytes,
+          builder.getUnitAttr());
+    }
+    Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, byte, index(0));
+    kb.ifThen(firstChunk, [&] {
+      for (XqaSide *side : sides) {
+        if (side == &key) {
+          Value flag = kb.select(live, kb.i32(1), kb.i32(0));
+          Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
+          kb.store(flag, liveKeys, {at});
+        }
+        if (side->groupOffset >= 0) {
+          int64_t size = side->groupStride;
+          // The scales' own element type (f8E4M3FN) on both ends.
+          Type scaleType =
+              cast<MemRefType>(side->groupScales.getType()).getElementType();
+          Value scalesView = view(0, {layout.total}, scaleType);
+          Value scaleDst = kb.add(ringBase, index(side->groupOffset));
+          scaleDst = kb.add(scaleDst, kb.mul(n, index(size)));
+          Value copied = kb.select(live, index(size), index(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              builder, kb.loc, scalesView, ValueRange{scaleDst},
+              side->groupScales, address(*side, page, offset, index(0)),
+              builder.getIndexAttr(size), copied,
+              size == 16 ? builder.getUnitAttr() : UnitAttr());
+        }
+        if (side->tokenOffset >= 0) {
+          Value scales = view(0, {layout.total / 4}, builder.getF32Type());
+          Value scaleDst = kb.add(ringBase, index(side->tokenOffset));
+          scaleDst = kb.add(scaleDst, kb.mul(n, index(4)));
+          scaleDst = kb.divs(scaleDst, index(4));
+          Value copied = kb.select(live, index(1), index(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              builder, kb.loc, scales, ValueRange{scaleDst}, side->tokenScales,
+              ValueRange{page, offset, kvHead}, builder.getIndexAttr(1), copied,
+              UnitAttr());
+        }
+      }
+    });
+  };
+  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes = copyPasses();
+  for (size_t i = 0; i < passes.size(); ++i) {
+    ArrayRef<XqaSide *> sides = passes[i].first;
+    int64_t pass = passes[i].second;
+    int64_t chunks = tileKeys * sides.front()->segments;
+    Value chunk = kb.add(tid, index(pass * kBlockThreads));
+    Value entry = pages[i];
+    if ((pass + 1) * kBlockThreads <= chunks) {
+      copyChunk(sides, chunk, entry);
+      continue;
+    }
+    Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
+    kb.ifThen(inTile, [&] { copyChunk(sides, chunk, entry); });
+  }
+}
