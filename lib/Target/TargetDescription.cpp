@@ -23,21 +23,28 @@ using namespace pattn;
 
 namespace {
 constexpr int64_t KiB = 1024;
+constexpr uint8_t kMmaSync = uint8_t(MmaKind::MmaSyncM16N8K16);
+constexpr uint8_t kWgmma = uint8_t(MmaKind::WgmmaM64NNK16);
+constexpr uint8_t kFp8 = uint8_t(HardwareConversion::F8x2ToF16x2);
+constexpr uint8_t kFp4 = uint8_t(HardwareConversion::F4x2ToF16x2);
 } // namespace
 
+// Every column is read: the eligibility rules and the planner (MMA kinds,
+// shared memory, registers), the conversion (conversions, PTX features,
+// the arch-specific rule of chipForDevice).
 // clang-format off
 static const TargetDescription kTargets[] = {
-  // chip          name       cc   arch   ptx      mma  ldm  cpa  wgmma tma  fp8    fp4    smem/block smem/SM    regs/SM  regs/thr thr/SM
-  {Chip::SM80,   "sm_80",   80,  false, "+ptx80", true, true, true, false, false, false, false, 163 * KiB, 164 * KiB, 65536, 255, 2048},
-  {Chip::SM86,   "sm_86",   86,  false, "+ptx80", true, true, true, false, false, false, false,  99 * KiB, 100 * KiB, 65536, 255, 1536},
-  {Chip::SM87,   "sm_87",   87,  false, "+ptx80", true, true, true, false, false, false, false, 163 * KiB, 164 * KiB, 65536, 255, 2048},
-  {Chip::SM89,   "sm_89",   89,  false, "+ptx81", true, true, true, false, false, true,  false,  99 * KiB, 100 * KiB, 65536, 255, 1536},
-  {Chip::SM90,   "sm_90",   90,  false, "+ptx80", true, true, true, false, true,  true,  false, 227 * KiB, 228 * KiB, 65536, 255, 2048},
-  {Chip::SM90a,  "sm_90a",  90,  true,  "+ptx80", true, true, true, true,  true,  true,  false, 227 * KiB, 228 * KiB, 65536, 255, 2048},
-  {Chip::SM100,  "sm_100",  100, false, "+ptx86", true, true, true, false, true,  true,  false, 227 * KiB, 228 * KiB, 65536, 255, 2048},
-  {Chip::SM100a, "sm_100a", 100, true,  "+ptx86", true, true, true, false, true,  true,  true,  227 * KiB, 228 * KiB, 65536, 255, 2048},
-  {Chip::SM120,  "sm_120",  120, false, "+ptx87", true, true, true, false, true,  true,  false,  99 * KiB, 100 * KiB, 65536, 255, 1536},
-  {Chip::SM120a, "sm_120a", 120, true,  "+ptx87", true, true, true, false, true,  true,  true,   99 * KiB, 100 * KiB, 65536, 255, 1536},
+  // chip          name       cc   arch   ptx       mma                 conversions  smem/block smem/SM    regs/SM
+  {Chip::SM80,   "sm_80",   80,  false, "+ptx80", kMmaSync,          0,           163 * KiB, 164 * KiB, 65536},
+  {Chip::SM86,   "sm_86",   86,  false, "+ptx80", kMmaSync,          0,            99 * KiB, 100 * KiB, 65536},
+  {Chip::SM87,   "sm_87",   87,  false, "+ptx80", kMmaSync,          0,           163 * KiB, 164 * KiB, 65536},
+  {Chip::SM89,   "sm_89",   89,  false, "+ptx81", kMmaSync,          kFp8,         99 * KiB, 100 * KiB, 65536},
+  {Chip::SM90,   "sm_90",   90,  false, "+ptx80", kMmaSync,          kFp8,        227 * KiB, 228 * KiB, 65536},
+  {Chip::SM90a,  "sm_90a",  90,  true,  "+ptx80", kMmaSync | kWgmma, kFp8,        227 * KiB, 228 * KiB, 65536},
+  {Chip::SM100,  "sm_100",  100, false, "+ptx86", kMmaSync,          kFp8,        227 * KiB, 228 * KiB, 65536},
+  {Chip::SM100a, "sm_100a", 100, true,  "+ptx86", kMmaSync,          kFp8 | kFp4, 227 * KiB, 228 * KiB, 65536},
+  {Chip::SM120,  "sm_120",  120, false, "+ptx87", kMmaSync,          kFp8,         99 * KiB, 100 * KiB, 65536},
+  {Chip::SM120a, "sm_120a", 120, true,  "+ptx87", kMmaSync,          kFp8 | kFp4,  99 * KiB, 100 * KiB, 65536},
 };
 // clang-format on
 

@@ -58,6 +58,27 @@ TEST_F(EligibilityTest, ChipNamesRoundTrip) {
   EXPECT_EQ(computeCapability(Chip::SM120a), 120u);
 }
 
+// The chip table's capabilities, as the rules and kernels read them: every
+// chip runs the mma.sync decodes, only sm_90a has wgmma, fp8 pairs convert
+// in hardware from sm_89 and e2m1 pairs on the arch-specific Blackwells, and
+// a block never opts into more shared memory than its SM has.
+TEST_F(EligibilityTest, TargetTableCapabilities) {
+  for (Chip chip : supportedChips()) {
+    const TargetDescription &target = getTargetDescription(chip);
+    EXPECT_TRUE(target.has(MmaKind::MmaSyncM16N8K16)) << target.name.str();
+    EXPECT_EQ(target.has(MmaKind::WgmmaM64NNK16), chip == Chip::SM90a)
+        << target.name.str();
+    EXPECT_EQ(target.has(HardwareConversion::F8x2ToF16x2),
+              target.capability >= 89)
+        << target.name.str();
+    EXPECT_EQ(target.has(HardwareConversion::F4x2ToF16x2),
+              chip == Chip::SM100a || chip == Chip::SM120a)
+        << target.name.str();
+    EXPECT_LT(target.sharedMemoryPerBlock, target.sharedMemoryPerSM);
+    EXPECT_EQ(target.registersPerSM, 65536);
+  }
+}
+
 TEST_F(EligibilityTest, BaseConfigurationIsXqa) {
   Eligibility result = checkXqaEligibility(base());
   EXPECT_TRUE(result.isXqa());

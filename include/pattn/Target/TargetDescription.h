@@ -48,6 +48,27 @@ llvm::ArrayRef<Chip> supportedChips();
 /// "sm_80, sm_86, ..., sm_120a", for diagnostics.
 std::string supportedChipList();
 
+/// The matrix-multiply instructions of a chip, as the kernels use them
+/// (flags of TargetDescription::mmaKinds).
+enum class MmaKind : uint8_t {
+  /// mma.sync.aligned.m16n8k16 with f16/bf16 operands and fp32
+  /// accumulation, with the ldmatrix (plain and .trans) and cp.async (4, 8,
+  /// 16 bytes) that feed it: the tensor-core decodes' instructions.
+  MmaSyncM16N8K16 = 1 << 0,
+  /// wgmma.mma_async.m64nNk16 from shared-memory descriptors (sm_90a only):
+  /// the warpgroup MLA kernel's.
+  WgmmaM64NNK16 = 1 << 1,
+};
+
+/// The conversion instructions the codecs may use instead of bit tricks
+/// (flags of TargetDescription::conversions).
+enum class HardwareConversion : uint8_t {
+  /// cvt.rn.f16x2.e4m3x2 / e5m2x2 (sm_89 and up).
+  F8x2ToF16x2 = 1 << 0,
+  /// cvt.rn.f16x2.e2m1x2 (sm_100a / sm_120a families).
+  F4x2ToF16x2 = 1 << 1,
+};
+
 /// One row of the table.
 struct TargetDescription {
   Chip chip;
@@ -57,29 +78,21 @@ struct TargetDescription {
   /// compute capability, never on a later one.
   bool archSpecific;
   llvm::StringRef ptxFeatures; ///< "+ptx80", "+ptx81", "+ptx86", "+ptx87"
-  /// mma.sync.m16n8k16 with f16/bf16 operands and fp32 accumulation.
-  bool hasMmaSync;
-  /// ldmatrix (plain and .trans).
-  bool hasLdmatrix;
-  /// cp.async (4, 8 and 16 bytes; .cg for 16).
-  bool hasCpAsync;
-  /// Warpgroup mma (wgmma.mma_async): sm_90a only.
-  bool hasWgmma;
-  /// Bulk tensor copies (TMA): sm_90 and up.
-  bool hasTma;
-  /// cvt.rn.f16x2.e4m3x2 / e5m2x2 (sm_89 and up).
-  bool hasFp8Conversion;
-  /// cvt.rn.f16x2.e2m1x2 (sm_100a / sm_120a families).
-  bool hasFp4Conversion;
+  /// MmaKind flags.
+  uint8_t mmaKinds;
+  /// HardwareConversion flags.
+  uint8_t conversions;
   /// Shared memory one block may opt into (bytes).
   int64_t sharedMemoryPerBlock;
   /// Shared memory of one SM (bytes).
   int64_t sharedMemoryPerSM;
-  /// 32-bit registers of one SM, and at most per thread.
+  /// 32-bit registers of one SM.
   int64_t registersPerSM;
-  int64_t registersPerThread;
-  /// Resident threads per SM.
-  int64_t threadsPerSM;
+
+  bool has(MmaKind kind) const { return mmaKinds & uint8_t(kind); }
+  bool has(HardwareConversion conversion) const {
+    return conversions & uint8_t(conversion);
+  }
 };
 
 const TargetDescription &getTargetDescription(Chip chip);

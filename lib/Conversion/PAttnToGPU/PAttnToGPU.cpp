@@ -88,10 +88,12 @@ struct ConvertPAttnToGPUPass
     // a plan of their own (chip_plans) gets its own module, since its
     // kernels differ from the class's other chips'.
     auto classOf = [&](const ::pattn::TargetDescription &target) {
-      if (!hardwareConversions || !target.hasFp8Conversion)
+      if (!hardwareConversions ||
+          !target.has(::pattn::HardwareConversion::F8x2ToF16x2))
         return ConversionClass::none;
-      return target.hasFp4Conversion ? ConversionClass::fp8AndFp4
-                                     : ConversionClass::fp8;
+      return target.has(::pattn::HardwareConversion::F4x2ToF16x2)
+                 ? ConversionClass::fp8AndFp4
+                 : ConversionClass::fp8;
     };
     llvm::SmallSetVector<::pattn::Chip, 4> ownModule;
     for (func::FuncOp function : functions)

@@ -62,7 +62,7 @@ static LogicalResult verifyPlanOnChip(Operation *op, Attribute plan,
            << " allows " << target.sharedMemoryPerBlock
            << ": plan it for the chips it is lowered for "
               "(--pattn-plan-decode=chips=...)";
-  if (needsWgmma(plan) && !target.hasWgmma)
+  if (needsWgmma(plan) && !target.has(MmaKind::WgmmaM64NNK16))
     return op->emitOpError()
            << "has the warpgroup plan (wgmma), but " << target.name
            << " has no wgmma: plan it for the chips it is lowered for "

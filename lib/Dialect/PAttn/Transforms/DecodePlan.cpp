@@ -22,6 +22,8 @@
 
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
+#include <limits>
+
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -113,11 +115,16 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value, int64_t rows,
 int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
   // Every block also takes 1 KiB of shared memory reserved by the system.
   // The kernel asks ptxas for this many blocks per SM (nvvm.minctasm), so
-  // at most 4: 65536 registers / (4 x 128 threads) = 128 per thread.
-  int64_t blocks = 4;
-  for (Chip chip : chips)
-    blocks = std::min(blocks, getTargetDescription(chip).sharedMemoryPerSM /
-                                  (sharedBytes + 1024));
+  // that each of its 128 threads keeps at least 128 registers: 4 on every
+  // chip pattn targets (65536 registers per SM).
+  constexpr int64_t kThreads = 128, kLeastRegisters = 128;
+  int64_t blocks = std::numeric_limits<int64_t>::max();
+  for (Chip chip : chips) {
+    const TargetDescription &target = getTargetDescription(chip);
+    blocks =
+        std::min(blocks, target.registersPerSM / (kThreads * kLeastRegisters));
+    blocks = std::min(blocks, target.sharedMemoryPerSM / (sharedBytes + 1024));
+  }
   return std::max<int64_t>(blocks, 1);
 }
 
@@ -319,7 +326,7 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
     return reason;
   }
   if (llvm::any_of(chips, [](Chip chip) {
-        return !getTargetDescription(chip).hasWgmma;
+        return !getTargetDescription(chip).has(MmaKind::WgmmaM64NNK16);
       })) {
     os << "a chip built for has no wgmma (sm_90a only)";
     return reason;
@@ -390,7 +397,7 @@ XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   // module of their own.
   SmallVector<Chip> wgmmaChips;
   for (Chip chip : chips)
-    if (getTargetDescription(chip).hasWgmma)
+    if (getTargetDescription(chip).has(MmaKind::WgmmaM64NNK16))
       wgmmaChips.push_back(chip);
   plans.notWarpgroup = xqaMlaWarpgroupRejection(record, numHeads, wgmmaChips);
   if (!plans.notWarpgroup.empty())

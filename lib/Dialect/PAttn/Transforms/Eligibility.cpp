@@ -51,9 +51,10 @@ static std::string typeName(mlir::Type type) {
 static void checkMlaRows(const AttentionConfig &config,
                          llvm::function_ref<void(std::string)> fail) {
   const MlaRecordLayout &record = config.mlaRecord;
-  // M1: mma.sync m16n8k16, cp.async and ldmatrix need sm_80.
-  if (computeCapability(config.chip) < 80)
-    fail(llvm::formatv("chip {0} below sm_80", stringifyChip(config.chip)));
+  // M1: mma.sync m16n8k16, cp.async and ldmatrix (sm_80 and up).
+  if (!getTargetDescription(config.chip).has(MmaKind::MmaSyncM16N8K16))
+    fail(llvm::formatv("chip {0} has no mma.sync m16n8k16",
+                       stringifyChip(config.chip)));
 
   // M2: a bf16 query. bf16 lanes multiply it as it is; quantized lanes
   // multiply it in f16 after a power of two per row (bf16's 8 significant
@@ -151,9 +152,10 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     return result;
   }
 
-  // Row 1: mma.sync m16n8k16, cp.async and ldmatrix need sm_80.
-  if (computeCapability(config.chip) < 80)
-    fail(llvm::formatv("chip {0} below sm_80", stringifyChip(config.chip)));
+  // Row 1: mma.sync m16n8k16, cp.async and ldmatrix (sm_80 and up).
+  if (!getTargetDescription(config.chip).has(MmaKind::MmaSyncM16N8K16))
+    fail(llvm::formatv("chip {0} has no mma.sync m16n8k16",
+                       stringifyChip(config.chip)));
 
   // Row 2: the tensor-core path multiplies f16 or bf16 operands.
   if (!config.activation ||

@@ -16,7 +16,6 @@
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
 
-
 using namespace mlir;
 using namespace pattn;
 
@@ -44,7 +43,8 @@ struct Nvfp4Group {
 };
 
 static Nvfp4Group nvfp4Group(KernelBuilder &kb, Value amax, Value outer) {
-  Value ratio = kb.fdiv(kb.fdiv(amax, kb.f32(6.0f)), outer);
+  float largestCode = encodingInfo(Encoding::nvfp4).minifloat->maxFinite;
+  Value ratio = kb.fdiv(kb.fdiv(amax, kb.f32(largestCode)), outer);
   Value sf = kb.encodeMinifloat(ratio, MinifloatFormat::e4m3());
   Value denominator = kb.fmul(kb.decodeE4M3(sf), outer);
   auto isZero = [&](Value v) {
@@ -223,11 +223,7 @@ struct CacheRowWriter {
   /// amax / (6 * 448)), stored once per row by thread 0.
   void storeTokenScale(Value tid) {
     Encoding encoding = type.getEncoding();
-    float maxCode = encoding == Encoding::i8       ? 127.0f
-                    : encoding == Encoding::i4     ? 7.0f
-                    : encoding == Encoding::f8e4m3 ? 448.0f
-                    : encoding == Encoding::f8e5m2 ? 57344.0f
-                                                   : 2688.0f;
+    float maxCode = encodingInfo(encoding).maxCodeMagnitude;
     tokenScale = kb.fdiv(
         rangeAbsMax(kb, type.getHeadDim(), [&](Value c) { return element(c); }),
         kb.f32(maxCode));
@@ -272,16 +268,18 @@ void CacheRowWriter::storePair(Value pair) {
   }
   case Encoding::nvfp4: {
     Value outer = scaleOf(c0);
-    Value groupBegin = kb.mul(kb.divs(c0, kb.index(16)), kb.index(16));
+    int64_t groupSize = encodingInfo(encoding).groupScales.size;
+    Value groupBegin =
+        kb.mul(kb.divs(c0, kb.index(groupSize)), kb.index(groupSize));
     Value amax = rangeAbsMax(
-        kb, 16, [&](Value i) { return element(kb.add(groupBegin, i)); });
+        kb, groupSize, [&](Value i) { return element(kb.add(groupBegin, i)); });
     Nvfp4Group group = nvfp4Group(kb, amax, outer);
     Value byte =
         kb.ori(group.code(kb, x0), kb.shl(group.code(kb, x1), kb.i32(4)));
     kb.storeByte(byte, w.storage, rowAddress(pair));
     kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin), [&] {
       kb.storeByte(group.scaleCode, w.groupScales,
-                   rowAddress(kb.divs(c0, kb.index(16))));
+                   rowAddress(kb.divs(c0, kb.index(groupSize))));
     });
     return;
   }
@@ -352,6 +350,8 @@ namespace {
 /// Writes one token's record (pattn.write_record): the lanes of `record`
 /// at (page, offset) of `storage`, from the token's latent and rope rows.
 struct RecordWriter {
+  RecordWriter(KernelBuilder &kb, RecordType record) : kb(kb), record(record) {}
+
   KernelBuilder &kb;
   RecordType record;
   LaneAttr latent, rope, latentScale, ropeScale, tokenLane;
@@ -404,7 +404,7 @@ Value RecordWriter::writeOuterScale() {
     if (record.getMode() == ScaleGranularity::token)
       outer = kb.fdiv(rangeAbsMax(kb, latent.getCount(),
                                   [&](Value i) { return latentAt(i); }),
-                      kb.f32(2688.0f));
+                      kb.f32(encodingInfo(Encoding::nvfp4).maxCodeMagnitude));
     else
       outer = kb.load(outerScale, {kb.index(0)});
   }
@@ -442,7 +442,8 @@ void RecordWriter::writeLatentPair(Value pair, Value outer) {
     return;
   }
   // fp8_ds_mla: one fp32 scale amax / 448 per tile.
-  Value tileScale = kb.fdiv(amax, kb.f32(448.0f));
+  float e4m3Largest = encodingInfo(Encoding::f8e4m3).maxCodeMagnitude;
+  Value tileScale = kb.fdiv(amax, kb.f32(e4m3Largest));
   for (Value c : {c0, c1})
     kb.storeByte(kb.quantize(Encoding::f8e4m3, latentAt(c), tileScale), storage,
                  byteAt(latent.getOffset(), c));
@@ -459,7 +460,7 @@ void RecordWriter::writeRope() {
   if (ropeScale) {
     ropeScaleValue = kb.fdiv(
         rangeAbsMax(kb, rope.getCount(), [&](Value i) { return ropeAt(i); }),
-        kb.f32(448.0f));
+        kb.f32(encodingInfo(Encoding::f8e4m3).maxCodeMagnitude));
     kb.ifThen(isFirst, [&] {
       kb.storeF32Bytes(ropeScaleValue, storage,
                        byteAt(ropeScale.getOffset(), kb.index(0)));
@@ -496,7 +497,7 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   RecordType record = cache.type.getRecord();
-  RecordWriter w{kb, record};
+  RecordWriter w(kb, record);
   w.latent = record.getLane("latent");
   w.rope = record.getLane("rope");
   w.latentScale = record.getLane(w.latent.getScaleLane());

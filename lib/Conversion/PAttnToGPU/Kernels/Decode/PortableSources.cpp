@@ -47,7 +47,7 @@ public:
   bool decodesCheaply() const override {
     auto plain = [](const PagedSide &side) {
       Encoding encoding = side.type.getEncoding();
-      return encoding == Encoding::f16 || encoding == Encoding::bf16;
+      return encodingInfo(encoding).isPlainFloat();
     };
     return plain(key) && plain(value);
   }
@@ -166,10 +166,13 @@ private:
       Value wordChannel = kb.add(firstChannel, kb.index(w * perWord));
       SmallVector<Value> decoded = decodeWord(kb, encoding, word);
       Value groupScale;
-      if (encoding == Encoding::nvfp4)
-        groupScale = kb.decodeE4M3(kb.loadByte(
-            get(side.groupScales),
-            address(side, row, kb.divs(wordChannel, kb.index(16)))));
+      const numerics::EncodingInfo &info = encodingInfo(encoding);
+      if (info.hasGroupScales()) {
+        Value group =
+            kb.divs(wordChannel, kb.index(int64_t(info.groupScales.size)));
+        groupScale = kb.decodeE4M3(
+            kb.loadByte(get(side.groupScales), address(side, row, group)));
+      }
       for (int64_t k = 0; k < perWord; ++k) {
         Value element = decoded[k];
         if (groupScale)

@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The warp-level pieces the tensor-core kernels (Decode/XqaPaged.cpp,
-// Decode/XqaMla.cpp) are built from: mma.sync.m16n8k16 with fp32
+// The warp-level pieces the tensor-core kernels (Decode/XqaPaged*.cpp,
+// Decode/XqaMla*.cpp) are built from: mma.sync.m16n8k16 with fp32
 // accumulation over f16 or bf16 operands, ldmatrix from shared memory,
 // operand packing, warp shuffles and the base-2 exponential of the online
 // softmax.
