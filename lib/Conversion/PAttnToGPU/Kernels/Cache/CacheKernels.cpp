@@ -164,10 +164,8 @@ WriteCacheKernel createWriteCacheKernel(KernelModule &kernels,
     llvm::append_range(operands, rotaryReads(rotary));
   SmallVector<Type> shared;
   if (rotary) // the prepared row, as f32
-    shared.push_back(MemRefType::get(
-        {cache.type.getHeadDim()}, builder.getF32Type(), AffineMap(),
-        gpu::AddressSpaceAttr::get(op.getContext(),
-                                   gpu::AddressSpace::Workgroup)));
+    shared.push_back(
+        workgroupMemRefType({cache.type.getHeadDim()}, builder.getF32Type()));
   w.kernel = kernels.create(builder, op.getLoc(), "pattn_write_cache", operands,
                             {flagType(op.getContext())}, shared);
   gpu::GPUFuncOp kernel = w.kernel.func;

@@ -22,19 +22,25 @@
 using namespace mlir;
 using namespace pattn;
 
-DecodeParams pattn::decodeParams(PagedAttentionOp op) {
+/// The facts every decode op has.
+template <typename DecodeOp> static DecodeParams commonParams(DecodeOp op) {
   DecodeParams params{op.getLoc()};
   params.query = op.getQuery();
   params.blockTable = op.getBlockTable();
   params.seqLens = op.getSeqLens();
   params.queryStart = op.getQueryStart();
+  params.out = op.getOut();
+  params.numHeads = static_cast<int64_t>(op.getNumHeads());
+  return params;
+}
+
+DecodeParams pattn::decodeParams(PagedAttentionOp op) {
+  DecodeParams params = commonParams(op);
   params.guard = op.getGuard();
   params.guardValue = op.getGuardValue().value_or(0);
   params.queryExponents = op.getQueryExponents();
   params.sinks = op.getSinks();
   params.outScale = op.getOutScale();
-  params.out = op.getOut();
-  params.numHeads = static_cast<int64_t>(op.getNumHeads());
   params.blockSize = op.getKey().getType().getBlockSize();
   params.softmaxScale = op.getEffectiveSoftmaxScale();
   params.softcap = op.getSoftcap().convertToFloat();
@@ -43,18 +49,44 @@ DecodeParams pattn::decodeParams(PagedAttentionOp op) {
 }
 
 DecodeParams pattn::decodeParams(MlaDecodeOp op, int64_t keyDim) {
-  DecodeParams params{op.getLoc()};
-  params.query = op.getQuery();
-  params.blockTable = op.getBlockTable();
-  params.seqLens = op.getSeqLens();
-  params.queryStart = op.getQueryStart();
-  params.out = op.getOut();
-  params.numHeads = static_cast<int64_t>(op.getNumHeads());
+  DecodeParams params = commonParams(op);
   params.blockSize = op.getCache().getType().getBlockSize();
   std::optional<APFloat> scale = op.getSoftmaxScale();
   params.softmaxScale =
       scale ? scale->convertToFloat() : 1.0f / std::sqrt(float(keyDim));
   return params;
+}
+
+SmallVector<Type> pattn::decodeArgumentTypes(ValueRange hostOperands,
+                                             int64_t valueDim) {
+  MLIRContext *context = hostOperands.front().getContext();
+  SmallVector<Type> types(hostOperands.getTypes());
+  types.push_back(workspaceOutputType(context, valueDim));
+  types.push_back(workspaceStatsType(context));
+  return types;
+}
+
+void pattn::appendPresent(SmallVectorImpl<Value> &operands,
+                          ArrayRef<Value> optional) {
+  for (Value value : optional)
+    if (value)
+      operands.push_back(value);
+}
+
+Value pattn::dynamicSharedBytes(OpBuilder &builder, Location loc) {
+  return gpu::DynamicSharedMemoryOp::create(
+      builder, loc,
+      workgroupMemRefType({ShapedType::kDynamic}, builder.getIntegerType(8)));
+}
+
+Value pattn::keysPerGridSplit(KernelBuilder &kb, Value blockTable,
+                              int64_t blockSize) {
+  Value tableWidth =
+      kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
+  Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
+  Value splits =
+      kb.toI32(gpu::GridDimOp::create(kb.b, kb.loc, gpu::Dimension::x));
+  return kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
 }
 
 Value pattn::guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {

@@ -37,6 +37,24 @@ DecodeParams decodeParams(pattn::PagedAttentionOp op);
 /// `keyDim` (latent + rope) sets the default softmax scale.
 DecodeParams decodeParams(pattn::MlaDecodeOp op, int64_t keyDim);
 
+/// A decode kernel's argument types: those of `hostOperands`, then the
+/// split-KV workspace (partial outputs of `valueDim` channels, statistics).
+llvm::SmallVector<mlir::Type> decodeArgumentTypes(mlir::ValueRange hostOperands,
+                                                  int64_t valueDim);
+
+/// Appends the values of `optional` that are present (not null).
+void appendPresent(llvm::SmallVectorImpl<mlir::Value> &operands,
+                   llvm::ArrayRef<mlir::Value> optional);
+
+/// The kernel's dynamic shared memory as bytes (memref<?xi8, workgroup>).
+mlir::Value dynamicSharedBytes(mlir::OpBuilder &builder, mlir::Location loc);
+
+/// The keys of one split before any rounding: ceil(max keys / gridDim.x),
+/// max keys being the block table's width times `blockSize` (host-known
+/// sizes only, so the launch stays graph-capturable), as i32.
+mlir::Value keysPerGridSplit(KernelBuilder &kb, mlir::Value blockTable,
+                             int64_t blockSize);
+
 /// True when the guard (if any) lets this launch run: the device-side
 /// fold's flag equals `guardValue`.
 mlir::Value guardAllows(KernelBuilder &kb, mlir::Value guard,

@@ -477,3 +477,17 @@ KernelBuilder::ifElse(Value condition, TypeRange types,
   emit(ifOp.elseBlock(), otherwise);
   return SmallVector<Value>(ifOp.getResults());
 }
+
+MemRefType pattn::workgroupMemRefType(ArrayRef<int64_t> shape, Type element) {
+  return MemRefType::get(
+      shape, element, AffineMap(),
+      gpu::AddressSpaceAttr::get(element.getContext(),
+                                 gpu::AddressSpace::Workgroup));
+}
+
+Value pattn::sharedView(KernelBuilder &kb, Value smem, Value offset,
+                        ArrayRef<int64_t> shape, Type element) {
+  return memref::ViewOp::create(kb.b, kb.loc,
+                                workgroupMemRefType(shape, element), smem,
+                                offset, ValueRange{});
+}

@@ -195,6 +195,15 @@ public:
          llvm::function_ref<llvm::SmallVector<mlir::Value>()> otherwise);
 };
 
+/// A memref type of `shape` x `element` in workgroup (shared) memory.
+mlir::MemRefType workgroupMemRefType(llvm::ArrayRef<int64_t> shape,
+                                     mlir::Type element);
+
+/// A typed view of shape x element of the dynamic shared memory `smem`
+/// (memref<?xi8>) at byte `offset` (index).
+mlir::Value sharedView(KernelBuilder &kb, mlir::Value smem, mlir::Value offset,
+                       llvm::ArrayRef<int64_t> shape, mlir::Type element);
+
 } // namespace pattn
 
 #endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KERNELBUILDER_H

@@ -59,24 +59,14 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
                               KernelBuilder &kb, int64_t valueDim,
                               int64_t kvHeads, const DecodeParams &p,
                               SmallVectorImpl<Value> &hostOperands) {
-  MLIRContext *context = p.query.getContext();
   hostOperands.clear();
-  if (p.guard)
-    hostOperands.push_back(p.guard);
-  if (p.sinks)
-    hostOperands.push_back(p.sinks);
-  if (p.outScale)
-    hostOperands.push_back(p.outScale);
+  appendPresent(hostOperands, {p.guard, p.sinks, p.outScale});
   hostOperands.push_back(p.out);
-  SmallVector<Type> argTypes = llvm::to_vector(
-      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
-  argTypes.push_back(workspaceOutputType(context, valueDim));
-  argTypes.push_back(workspaceStatsType(context));
+  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, valueDim);
   // Per chunk of splits: their weights and their sums (staged), which also
   // hold the threads' partial maxima first.
-  auto stageType = MemRefType::get(
-      {kMergeSplitsPerChunk}, builder.getF32Type(), AffineMap(),
-      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+  Type stageType =
+      workgroupMemRefType({kMergeSplitsPerChunk}, builder.getF32Type());
   MergeKernel m;
   m.func = kernels.create(builder, p.loc, "pattn_merge", argTypes,
                           {stageType, stageType});

@@ -142,23 +142,13 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   // Kernel arguments: the op's buffers, the source's, then the workspace.
   hostOperands.assign({p.query, p.blockTable, p.seqLens});
-  if (p.queryStart)
-    hostOperands.push_back(p.queryStart);
-  if (p.guard)
-    hostOperands.push_back(p.guard);
-  if (p.queryExponents)
-    hostOperands.push_back(p.queryExponents);
+  appendPresent(hostOperands, {p.queryStart, p.guard, p.queryExponents});
   unsigned sourceBegin = hostOperands.size();
   llvm::append_range(hostOperands, source.hostOperands);
-  SmallVector<Type> argTypes = llvm::to_vector(
-      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
-  argTypes.push_back(workspaceOutputType(context, s.valueDim));
-  argTypes.push_back(workspaceStatsType(context));
+  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, s.valueDim);
 
   auto workgroup = [&](int64_t size, Type element) -> Type {
-    return MemRefType::get(
-        {size}, element, AffineMap(),
-        gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+    return workgroupMemRefType({size}, element);
   };
   // Shared memory: the block's query rows (reused for the lanes' partial
   // outputs once the keys are done), then per chunk each head's logits

@@ -56,12 +56,8 @@ XqaMlaKernelKind pattn::xqaMlaKernelKind(XqaMlaPlanAttr plan) {
 
 Value XqaMlaBuilder::view(int64_t offset, ArrayRef<int64_t> shape,
                           Type element) {
-  auto type =
-      MemRefType::get(shape, element, AffineMap(),
-                      gpu::AddressSpaceAttr::get(builder.getContext(),
-                                                 gpu::AddressSpace::Workgroup));
   Value at = index(offset);
-  return memref::ViewOp::create(builder, kb.loc, type, smem, at, ValueRange{});
+  return sharedView(kb, smem, at, shape, element);
 }
 
 Value XqaMlaBuilder::ceilDiv(Value a, int64_t b) {
@@ -163,19 +159,12 @@ void XqaMlaBuilder::divideLatent(int64_t ownerChannels,
 gpu::GPUFuncOp
 XqaMlaBuilder::createKernel(StringRef name,
                             SmallVectorImpl<Value> &hostOperands) {
-  MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
   // Kernel arguments: the op's buffers, the records, then the workspace.
   hostOperands.assign({op.getQuery(), op.getBlockTable(), op.getSeqLens()});
-  if (op.getQueryStart())
-    hostOperands.push_back(op.getQueryStart());
-  if (op.getOuterScale())
-    hostOperands.push_back(op.getOuterScale());
+  appendPresent(hostOperands, {op.getQueryStart(), op.getOuterScale()});
   hostOperands.push_back(cache.storage);
-  SmallVector<Type> argTypes = llvm::to_vector(
-      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
-  argTypes.push_back(workspaceOutputType(context, latent));
-  argTypes.push_back(workspaceStatsType(context));
+  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, latent);
 
   gpu::GPUFuncOp kernel = kernels.create(builder, loc, name, argTypes, {});
   setLaunchBounds(kernel, blockThreads,
@@ -193,13 +182,8 @@ XqaMlaBuilder::createKernel(StringRef name,
 }
 
 void XqaMlaBuilder::createViews(int64_t logitSlots) {
-  MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
-  smem = gpu::DynamicSharedMemoryOp::create(
-      builder, loc,
-      MemRefType::get(
-          {ShapedType::kDynamic}, builder.getIntegerType(8), AffineMap(),
-          gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
+  smem = dynamicSharedBytes(builder, loc);
   Type f16 = builder.getF16Type(), f32 = builder.getF32Type(),
        i32 = builder.getI32Type();
   int64_t rows = plan.getHeadsPerBlock();
@@ -211,6 +195,28 @@ void XqaMlaBuilder::createViews(int64_t logitSlots) {
   pages = view(layout.pages, {3 * tileKeys}, i32);
   words = view(0, {layout.total / 4}, i32);
   bytes = view(0, {layout.total}, builder.getIntegerType(8));
+}
+
+void XqaMlaBuilder::storeLogitPair(Value at, ArrayRef<Value> pair) {
+  Value both = vector::FromElementsOp::create(
+      builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
+  vector::StoreOp::create(builder, kb.loc, both, logits, ValueRange{at},
+                          /*nontemporal=*/false, llvm::MaybeAlign(8));
+}
+
+SmallVector<Value> XqaMlaBuilder::forEachTile(
+    ArrayRef<Value> init,
+    function_ref<void(Value, SmallVectorImpl<Value> &)> body) {
+  Value loopBegin = index(0), loopStep = index(1);
+  Value loopEnd = kb.toIndex(tileCount);
+  return kb.forLoop(
+      loopBegin, loopEnd, loopStep, init,
+      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
+        SmallVector<Value> s(carried.begin(), carried.end());
+        Value i = kb.toI32(iteration);
+        body(i, s);
+        return s;
+      });
 }
 
 XqaMlaBuilder::BlockPosition XqaMlaBuilder::locateBlock() {
@@ -232,19 +238,13 @@ XqaMlaBuilder::BlockPosition XqaMlaBuilder::locateBlock() {
 Value XqaMlaBuilder::cutSplit(const BlockPosition &block) {
   // The token's keys, cut to this split: splits of ceil(max keys /
   // gridDim.x) keys rounded up to whole tiles (host-known sizes only).
-  Location loc = kb.loc;
   auto [seq, queryTokens, position] =
       findQuerySequence(kb, block.token, queryStart, blockTable);
   sequence = seq;
   Value length = kb.load(seqLens, {sequence});
   Value queryPos = kb.add(kb.sub(length, queryTokens), position);
   Value end = kb.mins(length, kb.add(queryPos, kb.i32(1)));
-  Value tableWidth =
-      kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
-  Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
-  Value splits =
-      kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
-  Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
+  Value perSplit = keysPerGridSplit(kb, blockTable, blockSize);
   perSplit = kb.mul(ceilDiv(perSplit, tileKeys), kb.i32(int32_t(tileKeys)));
   first = kb.mul(kb.toI32(block.split), perSplit);
   last = kb.mins(end, kb.add(first, perSplit));

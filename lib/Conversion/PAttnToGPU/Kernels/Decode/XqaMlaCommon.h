@@ -34,6 +34,7 @@
 #ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAMLACOMMON_H
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAMLACOMMON_H
 
+#include "Kernels/Common/DecodeCommon.h"
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
@@ -159,6 +160,16 @@ protected:
   mlir::Value view(int64_t offset, llvm::ArrayRef<int64_t> shape,
                    mlir::Type element);
   mlir::Value ceilDiv(mlir::Value a, int64_t b);
+  /// Stores two adjacent logits (one 8-byte vector) at element `at` of the
+  /// logits buffer.
+  void storeLogitPair(mlir::Value at, llvm::ArrayRef<mlir::Value> pair);
+  /// for tile i (i32) in [0, tileCount): `body(i, state)` updates the
+  /// loop state in place; returns the final one.
+  llvm::SmallVector<mlir::Value>
+  forEachTile(llvm::ArrayRef<mlir::Value> init,
+              llvm::function_ref<void(mlir::Value,
+                                      llvm::SmallVectorImpl<mlir::Value> &)>
+                  body);
   MmaBuilder &mmaOf(const OperandLane &l) { return l.bf16 ? bf16Mma : f16Mma; }
   /// The largest of `init` and row h's (g or g + 8) elements of `values`
   /// (per key tile, the 4 elements of the mma C layout) across the quad.

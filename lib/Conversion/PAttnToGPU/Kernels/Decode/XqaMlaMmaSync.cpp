@@ -340,10 +340,7 @@ void MmaSyncBuilder::storeLogits(ArrayRef<Value> logit, Value keyLow,
     Value row = kb.add(groupId, index(8 * h));
     Value at = kb.mul(row, index(layout.logitStride));
     at = kb.add(at, keyLow);
-    Value both = vector::FromElementsOp::create(
-        builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
-    vector::StoreOp::create(builder, kb.loc, both, logits, ValueRange{at},
-                            /*nontemporal=*/false, llvm::MaybeAlign(8));
+    storeLogitPair(at, pair);
   }
 }
 
@@ -462,33 +459,26 @@ SmallVector<Value> MmaSyncBuilder::tileLoop(ArrayRef<Value> init,
   lookupPages(oneI32, index(1));
   loadRowInverses();
 
-  Value loopBegin = index(0), loopStep = index(1);
-  Value loopEnd = kb.toIndex(tileCount);
-  return kb.forLoop(
-      loopBegin, loopEnd, loopStep, init,
-      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
-        SmallVector<Value> s(carried.begin(), carried.end());
-        Value i = kb.toI32(iteration);
-        // Tile i is in raw slot i % 2 with its pages in slot i % 3.
-        NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
-        kb.barrier();
-        // Every warp is past tile i - 1: its raw slot takes tile i + 1,
-        // whose pages were looked up a tile ago.
-        Value nextTile = kb.add(i, oneI32);
-        Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
-        Value nextRaw = kb.toIndex(kb.rems(nextTile, twoI32));
-        Value nextPages = kb.toIndex(kb.rems(nextTile, threeI32));
-        kb.ifThen(more, [&] { issueTile(nextTile, nextRaw, nextPages); });
-        NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-        Value afterNext = kb.add(i, twoI32);
-        lookupPages(afterNext, kb.toIndex(kb.rems(afterNext, threeI32)));
-        useRawSlot(kb.toIndex(kb.rems(i, twoI32)));
-        scoreTile(kb.toIndex(kb.rems(i, threeI32)));
-        kb.barrier();
-        TileWeights weights = softmaxTile(s, warp);
-        accumulateValues(weights, s);
-        return s;
-      });
+  return forEachTile(init, [&](Value i, SmallVectorImpl<Value> &s) {
+    // Tile i is in raw slot i % 2 with its pages in slot i % 3.
+    NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
+    kb.barrier();
+    // Every warp is past tile i - 1: its raw slot takes tile i + 1,
+    // whose pages were looked up a tile ago.
+    Value nextTile = kb.add(i, oneI32);
+    Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
+    Value nextRaw = kb.toIndex(kb.rems(nextTile, twoI32));
+    Value nextPages = kb.toIndex(kb.rems(nextTile, threeI32));
+    kb.ifThen(more, [&] { issueTile(nextTile, nextRaw, nextPages); });
+    NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+    Value afterNext = kb.add(i, twoI32);
+    lookupPages(afterNext, kb.toIndex(kb.rems(afterNext, threeI32)));
+    useRawSlot(kb.toIndex(kb.rems(i, twoI32)));
+    scoreTile(kb.toIndex(kb.rems(i, threeI32)));
+    kb.barrier();
+    TileWeights weights = softmaxTile(s, warp);
+    accumulateValues(weights, s);
+  });
 }
 
 void MmaSyncBuilder::writePartials(ArrayRef<Value> s, Value split,

@@ -492,10 +492,7 @@ void WgmmaBuilder::storePartialLogits(ArrayRef<Value> logit, Value keyLow) {
       at = kb.add(at, index(8 * j));
       SmallVector<Value> pair = {logit[4 * j + 2 * h],
                                  logit[4 * j + 2 * h + 1]};
-      Value both = vector::FromElementsOp::create(
-          builder, kb.loc, VectorType::get({2}, builder.getF32Type()), pair);
-      vector::StoreOp::create(builder, kb.loc, both, logits, ValueRange{at},
-                              /*nontemporal=*/false, llvm::MaybeAlign(8));
+      storeLogitPair(at, pair);
     }
 }
 
@@ -616,43 +613,34 @@ SmallVector<Value> WgmmaBuilder::tileLoopWarpgroup(ArrayRef<Value> init) {
   // tile i + 1 (copied a tile ago) is decoded into the other slot and tile
   // i + 2 is copied into tile i's raw slot; the accumulators are touched
   // only after the wait at the end.
-  Value loopBegin = index(0), loopStep = index(1);
-  Value loopEnd = kb.toIndex(tileCount);
-  return kb.forLoop(
-      loopBegin, loopEnd, loopStep, init,
-      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
-        SmallVector<Value> s(carried.begin(), carried.end());
-        Value i = kb.toI32(iteration);
-        kb.barrier();
-        Value slot = kb.toIndex(kb.rems(i, twoI32));
-        useSlot(slot);
-        currentPageSlot = kb.toIndex(kb.rems(i, threeI32));
-        scoreTileWarpgroup();
-        kb.barrier();
-        TileWeights weights = softmaxTile(s, wgIndex);
-        accumulateWarpgroup(weights, s);
-        Value nextTile = kb.add(i, oneI32);
-        Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
-        kb.ifThen(more, [&] {
-          // Every warp is past tile i's raw records (scales included).
-          NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
-          kb.barrier();
-          Value afterNext = kb.add(i, twoI32);
-          Value copies =
-              kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
-          Value afterNextPages = kb.toIndex(kb.rems(afterNext, threeI32));
-          kb.ifThen(copies,
-                    [&] { issueTile(afterNext, slot, afterNextPages); });
-          NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-          Value later = kb.add(i, threeI32);
-          lookupPages(later, kb.toIndex(kb.rems(later, threeI32)));
-          Value nextSlot = kb.toIndex(kb.rems(nextTile, twoI32));
-          useSlot(nextSlot);
-          decodeAndPublish();
-        });
-        NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, 0);
-        return s;
-      });
+  return forEachTile(init, [&](Value i, SmallVectorImpl<Value> &s) {
+    kb.barrier();
+    Value slot = kb.toIndex(kb.rems(i, twoI32));
+    useSlot(slot);
+    currentPageSlot = kb.toIndex(kb.rems(i, threeI32));
+    scoreTileWarpgroup();
+    kb.barrier();
+    TileWeights weights = softmaxTile(s, wgIndex);
+    accumulateWarpgroup(weights, s);
+    Value nextTile = kb.add(i, oneI32);
+    Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
+    kb.ifThen(more, [&] {
+      // Every warp is past tile i's raw records (scales included).
+      NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
+      kb.barrier();
+      Value afterNext = kb.add(i, twoI32);
+      Value copies = kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
+      Value afterNextPages = kb.toIndex(kb.rems(afterNext, threeI32));
+      kb.ifThen(copies, [&] { issueTile(afterNext, slot, afterNextPages); });
+      NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+      Value later = kb.add(i, threeI32);
+      lookupPages(later, kb.toIndex(kb.rems(later, threeI32)));
+      Value nextSlot = kb.toIndex(kb.rems(nextTile, twoI32));
+      useSlot(nextSlot);
+      decodeAndPublish();
+    });
+    NVVM::WgmmaWaitGroupSyncOp::create(builder, loc, 0);
+  });
 }
 
 void WgmmaBuilder::writePartialsWarpgroup(ArrayRef<Value> s, Value split,

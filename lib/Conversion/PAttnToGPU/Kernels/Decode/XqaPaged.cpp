@@ -598,13 +598,9 @@ void XqaBuilder::describeSide(XqaSide &side, const CacheBuffers &buffers,
 
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                                         XqaArguments &args) {
-  MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
   std::array<XqaSidePositions, 2> positions = collectHostOperands(hostOperands);
-  SmallVector<Type> argTypes = llvm::to_vector(
-      llvm::map_range(hostOperands, [](Value v) { return v.getType(); }));
-  argTypes.push_back(workspaceOutputType(context, valueDim));
-  argTypes.push_back(workspaceStatsType(context));
+  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, valueDim);
 
   gpu::GPUFuncOp kernel =
       kernels.create(builder, loc, "pattn_xqa_decode", argTypes, {});
@@ -630,13 +626,8 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
 }
 
 Value XqaBuilder::setUpBlock() {
-  MLIRContext *context = op.getContext();
   Location loc = op.getLoc();
-  smem = gpu::DynamicSharedMemoryOp::create(
-      builder, loc,
-      MemRefType::get(
-          {ShapedType::kDynamic}, builder.getIntegerType(8), AffineMap(),
-          gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
+  smem = dynamicSharedBytes(builder, loc);
   queryTile =
       view(layout.query, {rows, layout.queryStride / 2}, builder.getF16Type());
 

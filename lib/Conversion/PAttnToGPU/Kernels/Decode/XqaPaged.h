@@ -14,6 +14,7 @@
 #ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAPAGED_H
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_DECODE_XQAPAGED_H
 
+#include "Kernels/Common/DecodeCommon.h"
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"

@@ -23,12 +23,7 @@ using namespace pattn;
 using namespace pattn::xqa;
 
 Value XqaBuilder::view(Value offset, ArrayRef<int64_t> shape, Type element) {
-  auto type =
-      MemRefType::get(shape, element, AffineMap(),
-                      gpu::AddressSpaceAttr::get(builder.getContext(),
-                                                 gpu::AddressSpace::Workgroup));
-  return memref::ViewOp::create(builder, kb.loc, type, smem, offset,
-                                ValueRange{});
+  return sharedView(kb, smem, offset, shape, element);
 }
 
 Value XqaBuilder::view(int64_t offset, ArrayRef<int64_t> shape, Type element) {
@@ -44,7 +39,6 @@ SmallVector<Value> XqaBuilder::address(const XqaSide &side, Value page,
 }
 
 void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
-  Location loc = kb.loc;
   if (queryStart) {
     tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
     Value nextSeq = kb.add(kb.toIndex(seq), index(1));
@@ -59,12 +53,7 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
   // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
   // to whole tiles: a function of host-known sizes only.
   tileKeysI32 = kb.i32(int32_t(tileKeys));
-  Value tableWidth =
-      kb.toI32(memref::DimOp::create(builder, loc, blockTable, 1));
-  Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
-  Value splits =
-      kb.toI32(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x));
-  Value perSplit = kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
+  Value perSplit = keysPerGridSplit(kb, blockTable, blockSize);
   perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
   perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
   Value splitBegin = kb.mul(kb.toI32(split), perSplit);

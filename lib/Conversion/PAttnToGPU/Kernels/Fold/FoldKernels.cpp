@@ -41,9 +41,7 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   OpBuilder builder(context);
   Location loc = op.getLoc();
   Type i32 = IntegerType::get(context, 32);
-  Type buffer = MemRefType::get(
-      {kBlockThreads}, i32, AffineMap(),
-      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+  Type buffer = workgroupMemRefType({kBlockThreads}, i32);
   Kernel result =
       kernels.create(builder, loc, "pattn_scale_normalizer",
                      ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
@@ -190,9 +188,7 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
   OpBuilder builder(context);
   Location loc = op.getLoc();
   Type i32 = IntegerType::get(context, 32);
-  Type buffer = MemRefType::get(
-      {kBlockThreads}, i32, AffineMap(),
-      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup));
+  Type buffer = workgroupMemRefType({kBlockThreads}, i32);
   SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut(),
                                  op.getNormalizer(), op.getExponents()};
   Kernel result =
