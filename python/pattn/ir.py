@@ -679,18 +679,25 @@ class XqaMlaPlan(_Frozen):
     writes on ``pattn.mla_decode`` ops of the XQA backend (the tensor-core
     MLA kernel). Built by :func:`xqa_mla_plan`."""
 
-    __slots__ = ("heads_per_block", "keys_per_tile", "shared_bytes")
+    __slots__ = ("kernel", "heads_per_block", "keys_per_tile", "shared_bytes")
+    KERNELS = ("mma_sync", "wgmma")
 
     def __init__(self, heads_per_block: int, keys_per_tile: int,
-                 shared_bytes: int):
+                 shared_bytes: int, kernel: str = "mma_sync"):
+        if kernel not in self.KERNELS:
+            raise IRTypeError(f"ir.xqa_mla_plan: kernel must be one of "
+                              f"{', '.join(self.KERNELS)}, got {kernel!r}")
         values = dict(heads_per_block=heads_per_block,
                       keys_per_tile=keys_per_tile, shared_bytes=shared_bytes)
-        self._set(**{name: _int("ir.xqa_mla_plan", name, value)
+        self._set(kernel=kernel,
+                  **{name: _int("ir.xqa_mla_plan", name, value)
                      for name, value in values.items()})
 
     def __str__(self) -> str:
-        fields = ", ".join(f"{name} = {getattr(self, name)}"
-                           for name in self.__slots__)
+        # The kernel is printed where it is not the default, as pattn-opt
+        # prints it.
+        names = self.__slots__ if self.kernel != "mma_sync" else self.__slots__[1:]
+        fields = ", ".join(f"{name} = {getattr(self, name)}" for name in names)
         return f"#pattn.xqa_mla_plan<{fields}>"
 
     def __repr__(self) -> str:
@@ -729,10 +736,11 @@ def xqa_plan(*, rows: int, keys_per_tile: int, stages: int, key_warps: int,
 
 @_rejects_bad_calls(IRTypeError, "ir.xqa_mla_plan")
 def xqa_mla_plan(*, heads_per_block: int, keys_per_tile: int,
-                 shared_bytes: int) -> XqaMlaPlan:
+                 shared_bytes: int, kernel: str = "mma_sync") -> XqaMlaPlan:
     """A tensor-core MLA decode plan (``plan=`` of ``pattn.mla_decode`` with
-    ``backend="xqa"``)."""
-    return XqaMlaPlan(heads_per_block, keys_per_tile, shared_bytes)
+    ``backend="xqa"``): ``kernel="mma_sync"`` with 16 heads per block, or
+    ``kernel="wgmma"`` with 64."""
+    return XqaMlaPlan(heads_per_block, keys_per_tile, shared_bytes, kernel)
 
 
 @_rejects_bad_calls(IRTypeError, "ir.portable_plan")

@@ -206,6 +206,15 @@ def test_plans_print_as_the_dialect_does():
                                shared_bytes=80640)) == (
         "#pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, "
         "shared_bytes = 80640>")
+    # The plan names its kernel where it is not the default, as pattn-opt
+    # prints it.
+    assert str(ir.xqa_mla_plan(kernel="wgmma", heads_per_block=64,
+                               keys_per_tile=32, shared_bytes=226944)) == (
+        "#pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, "
+        "keys_per_tile = 32, shared_bytes = 226944>")
+    with pytest.raises(ir.IRTypeError, match="kernel must be one of"):
+        ir.xqa_mla_plan(kernel="mma", heads_per_block=16, keys_per_tile=32,
+                        shared_bytes=80640)
 
 
 def test_mla_decode_takes_its_own_xqa_plan():

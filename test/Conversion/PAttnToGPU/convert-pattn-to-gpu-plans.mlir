@@ -24,7 +24,7 @@ func.func @no_plan(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memr
 func.func @wgmma_plan(%s: memref<?x64x656xi8>, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   %c = pattn.bind_cache storage(%s : memref<?x64x656xi8>) : !r
   // expected-error @below {{has the warpgroup plan (wgmma), but sm_86 has no wgmma: plan it for the chips it is lowered for (--pattn-plan-decode=chips=...)}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 99000>}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 99000>}
   return
 }
 
@@ -36,6 +36,6 @@ func.func @wgmma_plan(%s: memref<?x64x656xi8>, %q: memref<4x128x576xbf16>, %bt: 
 func.func @chip_plan(%s: memref<?x64x656xi8>, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   %c = pattn.bind_cache storage(%s : memref<?x64x656xi8>) : !r
   // expected-error @below {{has the warpgroup plan (wgmma), but sm_86 has no wgmma}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_86 = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 99000>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_86 = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 99000>}}
   return
 }

@@ -1176,7 +1176,7 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{has chip_plans but no #pattn.xqa_mla_plan}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<portable>, plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 512>, chip_plans = {sm_90a = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<portable>, plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 512>, chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
   return
 }
 
@@ -1185,7 +1185,7 @@ func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memr
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{has chip_plans but no #pattn.xqa_mla_plan}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>,  chip_plans = {sm_90a = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>,  chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
   return
 }
 
@@ -1194,7 +1194,7 @@ func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memr
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{chip_plans names 'sm_95', which is not a chip (sm_80}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_95 = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_95 = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
   return
 }
 
@@ -1446,8 +1446,19 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 // #pattn.xqa_mla_plan: one m16 tile of heads (mma.sync) or one m64 tile
 // (wgmma), 8 keys per warp.
-// expected-error @below {{heads_per_block 32 must be 16 (mma.sync: one m16 tile) or 64 (wgmma: one m64 tile)}}
+// expected-error @below {{heads_per_block 32 must be 16 for kernel mma_sync (one m16 tile)}}
 func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 32, keys_per_tile = 32, shared_bytes = 80640>}
+
+// -----
+
+// The plan names its kernel; the head count must match it.
+// expected-error @below {{heads_per_block 16 must be 64 for kernel wgmma (one m64 tile)}}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}
+
+// -----
+
+// expected-error @below {{heads_per_block 64 must be 16 for kernel mma_sync (one m16 tile)}}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}
 
 // -----
 

@@ -32,7 +32,7 @@ static int64_t sharedBytesOf(Attribute plan) {
 /// Whether `plan` is the warpgroup (wgmma) MLA kernel's.
 static bool needsWgmma(Attribute plan) {
   auto mla = dyn_cast<XqaMlaPlanAttr>(plan);
-  return mla && mla.getHeadsPerBlock() == kXqaMlaWarpgroupHeads;
+  return mla && mla.getKernel() == XqaMlaKernel::wgmma;
 }
 
 /// The plan --pattn-plan-decode recorded on a decode op (null if none).

@@ -114,12 +114,15 @@ LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 XqaMlaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       int64_t headsPerBlock, int64_t keysPerTile,
-                       int64_t sharedBytes) {
-  if (headsPerBlock != 16 && headsPerBlock != 64)
-    return emitError() << "heads_per_block " << headsPerBlock
-                       << " must be 16 (mma.sync: one m16 tile) or 64 "
-                          "(wgmma: one m64 tile)";
+                       XqaMlaKernel kernel, int64_t headsPerBlock,
+                       int64_t keysPerTile, int64_t sharedBytes) {
+  // The rows of one mma tile: m16 for mma.sync, m64 for wgmma.
+  int64_t rows = kernel == XqaMlaKernel::wgmma ? 64 : 16;
+  if (headsPerBlock != rows)
+    return emitError() << "heads_per_block " << headsPerBlock << " must be "
+                       << rows << " for kernel "
+                       << stringifyXqaMlaKernel(kernel) << " (one m" << rows
+                       << " tile)";
   if (keysPerTile != 32)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be 32 (8 keys per warp)";

@@ -129,7 +129,7 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
 }
 
 int64_t xqaMlaResidentBlocks(XqaMlaPlanAttr plan, ArrayRef<Chip> chips) {
-  if (plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads)
+  if (plan.getKernel() == XqaMlaKernel::wgmma)
     return 1;
   return std::min<int64_t>(3, xqaResidentBlocks(plan.getSharedBytes(), chips));
 }
@@ -385,13 +385,13 @@ XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   MLIRContext *context = op.getContext();
   auto warpgroupPlan = [&] {
     return XqaMlaPlanAttr::get(
-        context, kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
+        context, XqaMlaKernel::wgmma, kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
         layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total);
   };
   XqaMlaPlans plans;
-  plans.plan =
-      XqaMlaPlanAttr::get(context, kXqaMlaHeadsPerBlock, kXqaMlaKeysPerTile,
-                          layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total);
+  plans.plan = XqaMlaPlanAttr::get(
+      context, XqaMlaKernel::mma_sync, kXqaMlaHeadsPerBlock, kXqaMlaKeysPerTile,
+      layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total);
   // The warpgroup kernel serves the chips with wgmma or none of them; in a
   // build for chips with and without it, the former take it in a kernel
   // module of their own.

@@ -67,7 +67,7 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   std::string text;
   llvm::raw_string_ostream os(text);
   auto kernel = [&](::pattn::XqaMlaPlanAttr plan) {
-    os << (plan.getHeadsPerBlock() == ::pattn::kXqaMlaWarpgroupHeads
+    os << (plan.getKernel() == ::pattn::XqaMlaKernel::wgmma
                ? "the warpgroup (wgmma) kernel, "
                : "the mma.sync kernel, ")
        << plan.getHeadsPerBlock() << " heads per block";

@@ -25,9 +25,9 @@
 // NO-WGMMA: :[[@LINE+8]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: no chip built for has wgmma (sm_90a only))
 // H200-LABEL: func.func @fp8_128_heads
 // H200-NOT: chip_plans
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>
+// H200: plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>
 // FLEET-LABEL: func.func @fp8_128_heads
-// FLEET: chip_plans = {sm_90a = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}
+// FLEET: chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}
 // FLEET-SAME: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>
 func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
@@ -36,7 +36,7 @@ func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi
 
 // WHY: :[[@LINE+4]]:3: remark: xqa plan: the warpgroup (wgmma) kernel, 64 heads per block
 // H200-LABEL: func.func @nvfp4_64_heads
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32,
+// H200: plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32,
 func.func @nvfp4_64_heads(%c: !rope8, %q: memref<4x64x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %qs: memref<3xi32>, %o: memref<4x64x512xbf16>) {
   pattn.mla_decode query(%q : memref<4x64x576xbf16>) cache(%c : !rope8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) query_start(%qs : memref<3xi32>) outs(%o : memref<4x64x512xbf16>) {num_heads = 64 : i64, max_query_len = 2 : i64}
   return

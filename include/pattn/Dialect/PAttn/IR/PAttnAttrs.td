@@ -49,6 +49,13 @@ def PAttn_Backend : I32EnumAttr<"Backend", "attention lowering", [
   let genSpecializedAttr = 0;
 }
 
+def PAttn_XqaMlaKernel : I32EnumAttr<"XqaMlaKernel",
+    "the tensor-core MLA kernel a plan is for", [
+    I32EnumAttrCase<"mma_sync", 0>, I32EnumAttrCase<"wgmma", 1>]> {
+  let cppNamespace = "::pattn";
+  let genSpecializedAttr = 0;
+}
+
 def PAttn_EncodingAttr : EnumAttr<PAttn_Dialect, PAttn_Encoding, "encoding"> {
   let assemblyFormat = "`<` $value `>`";
   let summary = "A KV cache element encoding";
@@ -205,7 +212,12 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
       softmax over the whole tile,
     - O += P V is split over the warps by latent channels.
 
-    With `heads_per_block = 64` (sm_90a only), two warpgroups serve 64
+    The plan names its kernel: `kernel = mma_sync` (the default, left out
+    when printed) with `heads_per_block = 16`, or `kernel = wgmma` with
+    `heads_per_block = 64`; the verifier holds the two together and the
+    lowering dispatches on the kernel, never on the head count.
+
+    With `kernel = wgmma` (sm_90a only), two warpgroups serve 64
     heads, the M rows of `wgmma.mma_async`: every tile is decoded once
     into a shared operand tile that both S = Q Kᵀ (the warpgroups split its
     k-steps) and O += P V (each warpgroup owns half the latent) read, and
@@ -219,11 +231,13 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
     ```mlir
     #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
                         shared_bytes = 63680>
-    #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32,
-                        shared_bytes = 226944>
+    #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64,
+                        keys_per_tile = 32, shared_bytes = 226944>
     ```
   }];
-  let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
+  let parameters = (ins DefaultValuedParameter<"::pattn::XqaMlaKernel",
+                          "::pattn::XqaMlaKernel::mma_sync">:$kernel,
+                        "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
                         "int64_t":$shared_bytes);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

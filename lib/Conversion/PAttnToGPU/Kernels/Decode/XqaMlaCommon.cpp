@@ -44,12 +44,6 @@ constexpr int kSharedScaleExponent = 10;
 
 } // namespace
 
-XqaMlaKernelKind pattn::xqaMlaKernelKind(XqaMlaPlanAttr plan) {
-  return plan.getHeadsPerBlock() == kXqaMlaWarpgroupHeads
-             ? XqaMlaKernelKind::warpgroup
-             : XqaMlaKernelKind::mmaSync;
-}
-
 //===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
@@ -755,13 +749,14 @@ auto ::pattn::buildXqaMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
                                        const RecordBuffers &cache)
     -> DecodeKernels {
   DecodeKernels result;
-  switch (xqaMlaKernelKind(plan)) {
-  case XqaMlaKernelKind::mmaSync:
+  // The plan names its kernel (#pattn.xqa_mla_plan's `kernel`).
+  switch (plan.getKernel()) {
+  case XqaMlaKernel::mma_sync:
     result.decode = buildXqaMlaMmaSyncKernel(kernels, op, plan, cache,
                                              result.decodeOperands);
     result.blockThreads = kXqaMlaThreads;
     break;
-  case XqaMlaKernelKind::warpgroup:
+  case XqaMlaKernel::wgmma:
     result.decode =
         buildXqaMlaWgmmaKernel(kernels, op, plan, cache, result.decodeOperands);
     result.blockThreads = kXqaMlaWarpgroupThreads;

@@ -42,17 +42,6 @@
 
 namespace pattn {
 
-/// The two tensor-core MLA decode kernels.
-enum class XqaMlaKernelKind {
-  /// mma.sync.m16n8k16: four warps serve 16 heads (heads_per_block = 16).
-  mmaSync,
-  /// wgmma (sm_90a): two warpgroups serve 64 heads (heads_per_block = 64).
-  warpgroup,
-};
-
-/// The kernel that `plan` asks for.
-XqaMlaKernelKind xqaMlaKernelKind(pattn::XqaMlaPlanAttr plan);
-
 /// The decode kernel of each kind; `hostOperands` get its host operands
 /// (without the workspace).
 mlir::gpu::GPUFuncOp
