@@ -17,7 +17,6 @@
 #include "Host/HostChecks.h"
 #include "Host/HostRewriter.h"
 #include "Host/OpOrder.h"
-#include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 #include "Planning/VerifyPlans.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"

@@ -13,7 +13,7 @@
 
 #include "Host/HostRewriter.h"
 #include "Host/HostChecks.h"
-#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Common/ScalarBuilder.h"
 #include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -106,7 +106,7 @@ void HostRewriter::dispatch(Location loc,
 
   // The module's position, chosen by the routes (the first that matches
   // wins), then each module's launches emitted once under its position.
-  KernelBuilder kb(builder, loc);
+  ScalarBuilder kb(builder, loc);
   auto position = [&](KernelModule *module) {
     return int32_t(llvm::find(modules, module) - modules.begin());
   };
@@ -177,7 +177,7 @@ void HostRewriter::launch(Location loc, gpu::GPUFuncOp kernel,
 
 void HostRewriter::ifPositive(Location loc, Value count,
                               function_ref<void()> body) {
-  KernelBuilder kb(builder, loc);
+  ScalarBuilder kb(builder, loc);
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::sgt, count, kb.index(0)), body);
 }
 

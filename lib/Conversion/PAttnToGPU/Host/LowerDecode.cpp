@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Host/HostRewriter.h"
-#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Common/ScalarBuilder.h"
 #include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 
 using namespace mlir;
@@ -23,7 +23,7 @@ HostRewriter::DecodeWorkspace
 HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
                                 int64_t blockSize, int64_t valueDim,
                                 int64_t numHeads, const DecodeGrid &grid) {
-  KernelBuilder kb(builder, loc);
+  ScalarBuilder kb(builder, loc);
   // Splits depend on the block table's shape (a host-known bound on the
   // kv length) and, for XQA, on the device's SM count, never on device
   // data: the call stays graph-capturable.
@@ -113,7 +113,7 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
 void HostRewriter::launchDecode(Location loc, int64_t valueDim,
                                 const DecodeWorkspace &workspace,
                                 const DecodeKernels &decode) {
-  KernelBuilder kb(builder, loc);
+  ScalarBuilder kb(builder, loc);
   SmallVector<Value> decodeOperands(decode.decodeOperands);
   decodeOperands.append({workspace.partialOut, workspace.partialStats});
   Value decodeRows =

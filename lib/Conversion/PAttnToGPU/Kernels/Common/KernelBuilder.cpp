@@ -27,102 +27,102 @@ using namespace ::pattn;
 // Constants and arithmetic
 //===----------------------------------------------------------------------===//
 
-Value KernelBuilder::index(int64_t value) {
+Value ScalarBuilder::index(int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
 }
-Value KernelBuilder::i32(int32_t value) {
+Value ScalarBuilder::i32(int32_t value) {
   return arith::ConstantIntOp::create(b, loc, value, 32);
 }
-Value KernelBuilder::i64(int64_t value) {
+Value ScalarBuilder::i64(int64_t value) {
   return arith::ConstantIntOp::create(b, loc, value, 64);
 }
-Value KernelBuilder::f32(float value) {
+Value ScalarBuilder::f32(float value) {
   return arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
                                         llvm::APFloat(value));
 }
-Value KernelBuilder::boolean(bool value) {
+Value ScalarBuilder::boolean(bool value) {
   return arith::ConstantIntOp::create(b, loc, value, 1);
 }
 
-Value KernelBuilder::add(Value a, Value c) {
+Value ScalarBuilder::add(Value a, Value c) {
   return arith::AddIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::sub(Value a, Value c) {
+Value ScalarBuilder::sub(Value a, Value c) {
   return arith::SubIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::mul(Value a, Value c) {
+Value ScalarBuilder::mul(Value a, Value c) {
   return arith::MulIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::divs(Value a, Value c) {
+Value ScalarBuilder::divs(Value a, Value c) {
   return arith::DivSIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::rems(Value a, Value c) {
+Value ScalarBuilder::rems(Value a, Value c) {
   return arith::RemSIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::andi(Value a, Value c) {
+Value ScalarBuilder::andi(Value a, Value c) {
   return arith::AndIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::ori(Value a, Value c) {
+Value ScalarBuilder::ori(Value a, Value c) {
   return arith::OrIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::shl(Value a, Value c) {
+Value ScalarBuilder::shl(Value a, Value c) {
   return arith::ShLIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::shru(Value a, Value c) {
+Value ScalarBuilder::shru(Value a, Value c) {
   return arith::ShRUIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::mins(Value a, Value c) {
+Value ScalarBuilder::mins(Value a, Value c) {
   return arith::MinSIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::maxs(Value a, Value c) {
+Value ScalarBuilder::maxs(Value a, Value c) {
   return arith::MaxSIOp::create(b, loc, a, c);
 }
-Value KernelBuilder::cmpi(arith::CmpIPredicate predicate, Value a, Value c) {
+Value ScalarBuilder::cmpi(arith::CmpIPredicate predicate, Value a, Value c) {
   return arith::CmpIOp::create(b, loc, predicate, a, c);
 }
-Value KernelBuilder::select(Value condition, Value a, Value c) {
+Value ScalarBuilder::select(Value condition, Value a, Value c) {
   return arith::SelectOp::create(b, loc, condition, a, c);
 }
-Value KernelBuilder::land(Value a, Value c) { return andi(a, c); }
-Value KernelBuilder::lor(Value a, Value c) { return ori(a, c); }
+Value ScalarBuilder::land(Value a, Value c) { return andi(a, c); }
+Value ScalarBuilder::lor(Value a, Value c) { return ori(a, c); }
 
-Value KernelBuilder::fadd(Value a, Value c) {
+Value ScalarBuilder::fadd(Value a, Value c) {
   return arith::AddFOp::create(b, loc, a, c);
 }
-Value KernelBuilder::fsub(Value a, Value c) {
+Value ScalarBuilder::fsub(Value a, Value c) {
   return arith::SubFOp::create(b, loc, a, c);
 }
-Value KernelBuilder::fmul(Value a, Value c) {
+Value ScalarBuilder::fmul(Value a, Value c) {
   return arith::MulFOp::create(b, loc, a, c);
 }
-Value KernelBuilder::fdiv(Value a, Value c) {
+Value ScalarBuilder::fdiv(Value a, Value c) {
   return arith::DivFOp::create(b, loc, a, c);
 }
-Value KernelBuilder::fmax(Value a, Value c) {
+Value ScalarBuilder::fmax(Value a, Value c) {
   return arith::MaxNumFOp::create(b, loc, a, c);
 }
-Value KernelBuilder::saturate(Value x, float limit) {
+Value ScalarBuilder::saturate(Value x, float limit) {
   Value high = arith::MinimumFOp::create(b, loc, x, f32(limit));
   return arith::MaximumFOp::create(b, loc, high, f32(-limit));
 }
-Value KernelBuilder::finiteLogit(Value x) {
+Value ScalarBuilder::finiteLogit(Value x) {
   float largest = std::numeric_limits<float>::max();
   Value high = arith::MinNumFOp::create(b, loc, x, f32(largest));
   return arith::MaxNumFOp::create(b, loc, high, f32(-largest));
 }
-Value KernelBuilder::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
+Value ScalarBuilder::fabs(Value a) { return math::AbsFOp::create(b, loc, a); }
 // llvm.intr.fma rather than math.fma: the latter becomes a libdevice call,
 // and this must be the exactly rounded fused instruction
 // (roundScaledProductOnce depends on it).
-Value KernelBuilder::fma(Value a, Value c, Value d) {
+Value ScalarBuilder::fma(Value a, Value c, Value d) {
   return LLVM::FMAOp::create(b, loc, a, c, d);
 }
-Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
-Value KernelBuilder::tanh(Value a) { return math::TanhOp::create(b, loc, a); }
-Value KernelBuilder::roundEven(Value a) {
+Value ScalarBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
+Value ScalarBuilder::tanh(Value a) { return math::TanhOp::create(b, loc, a); }
+Value ScalarBuilder::roundEven(Value a) {
   return math::RoundEvenOp::create(b, loc, a);
 }
-Value KernelBuilder::cmpf(arith::CmpFPredicate predicate, Value a, Value c) {
+Value ScalarBuilder::cmpf(arith::CmpFPredicate predicate, Value a, Value c) {
   return arith::CmpFOp::create(b, loc, predicate, a, c);
 }
 
@@ -130,7 +130,7 @@ Value KernelBuilder::cmpf(arith::CmpFPredicate predicate, Value a, Value c) {
 // Conversions
 //===----------------------------------------------------------------------===//
 
-Value KernelBuilder::toIndex(Value integer) {
+Value ScalarBuilder::toIndex(Value integer) {
   if (integer.getType().isIndex())
     return integer;
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), integer);
@@ -148,14 +148,14 @@ static Value castInteger(OpBuilder &b, Location loc, Value value,
   return arith::TruncIOp::create(b, loc, target, value);
 }
 
-Value KernelBuilder::toI32(Value value) {
+Value ScalarBuilder::toI32(Value value) {
   return castInteger(b, loc, value, 32);
 }
-Value KernelBuilder::toI64(Value value) {
+Value ScalarBuilder::toI64(Value value) {
   return castInteger(b, loc, value, 64);
 }
 
-Value KernelBuilder::toF32(Value number) {
+Value ScalarBuilder::toF32(Value number) {
   Type type = number.getType();
   if (type.isF32())
     return number;
@@ -164,15 +164,15 @@ Value KernelBuilder::toF32(Value number) {
   return arith::SIToFPOp::create(b, loc, b.getF32Type(), number);
 }
 
-Value KernelBuilder::bitcast(Type type, Value value) {
+Value ScalarBuilder::bitcast(Type type, Value value) {
   return arith::BitcastOp::create(b, loc, type, value);
 }
 
-Value KernelBuilder::truncI8(Value integer) {
+Value ScalarBuilder::truncI8(Value integer) {
   return arith::TruncIOp::create(b, loc, b.getI8Type(), integer);
 }
 
-Value KernelBuilder::extUI32(Value integer) {
+Value ScalarBuilder::extUI32(Value integer) {
   if (integer.getType().isInteger(32))
     return integer;
   return arith::ExtUIOp::create(b, loc, b.getI32Type(), integer);
@@ -182,11 +182,11 @@ Value KernelBuilder::extUI32(Value integer) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-Value KernelBuilder::load(Value memref, ValueRange indices) {
+Value ScalarBuilder::load(Value memref, ValueRange indices) {
   return memref::LoadOp::create(b, loc, memref, indices);
 }
 
-void KernelBuilder::store(Value value, Value memref, ValueRange indices) {
+void ScalarBuilder::store(Value value, Value memref, ValueRange indices) {
   memref::StoreOp::create(b, loc, value, memref, indices);
 }
 
@@ -429,7 +429,7 @@ Value KernelBuilder::ldexpSaturating(Value x, Value exponent) {
 // Control flow
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> KernelBuilder::forLoop(
+SmallVector<Value> ScalarBuilder::forLoop(
     Value lower, Value upper, Value step, ValueRange init,
     function_ref<SmallVector<Value>(Value, ValueRange)> body) {
   auto loop = scf::ForOp::create(b, loc, lower, upper, step, init);
@@ -448,7 +448,7 @@ SmallVector<Value> KernelBuilder::forLoop(
   return SmallVector<Value>(loop.getResults());
 }
 
-void KernelBuilder::ifThen(Value condition, function_ref<void()> then) {
+void ScalarBuilder::ifThen(Value condition, function_ref<void()> then) {
   auto ifOp = scf::IfOp::create(b, loc, TypeRange(), condition,
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
@@ -457,7 +457,7 @@ void KernelBuilder::ifThen(Value condition, function_ref<void()> then) {
 }
 
 SmallVector<Value>
-KernelBuilder::ifElse(Value condition, TypeRange types,
+ScalarBuilder::ifElse(Value condition, TypeRange types,
                       function_ref<SmallVector<Value>()> then,
                       function_ref<SmallVector<Value>()> otherwise) {
   auto ifOp = scf::IfOp::create(b, loc, types, condition,

@@ -15,6 +15,7 @@
 #ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KERNELBUILDER_H
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KERNELBUILDER_H
 
+#include "Kernels/Common/ScalarBuilder.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -47,14 +48,13 @@ struct MinifloatFormat {
   static MinifloatFormat e2m1() { return of(pattn::Encoding::nvfp4); }
 };
 
-/// Emits IR at an insertion point; every helper returns the new value.
-class KernelBuilder {
+/// ScalarBuilder plus what only kernels emit: thread and block ids,
+/// barriers, byte-level memory and the bit-exact encoders and decoders of
+/// every cache element format.
+class KernelBuilder : public ScalarBuilder {
 public:
-  KernelBuilder(mlir::OpBuilder &builder, mlir::Location loc)
-      : b(builder), loc(loc) {}
+  using ScalarBuilder::ScalarBuilder;
 
-  mlir::OpBuilder &b;
-  mlir::Location loc;
   /// The kernel runs only on chips with cvt.rn.f16x2.e4m3x2 (sm_89 and up).
   bool hardwareFp8 = false;
   /// The kernel runs only on chips with cvt.rn.f16x2.e2m1x2 (sm_100a,
@@ -65,64 +65,7 @@ public:
   /// kFp4SubnormalScale itself (once per sum instead of once per pair).
   bool fp4Subnormal = false;
 
-  // Constants.
-  mlir::Value index(int64_t value);
-  mlir::Value i32(int32_t value);
-  mlir::Value i64(int64_t value);
-  mlir::Value f32(float value);
-  mlir::Value boolean(bool value);
-
-  // Integer arithmetic (index or iN) and comparisons.
-  mlir::Value add(mlir::Value a, mlir::Value c);
-  mlir::Value sub(mlir::Value a, mlir::Value c);
-  mlir::Value mul(mlir::Value a, mlir::Value c);
-  mlir::Value divs(mlir::Value a, mlir::Value c);
-  mlir::Value rems(mlir::Value a, mlir::Value c);
-  mlir::Value andi(mlir::Value a, mlir::Value c);
-  mlir::Value ori(mlir::Value a, mlir::Value c);
-  mlir::Value shl(mlir::Value a, mlir::Value c);
-  mlir::Value shru(mlir::Value a, mlir::Value c);
-  mlir::Value mins(mlir::Value a, mlir::Value c);
-  mlir::Value maxs(mlir::Value a, mlir::Value c);
-  mlir::Value cmpi(mlir::arith::CmpIPredicate predicate, mlir::Value a,
-                   mlir::Value c);
-  mlir::Value select(mlir::Value condition, mlir::Value a, mlir::Value c);
-  mlir::Value land(mlir::Value a, mlir::Value c);
-  mlir::Value lor(mlir::Value a, mlir::Value c);
-
-  // Float arithmetic (fp32 unless said otherwise).
-  mlir::Value fadd(mlir::Value a, mlir::Value c);
-  mlir::Value fsub(mlir::Value a, mlir::Value c);
-  mlir::Value fmul(mlir::Value a, mlir::Value c);
-  mlir::Value fdiv(mlir::Value a, mlir::Value c);
-  mlir::Value fmax(mlir::Value a, mlir::Value c);
-  /// x clamped to [-limit, limit]; NaN stays NaN (cache writes encode what
-  /// they are given).
-  mlir::Value saturate(mlir::Value x, float limit);
-  /// x clamped to [-FLT_MAX, FLT_MAX], NaN to FLT_MAX: a logit that
-  /// overflowed fp32 (or an inf - inf inside its dot product) stays finite,
-  /// so the online softmax never computes inf - inf.
-  mlir::Value finiteLogit(mlir::Value x);
-  mlir::Value fabs(mlir::Value a);
-  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
-  mlir::Value exp(mlir::Value a);
-  mlir::Value tanh(mlir::Value a);
-  mlir::Value roundEven(mlir::Value a);
-  mlir::Value cmpf(mlir::arith::CmpFPredicate predicate, mlir::Value a,
-                   mlir::Value c);
-
-  // Conversions.
-  mlir::Value toIndex(mlir::Value integer);
-  mlir::Value toI32(mlir::Value integerOrIndex);
-  mlir::Value toI64(mlir::Value integerOrIndex);
-  mlir::Value toF32(mlir::Value number); ///< from f16, bf16, f32 or signed int
-  mlir::Value bitcast(mlir::Type type, mlir::Value value);
-  mlir::Value truncI8(mlir::Value integer);
-  mlir::Value extUI32(mlir::Value integer);
-
-  // Memory.
-  mlir::Value load(mlir::Value memref, mlir::ValueRange indices);
-  void store(mlir::Value value, mlir::Value memref, mlir::ValueRange indices);
+  // Memory: bytes and little-endian values in i8 buffers.
   /// Loads a byte of an i8 memref as an unsigned i32.
   mlir::Value loadByte(mlir::Value memref, mlir::ValueRange indices);
   /// Stores the low byte of an i32.
@@ -177,22 +120,6 @@ public:
   /// x * 2^exponent (i32, any value) in fp32, exact while the result is
   /// normal, saturating at ±FLT_MAX (never inf) and flushing toward zero.
   mlir::Value ldexpSaturating(mlir::Value x, mlir::Value exponent);
-
-  /// A structured `for` over [lower, upper) with one fp32/iN carried value
-  /// list; `body(iv, carried)` returns the next carried values.
-  llvm::SmallVector<mlir::Value>
-  forLoop(mlir::Value lower, mlir::Value upper, mlir::Value step,
-          mlir::ValueRange init,
-          llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value,
-                                                            mlir::ValueRange)>
-              body);
-  /// `if (condition) then()` without results.
-  void ifThen(mlir::Value condition, llvm::function_ref<void()> then);
-  /// `condition ? then() : otherwise()` with results.
-  llvm::SmallVector<mlir::Value>
-  ifElse(mlir::Value condition, mlir::TypeRange types,
-         llvm::function_ref<llvm::SmallVector<mlir::Value>()> then,
-         llvm::function_ref<llvm::SmallVector<mlir::Value>()> otherwise);
 };
 
 /// A memref type of `shape` x `element` in workgroup (shared) memory.
