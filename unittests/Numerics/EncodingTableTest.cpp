@@ -110,8 +110,9 @@ TEST(EncodingTableTest, RowBytesAgree) {
     }
     // A legal head_dim is whole words, and whole groups where there are any.
     EXPECT_EQ(row.rowBytes(row.headDimMultiple) % 4, 0) << row.name;
-    if (row.hasGroupScales())
+    if (row.hasGroupScales()) {
       EXPECT_EQ(row.headDimMultiple % row.groupScales.size, 0u) << row.name;
+    }
   }
 }
 
