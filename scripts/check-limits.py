@@ -96,7 +96,9 @@ def functions(text):
             head = code[last_boundary:i]
             if function_depth is None and _opens_function(head):
                 function_depth = depth + 1
-                start = i
+                # From the signature's first line (the head's first
+                # non-blank character), as a reader counts a function.
+                start = last_boundary + (len(head) - len(head.lstrip()))
                 m = re.findall(r"([~\w:]+)\s*\(", head)
                 name = m[0] if m else "?"
             depth += 1

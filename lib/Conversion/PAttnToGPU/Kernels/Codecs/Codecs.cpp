@@ -93,10 +93,49 @@ wordPairOrder(Encoding encoding, bool hardwareFp8, bool hardwareFp4) {
   return order;
 }
 
-SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
-                                         Value word) {
+/// e4m3 pairs by cvt.rn.f16x2.e4m3x2, two bytes at a time: byte 2q is the
+/// low half.
+static SmallVector<ChannelPair> convertE4M3Pairs(KernelBuilder &kb,
+                                                 Value word) {
   MLIRContext *context = kb.b.getContext();
   auto halfPair = VectorType::get({2}, kb.b.getF16Type());
+  auto halfType = IntegerType::get(context, 16);
+  auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
+  SmallVector<ChannelPair> pairs;
+  for (int64_t q = 0; q < 2; ++q) {
+    Value bits = fieldOf(kb, word, 16 * q, halfType);
+    Value codes = vector::BitCastOp::create(
+        kb.b, kb.loc, bytePair,
+        vector::BroadcastOp::create(kb.b, kb.loc,
+                                    VectorType::get({1}, halfType), bits));
+    Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+        kb.b, kb.loc, Type(halfPair), codes, /*relu=*/false,
+        Type(Float8E4M3FNType::get(context)));
+    pairs.push_back({halves, 2 * q, 2 * q + 1});
+  }
+  return pairs;
+}
+
+/// e2m1 pairs by cvt.rn.f16x2.e2m1x2 per byte: its low nibble is the low
+/// half.
+static SmallVector<ChannelPair> convertE2M1Pairs(KernelBuilder &kb,
+                                                 Value word) {
+  MLIRContext *context = kb.b.getContext();
+  auto halfPair = VectorType::get({2}, kb.b.getF16Type());
+  auto byteType = IntegerType::get(context, 8);
+  SmallVector<ChannelPair> pairs;
+  for (int64_t q = 0; q < 4; ++q) {
+    Value byte = fieldOf(kb, word, 8 * q, byteType);
+    Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
+        kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
+        Type(Float4E2M1FNType::get(context)));
+    pairs.push_back({halves, 2 * q, 2 * q + 1});
+  }
+  return pairs;
+}
+
+SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
+                                         Value word) {
   SmallVector<ChannelPair> pairs;
   switch (encoding) {
   case Encoding::f16:
@@ -111,23 +150,8 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     return pairs;
   }
   case Encoding::f8e4m3:
-    if (kb.hardwareFp8) {
-      // cvt.rn.f16x2.e4m3x2, two bytes at a time: byte 2q is the low half.
-      auto halfType = IntegerType::get(context, 16);
-      auto bytePair = VectorType::get({2}, IntegerType::get(context, 8));
-      for (int64_t q = 0; q < 2; ++q) {
-        Value bits = fieldOf(kb, word, 16 * q, halfType);
-        Value codes = vector::BitCastOp::create(
-            kb.b, kb.loc, bytePair,
-            vector::BroadcastOp::create(kb.b, kb.loc,
-                                        VectorType::get({1}, halfType), bits));
-        Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
-            kb.b, kb.loc, Type(halfPair), codes, /*relu=*/false,
-            Type(Float8E4M3FNType::get(context)));
-        pairs.push_back({halves, 2 * q, 2 * q + 1});
-      }
-      return pairs;
-    }
+    if (kb.hardwareFp8)
+      return convertE4M3Pairs(kb, word);
     // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
     // bit 15, then one f16x2 multiply by 2^(15 - 7).
     for (int64_t q = 0; q < 2; ++q)
@@ -149,18 +173,8 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     return pairs;
   }
   case Encoding::nvfp4:
-    if (kb.hardwareFp4) {
-      // cvt.rn.f16x2.e2m1x2 per byte: its low nibble is the low half.
-      auto byteType = IntegerType::get(context, 8);
-      for (int64_t q = 0; q < 4; ++q) {
-        Value byte = fieldOf(kb, word, 8 * q, byteType);
-        Value halves = NVVM::ConvertF4x2ToF16x2Op::create(
-            kb.b, kb.loc, Type(halfPair), byte, /*relu=*/false,
-            Type(Float4E2M1FNType::get(context)));
-        pairs.push_back({halves, 2 * q, 2 * q + 1});
-      }
-      return pairs;
-    }
+    if (kb.hardwareFp4)
+      return convertE2M1Pairs(kb, word);
     // Nibbles p and p + 4 at once: magnitude to f16 bits [11:9], sign to
     // bit 15, times 2^(15 - 1) in f16x2 (0.5 included; left to the caller
     // under fp4Subnormal).
