@@ -16,7 +16,11 @@ to compile is compared by its diagnostics).
                                                        # intended IR change only)
 
 Kernel symbols are renamed to k<N>, numbered per gpu.module in the order they
-are defined, so a change of naming scheme alone does not count as a change.
+are defined, so a change of naming scheme alone does not count as a change;
+and a kernel identical to an earlier one of its gpu.module (but for its
+name) is dropped, its launches calling the earlier one, so that merging
+identical kernels (which the compiler does since issue 28: kernels are named
+by their content) does not count either.
 """
 import argparse
 import concurrent.futures
@@ -62,9 +66,50 @@ _FUNC = re.compile(r"gpu\.func @([\w$.]+)")
 _MODULE = re.compile(r"gpu\.module @([\w$.]+)")
 
 
+def merge_identical_kernels(text):
+    """`text` without the kernels that repeat an earlier kernel of their
+    gpu.module but for the name; their uses `@module::@name` name the
+    earlier one."""
+    lines = text.splitlines()
+    keep, merged = [], {}
+    first_by_body = {}
+    module = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _MODULE.search(line)
+        if m:
+            module = m.group(1)
+        m = _FUNC.search(line)
+        if not (m and module is not None):
+            keep.append(line)
+            i += 1
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        end = i + 1
+        while end < len(lines) and lines[end] != indent + "}":
+            end += 1
+        block = lines[i:end + 1]
+        name = m.group(1)
+        body = "\n".join(block).replace("@" + name + "(", "@_(", 1)
+        first = first_by_body.setdefault((module, body), name)
+        if first == name:
+            keep.extend(block)
+        else:
+            merged[(module, name)] = first
+        i = end + 1
+    return "\n".join(
+        re.sub(r"@([\w$.]+)::@([\w$.]+)",
+               lambda r: "@%s::@%s" % (r.group(1), merged.get(
+                   (r.group(1), r.group(2)), r.group(2))), line)
+        for line in keep) + "\n"
+
+
 def neutral_names(text):
-    """`text` with each kernel symbol renamed k<N> (per module, by order of
-    definition), at its definition and at every use `@module::@name`."""
+    """`text` with identical kernels merged, and each kernel symbol renamed
+    k<N> (per module, by order of definition), at its definition and at
+    every use `@module::@name`."""
+    text = merge_identical_kernels(text)
     renames = {}
     module = None
     counters = {}

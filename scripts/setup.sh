@@ -12,7 +12,7 @@ bash "$root/scripts/build.sh"
 
 echo "pattn: backend choice for examples/decode_int4.mlir on sm_90a"
 "$build/bin/pattn-opt" "$root/examples/decode_int4.mlir" \
-  --pattn-fold-and-select="chip=sm_90a" --mlir-print-op-on-diagnostic=false \
+  --pattn-fold-and-select="chips=sm_90a" --mlir-print-op-on-diagnostic=false \
   -o /dev/null
 
 chips=sm_80,sm_86,sm_89,sm_90a,sm_100a,sm_120a

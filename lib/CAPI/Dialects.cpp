@@ -32,7 +32,7 @@ void pattnRegisterAllPasses(void) {
   // no-op.
   static const bool registered = [] {
     pattn::registerPasses();
-    pattn::registerPAttnConversionPasses();
+    pattn::registerConversionPasses();
     pattn::registerCompilePipeline();
     return true;
   }();

@@ -50,6 +50,6 @@ void pattn::registerAllDialects(mlir::DialectRegistry &registry) {
 void pattn::registerAllPasses() {
   mlir::registerAllPasses();
   pattn::registerPasses();
-  pattn::registerPAttnConversionPasses();
+  pattn::registerConversionPasses();
   pattn::registerCompilePipeline();
 }

@@ -74,16 +74,17 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   // The passes are built here, not parsed from a pipeline string, so that a
   // compiler embedding pattn needs no global pass registration.
   // The fold runs first so that the selector sees folded K scales; without
-  // it a channel-scaled K is ineligible for XQA. The selector decides for
-  // the first chip; the conversion attaches each chip's #nvvm.target itself,
-  // one kernel module per group of chips that decode fp8 alike.
+  // it a channel-scaled K is ineligible for XQA. The selector, the planner
+  // and the conversion all see every chip; the conversion attaches each
+  // chip's #nvvm.target itself, one kernel module per group of chips that
+  // decode fp8 alike.
   SmallVector<std::string> chipNames;
   for (Chip chip : chips)
     chipNames.push_back(stringifyChip(chip).str());
   if (options.fold)
     pm.addPass(createPAttnFoldChannelScales());
   PAttnSelectBackendOptions select;
-  select.chip = chipNames.front();
+  select.chips = chipNames;
   select.force = options.backend;
   pm.addPass(createPAttnSelectBackend(select));
   // The plan (tiles, stages, splits) must fit every chip built for.

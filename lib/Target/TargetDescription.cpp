@@ -121,6 +121,8 @@ std::string pattn::parseChipList(llvm::ArrayRef<std::string> names,
     if (!chip)
       return "unsupported chip '" + name +
              "'; supported chips: " + supportedChipList();
+    if (llvm::is_contained(chips, *chip))
+      return "chip '" + name + "' named twice";
     chips.push_back(*chip);
   }
   if (chips.empty())

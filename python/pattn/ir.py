@@ -648,106 +648,171 @@ class Alias(Type):
 # ---------------------------------------------------------------------------
 
 
-class XqaPlan(_Frozen):
-    """``#pattn.xqa_plan<...>``, the tiling ``--pattn-plan-decode`` writes
-    for the XQA backend. Built by :func:`xqa_plan`."""
+# The chips a plan may name (pattn-opt's, from the target table).
+_PLAN_CHIPS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
+               "sm_100", "sm_100a", "sm_120", "sm_120a")
 
-    __slots__ = ("rows", "keys_per_tile", "stages", "key_warps",
-                 "value_warps", "keys_per_split", "shared_bytes")
 
-    def __init__(self, rows: int, keys_per_tile: int, stages: int,
-                 key_warps: int, value_warps: int, keys_per_split: int,
-                 shared_bytes: int):
-        values = dict(rows=rows, keys_per_tile=keys_per_tile, stages=stages,
-                      key_warps=key_warps, value_warps=value_warps,
-                      keys_per_split=keys_per_split,
-                      shared_bytes=shared_bytes)
-        self._set(**{name: _int("ir.xqa_plan", name, value)
-                     for name, value in values.items()})
+def _chips(where: str, targets: object) -> Tuple[str, ...]:
+    """``targets`` as a tuple of chip names: at least one, each once."""
+    if isinstance(targets, str) or not isinstance(targets, Iterable):
+        raise IRTypeError(f"{where}: argument 'targets' must be a list of "
+                          f"chips, got {_describe(targets)}")
+    chips = tuple(targets)
+    for chip in chips:
+        if chip not in _PLAN_CHIPS:
+            raise IRError(f"{where}: target {chip!r} is not a chip "
+                          f"({', '.join(_PLAN_CHIPS)})")
+    if not chips or len(set(chips)) != len(chips):
+        raise IRError(f"{where}: targets must name at least one chip, each "
+                      f"once; got {list(chips)}")
+    return chips
+
+
+def _residency(where: str, resident_blocks: object,
+               targets: Tuple[str, ...]) -> Tuple[int, ...]:
+    """One count of resident blocks per target."""
+    if not isinstance(resident_blocks, Iterable):
+        raise IRTypeError(f"{where}: argument 'resident_blocks' must be a "
+                          f"list of ints, got {_describe(resident_blocks)}")
+    counts = tuple(_int(where, "resident_blocks", count, (1, 32))
+                   for count in resident_blocks)
+    if len(counts) != len(targets):
+        raise IRError(f"{where}: resident_blocks has {len(counts)} counts "
+                      f"for {len(targets)} targets (one per chip)")
+    return counts
+
+
+class _Plan(_Frozen):
+    """A decode plan: its fields in the dialect's order, printed as
+    pattn-opt prints them (fields at their default left out, lists in
+    brackets)."""
+
+    __slots__ = ()
+    MNEMONIC = ""
+    DEFAULTS: Dict[str, object] = {}
 
     def __str__(self) -> str:
-        fields = ", ".join(f"{name} = {getattr(self, name)}"
-                           for name in self.__slots__)
-        return f"#pattn.xqa_plan<{fields}>"
+        def text(value: object) -> str:
+            if isinstance(value, tuple):
+                return "[" + ", ".join(str(item) for item in value) + "]"
+            return str(value)
+        fields = ", ".join(
+            f"{name} = {text(getattr(self, name))}" for name in self.__slots__
+            if self.DEFAULTS.get(name, object()) != getattr(self, name))
+        return f"#pattn.{self.MNEMONIC}<{fields}>"
 
     def __repr__(self) -> str:
-        return f"<ir.XqaPlan {self}>"
+        return f"<ir.{type(self).__name__} {self}>"
 
 
-class XqaMlaPlan(_Frozen):
-    """``#pattn.xqa_mla_plan<...>``, the tiling ``--pattn-plan-decode``
-    writes on ``pattn.mla_decode`` ops of the XQA backend (the tensor-core
-    MLA kernel). Built by :func:`xqa_mla_plan`."""
+class XqaPlan(_Plan):
+    """``#pattn.xqa_plan<...>``, the tiling and schedule
+    ``--pattn-plan-decode`` writes for the XQA backend. Built by
+    :func:`xqa_plan`."""
 
-    __slots__ = ("kernel", "heads_per_block", "keys_per_tile", "shared_bytes")
+    __slots__ = ("operand", "rows", "keys_per_tile", "stages", "key_warps",
+                 "value_warps", "keys_per_split", "shared_bytes",
+                 "resident_blocks", "threads", "least_tiles_per_split",
+                 "most_splits", "targets")
+    MNEMONIC = "xqa_plan"
+    DEFAULTS = {"threads": 128, "least_tiles_per_split": 4,
+                "most_splits": 64}
+
+
+class XqaMlaPlan(_Plan):
+    """``#pattn.xqa_mla_plan<...>``, the tiling and schedule
+    ``--pattn-plan-decode`` writes on ``pattn.mla_decode`` ops of the XQA
+    backend (the tensor-core MLA kernel). Built by :func:`xqa_mla_plan`."""
+
+    __slots__ = ("kernel", "heads_per_block", "keys_per_tile", "shared_bytes",
+                 "resident_blocks", "threads", "least_tiles_per_split",
+                 "most_splits", "targets")
+    MNEMONIC = "xqa_mla_plan"
+    DEFAULTS = {"kernel": "mma_sync", "threads": 128,
+                "least_tiles_per_split": 2, "most_splits": 128}
     KERNELS = ("mma_sync", "wgmma")
 
-    def __init__(self, heads_per_block: int, keys_per_tile: int,
-                 shared_bytes: int, kernel: str = "mma_sync"):
-        if kernel not in self.KERNELS:
-            raise IRTypeError(f"ir.xqa_mla_plan: kernel must be one of "
-                              f"{', '.join(self.KERNELS)}, got {kernel!r}")
-        values = dict(heads_per_block=heads_per_block,
-                      keys_per_tile=keys_per_tile, shared_bytes=shared_bytes)
-        self._set(kernel=kernel,
-                  **{name: _int("ir.xqa_mla_plan", name, value)
-                     for name, value in values.items()})
 
-    def __str__(self) -> str:
-        # The kernel is printed where it is not the default, as pattn-opt
-        # prints it.
-        names = self.__slots__ if self.kernel != "mma_sync" else self.__slots__[1:]
-        fields = ", ".join(f"{name} = {getattr(self, name)}" for name in names)
-        return f"#pattn.xqa_mla_plan<{fields}>"
-
-    def __repr__(self) -> str:
-        return f"<ir.XqaMlaPlan {self}>"
-
-
-class PortablePlan(_Frozen):
+class PortablePlan(_Plan):
     """``#pattn.portable_plan<...>``, the tiling of the portable backend.
     Built by :func:`portable_plan`."""
 
-    __slots__ = ("heads_per_block", "keys_per_split")
-
-    def __init__(self, heads_per_block: int, keys_per_split: int):
-        self._set(heads_per_block=_int("ir.portable_plan", "heads_per_block",
-                                       heads_per_block),
-                  keys_per_split=_int("ir.portable_plan", "keys_per_split",
-                                      keys_per_split))
-
-    def __str__(self) -> str:
-        return (f"#pattn.portable_plan<heads_per_block = "
-                f"{self.heads_per_block}, keys_per_split = "
-                f"{self.keys_per_split}>")
-
-    def __repr__(self) -> str:
-        return f"<ir.PortablePlan {self}>"
+    __slots__ = ("heads_per_block", "keys_per_split", "threads", "targets")
+    MNEMONIC = "portable_plan"
+    DEFAULTS = {"threads": 128}
 
 
 @_rejects_bad_calls(IRTypeError, "ir.xqa_plan")
 def xqa_plan(*, rows: int, keys_per_tile: int, stages: int, key_warps: int,
-             value_warps: int, keys_per_split: int,
-             shared_bytes: int) -> XqaPlan:
-    """An XQA decode plan (``plan=`` of ``backend="xqa"`` ops)."""
-    return XqaPlan(rows, keys_per_tile, stages, key_warps, value_warps,
-                   keys_per_split, shared_bytes)
+             value_warps: int, keys_per_split: int, shared_bytes: int,
+             resident_blocks: Iterable[int], targets: Iterable[str],
+             operand: str = "f16", threads: int = 128,
+             least_tiles_per_split: int = 4,
+             most_splits: int = 64) -> XqaPlan:
+    """An XQA decode plan (``plan=`` of ``backend="xqa"`` ops) for the chips
+    ``targets``, with ``resident_blocks`` blocks per SM on each."""
+    where = "ir.xqa_plan"
+    if operand not in ("f16", "bf16"):
+        raise IRTypeError(f"{where}: operand must be f16 or bf16, got "
+                          f"{operand!r}")
+    chips = _chips(where, targets)
+    plan = XqaPlan()
+    ints = dict(rows=rows, keys_per_tile=keys_per_tile, stages=stages,
+                key_warps=key_warps, value_warps=value_warps,
+                keys_per_split=keys_per_split, shared_bytes=shared_bytes,
+                threads=threads, least_tiles_per_split=least_tiles_per_split,
+                most_splits=most_splits)
+    plan._set(operand=operand,
+              resident_blocks=_residency(where, resident_blocks, chips),
+              targets=chips,
+              **{name: _int(where, name, value)
+                 for name, value in ints.items()})
+    return plan
 
 
 @_rejects_bad_calls(IRTypeError, "ir.xqa_mla_plan")
 def xqa_mla_plan(*, heads_per_block: int, keys_per_tile: int,
-                 shared_bytes: int, kernel: str = "mma_sync") -> XqaMlaPlan:
+                 shared_bytes: int, resident_blocks: Iterable[int],
+                 targets: Iterable[str], kernel: str = "mma_sync",
+                 threads: Optional[int] = None,
+                 least_tiles_per_split: int = 2,
+                 most_splits: int = 128) -> XqaMlaPlan:
     """A tensor-core MLA decode plan (``plan=`` of ``pattn.mla_decode`` with
-    ``backend="xqa"``): ``kernel="mma_sync"`` with 16 heads per block, or
-    ``kernel="wgmma"`` with 64."""
-    return XqaMlaPlan(heads_per_block, keys_per_tile, shared_bytes, kernel)
+    ``backend="xqa"``): ``kernel="mma_sync"`` with 16 heads per block and
+    128 threads, or ``kernel="wgmma"`` with 64 and 256."""
+    where = "ir.xqa_mla_plan"
+    if kernel not in XqaMlaPlan.KERNELS:
+        raise IRTypeError(f"{where}: kernel must be one of "
+                          f"{', '.join(XqaMlaPlan.KERNELS)}, got {kernel!r}")
+    if threads is None:
+        threads = 256 if kernel == "wgmma" else 128
+    chips = _chips(where, targets)
+    plan = XqaMlaPlan()
+    ints = dict(heads_per_block=heads_per_block, keys_per_tile=keys_per_tile,
+                shared_bytes=shared_bytes, threads=threads,
+                least_tiles_per_split=least_tiles_per_split,
+                most_splits=most_splits)
+    plan._set(kernel=kernel,
+              resident_blocks=_residency(where, resident_blocks, chips),
+              targets=chips,
+              **{name: _int(where, name, value)
+                 for name, value in ints.items()})
+    return plan
 
 
 @_rejects_bad_calls(IRTypeError, "ir.portable_plan")
-def portable_plan(*, heads_per_block: int,
-                  keys_per_split: int) -> PortablePlan:
-    """A portable decode plan (``plan=`` of ``backend="portable"`` ops)."""
-    return PortablePlan(heads_per_block, keys_per_split)
+def portable_plan(*, heads_per_block: int, keys_per_split: int,
+                  targets: Iterable[str], threads: int = 128) -> PortablePlan:
+    """A portable decode plan (``plan=`` of ``backend="portable"`` ops) for
+    the chips ``targets``."""
+    where = "ir.portable_plan"
+    plan = PortablePlan()
+    plan._set(heads_per_block=_int(where, "heads_per_block", heads_per_block),
+              keys_per_split=_int(where, "keys_per_split", keys_per_split),
+              threads=_int(where, "threads", threads),
+              targets=_chips(where, targets))
+    return plan
 
 
 # ---------------------------------------------------------------------------

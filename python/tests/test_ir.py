@@ -196,25 +196,66 @@ def test_records_print_presets_by_name_and_lanes_written_out():
 def test_plans_print_as_the_dialect_does():
     assert str(ir.xqa_plan(rows=16, keys_per_tile=64, stages=3, key_warps=4,
                            value_warps=1, keys_per_split=2048,
-                           shared_bytes=41984)) == (
-        "#pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, "
-        "key_warps = 4, value_warps = 1, keys_per_split = 2048, "
-        "shared_bytes = 41984>")
-    assert str(ir.portable_plan(heads_per_block=4, keys_per_split=512)) == \
-        "#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>"
+                           shared_bytes=41984, resident_blocks=[4, 2],
+                           targets=["sm_90a", "sm_86"])) == (
+        "#pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, "
+        "stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 2048, "
+        "shared_bytes = 41984, resident_blocks = [4, 2], "
+        "targets = [sm_90a, sm_86]>")
+    # The schedule's fields are printed where they are not the default.
+    assert str(ir.xqa_plan(operand="bf16", rows=32, keys_per_tile=32,
+                           stages=2, key_warps=2, value_warps=2,
+                           keys_per_split=1024, shared_bytes=1024,
+                           resident_blocks=[1], targets=["sm_80"],
+                           most_splits=16)) == (
+        "#pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 32, "
+        "stages = 2, key_warps = 2, value_warps = 2, keys_per_split = 1024, "
+        "shared_bytes = 1024, resident_blocks = [1], most_splits = 16, "
+        "targets = [sm_80]>")
+    assert str(ir.portable_plan(heads_per_block=4, keys_per_split=512,
+                                targets=["sm_80"])) == (
+        "#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, "
+        "targets = [sm_80]>")
     assert str(ir.xqa_mla_plan(heads_per_block=16, keys_per_tile=32,
-                               shared_bytes=80640)) == (
+                               shared_bytes=80640, resident_blocks=[2],
+                               targets=["sm_90a"])) == (
         "#pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, "
-        "shared_bytes = 80640>")
+        "shared_bytes = 80640, resident_blocks = [2], targets = [sm_90a]>")
     # The plan names its kernel where it is not the default, as pattn-opt
-    # prints it.
+    # prints it, and the warpgroup kernel's 256 threads.
     assert str(ir.xqa_mla_plan(kernel="wgmma", heads_per_block=64,
-                               keys_per_tile=32, shared_bytes=226944)) == (
+                               keys_per_tile=32, shared_bytes=226944,
+                               resident_blocks=[1],
+                               targets=["sm_90a"])) == (
         "#pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, "
-        "keys_per_tile = 32, shared_bytes = 226944>")
+        "keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], "
+        "threads = 256, targets = [sm_90a]>")
     with pytest.raises(ir.IRTypeError, match="kernel must be one of"):
         ir.xqa_mla_plan(kernel="mma", heads_per_block=16, keys_per_tile=32,
-                        shared_bytes=80640)
+                        shared_bytes=80640, resident_blocks=[1],
+                        targets=["sm_90a"])
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: ir.portable_plan(heads_per_block=4, keys_per_split=512,
+                              targets=[]), "at least one chip"),
+    (lambda: ir.portable_plan(heads_per_block=4, keys_per_split=512,
+                              targets=["sm_90a", "sm_90a"]), "each once"),
+    (lambda: ir.portable_plan(heads_per_block=4, keys_per_split=512,
+                              targets=["h100"]), "'h100' is not a chip"),
+    (lambda: ir.portable_plan(heads_per_block=4, keys_per_split=512,
+                              targets="sm_90a"), "must be a list of chips"),
+    (lambda: ir.xqa_mla_plan(heads_per_block=16, keys_per_tile=32,
+                             shared_bytes=1, resident_blocks=[1, 2],
+                             targets=["sm_90a"]), "2 counts for 1 targets"),
+    (lambda: ir.xqa_plan(operand="f32", rows=16, keys_per_tile=64, stages=3,
+                         key_warps=4, value_warps=1, keys_per_split=2048,
+                         shared_bytes=1, resident_blocks=[1],
+                         targets=["sm_90a"]), "operand must be f16 or bf16"),
+])
+def test_plans_reject_bad_targets_and_schedules(build, message):
+    with pytest.raises(ir.IRError, match=message):
+        build()
 
 
 def test_mla_decode_takes_its_own_xqa_plan():
@@ -434,10 +475,12 @@ BAD = [
     (lambda: _attention(backend="cuda"), ir.IRError,
      r"argument 'backend' is 'cuda'; expected one of xqa, portable"),
     (lambda: _attention(plan=ir.portable_plan(heads_per_block=4,
-                                              keys_per_split=512)),
+                                              keys_per_split=512,
+                                              targets=["sm_90a"])),
      ir.IRError, r"argument 'plan' needs backend='xqa' or 'portable'"),
     (lambda: _attention(backend="xqa", plan=ir.portable_plan(
-        heads_per_block=4, keys_per_split=512)), ir.IRError,
+        heads_per_block=4, keys_per_split=512, targets=["sm_90a"])),
+     ir.IRError,
      r"backend 'xqa' needs an ir.xqa_plan\(...\), got "
      r"#pattn.portable_plan"),
     (lambda: _attention(backend="xqa", plan="xqa"), ir.IRTypeError,
@@ -585,13 +628,16 @@ def test_a_rejected_op_leaves_the_function_as_it_was():
 
 HEAD, KV, HEADS, BATCH = 64, 2, 8, 2
 XQA = ir.xqa_plan(rows=16, keys_per_tile=64, stages=3, key_warps=4,
-                  value_warps=1, keys_per_split=2048, shared_bytes=41984)
-PORTABLE = ir.portable_plan(heads_per_block=4, keys_per_split=512)
+                  value_warps=1, keys_per_split=2048, shared_bytes=41984,
+                  resident_blocks=[4], targets=["sm_90a"])
+PORTABLE = ir.portable_plan(heads_per_block=4, keys_per_split=512,
+                            targets=["sm_90a"])
 ATTENTION_OPERANDS = ("query", "key", "value", "block_table", "seq_lens",
                       "query_start", "k_scale", "v_scale", "sinks",
                       "out_scale", "guard", "query_exponents", "out")
 XQA_MLA = ir.xqa_mla_plan(heads_per_block=16, keys_per_tile=32,
-                          shared_bytes=80640)
+                          shared_bytes=80640, resident_blocks=[2],
+                          targets=["sm_90a"])
 
 
 def _scaled_cache(scale):

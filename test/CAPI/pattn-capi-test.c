@@ -74,7 +74,7 @@ int main(void) {
   MlirLogicalResult parsed = mlirOpPassManagerAddPipeline(
       top,
       mlirStringRefCreateFromCString(
-          "func.func(pattn-select-backend{chip=sm_90a})"),
+          "func.func(pattn-select-backend{chips=sm_90a})"),
       printToStderr, NULL);
   if (mlirLogicalResultIsFailure(parsed)) {
     fprintf(stderr, "\ncannot parse the pipeline\n");

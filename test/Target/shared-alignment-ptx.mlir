@@ -4,7 +4,7 @@
 // (CUDA_ERROR_MISALIGNED_ADDRESS; bench/results/2026-12-02-h200-onnx-vs-ort.md).
 //
 // RUN: pattn-compile %s --chips=sm_90a --backend=portable --emit=ptx -o - | FileCheck %s
-// CHECK: .shared .align 16 .b8 __wg_pattn_decode_{{[0-9]+}}_0[3880];
+// CHECK: .shared .align 16 .b8 __wg_pattn_decode_{{[0-9a-f]+}}_0[3880];
 // CHECK-NOT: .shared .align 4
 // CHECK: ld.shared.v4
 

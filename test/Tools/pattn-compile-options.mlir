@@ -56,7 +56,7 @@
 
 // PIPELINE: builtin.module(
 // PIPELINE-NEXT: pattn-fold-channel-scales,
-// PIPELINE-NEXT: pattn-select-backend{chip=sm_80 force=auto
+// PIPELINE-NEXT: pattn-select-backend{chips={sm_80} force=auto
 // PIPELINE: convert-pattn-to-gpu{chips={sm_80}
 // PIPELINE: gpu.module(
 // PIPELINE: convert-nvgpu-to-nvvm,
@@ -64,7 +64,7 @@
 // PIPELINE: gpu-module-to-binary{format=isa
 
 // PIPELINE-NOFOLD: builtin.module(
-// PIPELINE-NOFOLD-NEXT: pattn-select-backend{chip=sm_80 force=portable
+// PIPELINE-NOFOLD-NEXT: pattn-select-backend{chips={sm_80} force=portable
 // PIPELINE-NOFOLD-NOT: pattn-fold-channel-scales
 
 memref.global "private" constant @k_scale : memref<8x128xf32> = dense<0.05>

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pattn/Conversion/PAttnToGPU.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
-#include "pattn/Dialect/PAttn/Transforms/Passes.h"
 #include "pattn/InitAll.h"
 #include "pattn/Pipelines/Pipelines.h"
 
@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     return 1;
   mlir::PassManager foldAndSelect(&context);
   pattn::FoldAndSelectOptions selection;
-  selection.chip = "sm_90a";
+  selection.chips = {"sm_90a"};
   pattn::buildFoldAndSelectPipeline(foldAndSelect, selection);
   pattn::PAttnPlanDecodeOptions plan;
   plan.chips = {"sm_90a"};

@@ -9,6 +9,115 @@
 
 include "mlir/Pass/PassBase.td"
 
+//===----------------------------------------------------------------------===//
+// Selection and planning: beside the kernel families they choose between
+//===----------------------------------------------------------------------===//
+
+def PAttnSelectBackend : Pass<"pattn-select-backend"> {
+  let summary = "Choose the XQA or the portable lowering of each attention op";
+  let description = [{
+    Asks the tensor-core decode family of every `pattn.paged_attention` and
+    `pattn.mla_decode` (the registry of Planning/DecodeFamilies.h) whether it
+    serves the op on every chip of `chips`: the eligibility table of SPEC §6
+    (`pattn::checkXqaEligibility`, see docs/Passes.md) evaluated chip by
+    chip, plus what only the family's layout knows (an MLA tile's shared
+    memory). Records the choice as `backend = #pattn.backend<xqa|portable>`,
+    and emits a remark naming every failed condition:
+
+      remark: portable: head_dim 96 not in {64, 128, 256}
+
+    Steps:
+    1. Check the options: an unknown chip (or one below sm_80), a chip named
+       twice, or a bad `force` value is an error naming the option and
+       listing the allowed values, reported before any op is visited.
+    2. For each op, describe it as an `AttentionConfig` per chip: activation
+       type, head_dim, g, query tokens, block size, encodings, softcap, and
+       the state of its K channel scales (folded, guarded, or not yet
+       folded); for `pattn.mla_decode`, its record's latent and rope lanes,
+       checked by the MLA rows (bf16 query, 16 x k heads, lane formats):
+
+         remark: portable: MLA query f16 is not bf16
+    3. `force=auto` records the verdict; `force=portable` records portable
+       for every op; `force=xqa` records xqa, and is an error naming the
+       failed conditions on an ineligible op.
+
+    `print-table` prints the rule table, pattn's next to ONNX Runtime's.
+
+    Runs on any op: the choice is per attention op and only sets that op's
+    attributes, so the pass can be nested in a `func.func` pipeline (and then
+    runs on the functions in parallel) as well as on `builtin.module`.
+
+    Example: `pattn-opt --pattn-select-backend="chips=sm_80,sm_90a force=auto"`, or
+    `pattn-opt --pass-pipeline="builtin.module(func.func(pattn-select-backend{chips=sm_90a}))"`.
+  }];
+  let options = [
+    ListOption<"chips", "chips", "std::string",
+               "Chips the kernels are built for: sm_80, sm_86, sm_87, sm_89, "
+               "sm_90, sm_90a, sm_100, sm_100a, sm_120 or sm_120a (default: "
+               "sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a); an op gets "
+               "xqa only where every one of them can run it">,
+    Option<"force", "force", "std::string", /*default=*/"\"auto\"",
+           "Backend choice: auto (by eligibility), xqa (an ineligible op is "
+           "an error) or portable">,
+    Option<"printTable", "print-table", "bool", /*default=*/"false",
+           "Print the eligibility table to stderr">
+  ];
+  let statistics = [
+    Statistic<"numXqa", "xqa-ops", "attention ops lowered with XQA">,
+    Statistic<"numPortable", "portable-ops",
+              "attention ops lowered with the portable path">
+  ];
+}
+
+def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
+  let summary = "Write each attention op's tiling for its chosen backend";
+  let description = [{
+    For every `pattn.paged_attention` and `pattn.mla_decode` whose backend
+    `--pattn-select-backend` recorded, writes `plan`: a `#pattn.xqa_plan`
+    (rows, keys per tile, ring stages, key and value warps, keys per split,
+    shared memory bytes) for `xqa` paged ops, a `#pattn.xqa_mla_plan` (16
+    or 64 heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA
+    ops, a `#pattn.portable_plan` (heads per block, keys per split) for
+    `portable` ones. Where `chips` mixes chips with and without wgmma and
+    the warpgroup MLA kernel (64 heads per block) serves the former, an MLA
+    op's `plan` is the mma.sync kernel and its `chip_plans` give the wgmma
+    chips the warpgroup kernel; a remark on each MLA op names the kernels
+    and why not the warpgroup one. `--convert-pattn-to-gpu`
+    builds exactly what the plan says, so a schedule change shows here, in
+    this pass's lit test, as a one-line diff.
+
+    The XQA plan must fit every chip in `chips`: the smallest opt-in shared
+    memory per block among them (99 KiB for sm_86/89/120, 227 KiB for
+    sm_90a/sm_100a, from the chip capability table) bounds the ring. See
+    lib/Conversion/PAttnToGPU/Planning/DecodePlan.h for the rules.
+
+    An op without a recorded backend is an error. Like the selector, the
+    pass runs on any op and can be nested in `func.func`.
+
+    Example:
+    `pattn-opt --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a`
+    turns `{backend = #pattn.backend<xqa>}` into
+    `{backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<rows = 16,
+    keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1,
+    keys_per_split = 4096, shared_bytes = 113152>}`.
+  }];
+  let options = [
+    ListOption<"chips", "chips", "std::string",
+               "Chips the kernels are built for (default: sm_80, sm_86, "
+               "sm_89, sm_90a, sm_100a, sm_120a)">,
+    Option<"keysPerSplit", "keys-per-split", "int64_t", /*default=*/"512",
+           "Keys one portable decode block processes (a multiple of 128)">,
+    Option<"xqaKeysPerSplit", "xqa-keys-per-split", "int64_t",
+           /*default=*/"4096",
+           "Most keys one XQA block processes; small batches split further "
+           "until the launch has about four blocks per SM">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering
+//===----------------------------------------------------------------------===//
+
 def ConvertPAttnToGPU : Pass<"convert-pattn-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Lower pattn ops to GPU kernels and stream-ordered launches";
   let description = [{

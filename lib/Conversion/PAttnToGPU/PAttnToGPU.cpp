@@ -18,10 +18,10 @@
 #include "Host/HostRewriter.h"
 #include "Host/OpOrder.h"
 #include "Kernels/Kernels.h"
+#include "Planning/DecodePlan.h"
 #include "Planning/VerifyPlans.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Dialect/PAttn/Transforms/ConstantTables.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
 #include "pattn/Target/TargetDescription.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -149,6 +149,18 @@ struct ConvertPAttnToGPUPass
       if (failed(rewriter.run()))
         return signalPassFailure();
     }
+    // The same IR whichever compiler built pattn (OpOrder.h).
+    for (func::FuncOp function : functions)
+      orderOpsDeterministically(function);
+    for (KernelModule *kernelModule : modules)
+      for (auto kernel : kernelModule->module.getOps<gpu::GPUFuncOp>())
+        orderOpsDeterministically(kernel);
+    // Kernels named by what they are; ops that build the same kernel share
+    // it.
+    SmallVector<gpu::GPUModuleOp> gpuModules;
+    for (KernelModule *kernelModule : modules)
+      gpuModules.push_back(kernelModule->module);
+    nameKernelsByContent(module, gpuModules);
     // A kernel module stands at the ops its kernels came from, so that a
     // failure while serializing it (ptxas) points at them, not at file:0:0.
     for (KernelModule *kernelModule : modules) {
@@ -158,12 +170,6 @@ struct ConvertPAttnToGPUPass
       if (!origins.empty())
         kernelModule->module->setLoc(FusedLoc::get(&getContext(), origins));
     }
-    // The same IR whichever compiler built pattn (OpOrder.h).
-    for (func::FuncOp function : functions)
-      orderOpsDeterministically(function);
-    for (KernelModule *kernelModule : modules)
-      for (auto kernel : kernelModule->module.getOps<gpu::GPUFuncOp>())
-        orderOpsDeterministically(kernel);
   }
 };
 } // namespace

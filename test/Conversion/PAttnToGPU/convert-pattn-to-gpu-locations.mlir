@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" --mlir-print-debuginfo --mlir-print-local-scope | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" --mlir-print-debuginfo --mlir-print-local-scope | FileCheck %s
 
 // A kernel module stands at the ops its kernels came from, so that a failure
 // while serializing it (ptxas: registers, shared memory) is reported there

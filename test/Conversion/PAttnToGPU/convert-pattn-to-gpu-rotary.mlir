@@ -6,14 +6,14 @@
 // against input tokens, sin against cos rows, input tokens against seq_lens.
 // CHECK-LABEL: func.func @rotary_alone
 // CHECK-COUNT-3: func.call @pattnRuntimeRejectSizes
-// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_positions_1 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
-// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_rotary_0 blocks in (%{{.*}}, %c8{{.*}}, %c1{{.*}}) threads in (%c128
-// CHECK:   gpu.func @pattn_rotary_0
+// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_positions_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_rotary_{{[0-9a-f]+}} blocks in (%{{.*}}, %c8{{.*}}, %c1{{.*}}) threads in (%c128
+// CHECK:   gpu.func @pattn_rotary_{{[0-9a-f]+}}
 // The norm's sum of squares is f64, reduced over the warp in 32-bit halves.
 // CHECK:     arith.mulf %{{.*}}, %{{.*}} : f64
 // CHECK:     gpu.shuffle  xor
 // CHECK:     math.sqrt %{{.*}} : f64
-// CHECK:   gpu.func @pattn_check_positions_1
+// CHECK:   gpu.func @pattn_check_positions_{{[0-9a-f]+}}
 // CHECK:     memref.atomic_rmw ori %c2_i32
 func.func @rotary_alone(%q: memref<?x32x128xf16>, %cos: memref<?x64xf16>, %sin: memref<?x64xf16>, %sl: memref<?xi32>, %w: memref<128xf16>, %o: memref<?x32x128xf16>) {
   pattn.rotary input(%q : memref<?x32x128xf16>) cos(%cos : memref<?x64xf16>) sin(%sin : memref<?x64xf16>) seq_lens(%sl : memref<?xi32>) norm_weight(%w : memref<128xf16>) outs(%o : memref<?x32x128xf16>)
@@ -29,12 +29,12 @@ func.func @rotary_alone(%q: memref<?x32x128xf16>, %cos: memref<?x64xf16>, %sin: 
 // CHECK-LABEL: func.func @fused
 // CHECK-NOT: alloc{{.*}}memref<?x8x128xf16>
 // CHECK-NOT: pattn_rotary
-// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_slots_1 {{.*}} args(%{{.*}} : memref<?xi32>, %{{.*}} : memref<?x16x8x128xi8>, %[[K:.*]] : memref<?x8x128xf16>, %{{.*}} : memref<4096x64xf16>, %{{.*}} : memref<4096x64xf16>
-// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_write_cache_0
+// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_slots_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<?xi32>, %{{.*}} : memref<?x16x8x128xi8>, %[[K:.*]] : memref<?x8x128xf16>, %{{.*}} : memref<4096x64xf16>, %{{.*}} : memref<4096x64xf16>
+// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_write_cache_{{[0-9a-f]+}}
 // CHECK-NOT: memref.dealloc
-// CHECK:   gpu.func @pattn_write_cache_0({{.*}}) workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}({{.*}}) workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK:     gpu.barrier
-// CHECK:   gpu.func @pattn_check_slots_1
+// CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}
 // CHECK:     memref.atomic_rmw ori %c1_i32
 // CHECK:     memref.atomic_rmw ori %c2_i32
 func.func @fused(%k: memref<?x8x128xf16>, %cos: memref<4096x64xf16>, %sin: memref<4096x64xf16>, %pages: memref<?x16x8x128xi8>, %slots: memref<?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>) {

@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 
 // The warpgroup (wgmma) lowering of a 128-head MLA decode on an sm_90a-only
 // build (docs/Lowering.md, "The warpgroup MLA kernel"): fp8_ds_mla
@@ -10,8 +10,8 @@
 
 // CHECK-LABEL: func.func @mla128
 // CHECK: call @pattnRuntimeDeviceMultiprocessors()
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_mla_wgmma_decode_0 blocks in ({{.*}}) threads in (%c256{{.*}}) dynamic_shared_memory_size %c226944_i32
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_mla_wgmma_decode_{{[0-9a-f]+}} blocks in ({{.*}}) threads in (%c256{{.*}}) dynamic_shared_memory_size %c226944_i32
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_{{[0-9a-f]+}}
 func.func @mla128(%p: memref<?x64x656xi8>, %q: memref<?x128x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x128x512xbf16>) {
   %c = pattn.bind_cache storage(%p : memref<?x64x656xi8>) : !fp8
   pattn.mla_decode query(%q : memref<?x128x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) outs(%o : memref<?x128x512xbf16>) {num_heads = 128 : i64}
@@ -27,7 +27,7 @@ func.func @mla128(%p: memref<?x64x656xi8>, %q: memref<?x128x576xbf16>, %bt: memr
 // with B read transposed (row: the decoded tile is channel-contiguous),
 // committed; the next tile's decode into the other slot under it; the
 // wait at the end of the iteration.
-// CHECK: gpu.func @pattn_xqa_mla_wgmma_decode_0({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 1 : i32}
+// CHECK: gpu.func @pattn_xqa_mla_wgmma_decode_{{[0-9a-f]+}}({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 1 : i32}
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: scf.for
 // CHECK: gpu.barrier

@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 
 // The XQA lowering of one op (i8 K at a tensor scale, nvfp4 V with
 // per-token scales, g = 4, D128), following its #pattn.xqa_plan
@@ -12,14 +12,14 @@
 // CHECK-LABEL: func.func @decode
 // CHECK:   call @pattnRuntimeDeviceMultiprocessors()
 // CHECK:   %[[BEST:.*]]:2 = scf.for {{.*}} iter_args({{.*}}) -> (index, index)
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_decode_0 blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c65792_i32
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_1
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_decode_{{[0-9a-f]+}} blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c65792_i32
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_{{[0-9a-f]+}}
 //
 // Kernel: 128 threads, as many blocks per SM as the plan's shared memory
 // allows (minctasm: 3). Everything in shared memory is in the plan's one
 // dynamic window (so its shared_bytes is the whole per-block budget),
 // including a key-liveness flag per key of the 4-stage ring of 64-key tiles.
-// CHECK: gpu.func @pattn_xqa_decode_0({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK: gpu.func @pattn_xqa_decode_{{[0-9a-f]+}}({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK:   gpu.dynamic_shared_memory
 // CHECK:   memref.view {{.*}} to memref<256xi32, #gpu.address_space<workgroup>>
 // The query tile, then the query fragments kept in registers.
@@ -56,7 +56,7 @@
 // The key warps merge through shared memory once every copy has landed.
 // CHECK:   nvvm.cp.async.wait.group 0
 // CHECK:   gpu.barrier
-// CHECK: gpu.func @pattn_merge_1
+// CHECK: gpu.func @pattn_merge_{{[0-9a-f]+}}
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
 !v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = token>
 func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x64xi8>, %vg: memref<?x16x8x8xf8E4M3FN>, %vt: memref<?x16x8xf32>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {

@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --pattn-select-backend="chip=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --pattn-select-backend="chips=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
 
 // A cache write: a single-block slot check, then one block per (token, kv
 // head), 128 threads, writing only when every slot is in range (a rejected
@@ -25,13 +25,13 @@
 // CHECK:   scf.if
 // CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] () : memref<1xi32>
 // CHECK:     %[[WORD:.*]] = func.call @pattnRuntimeDeviceErrorWord() : () -> memref<1xi32>
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_1 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_0 blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
 // CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
-// CHECK:   gpu.func @pattn_write_cache_0(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<1xi32>) kernel
+// CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<1xi32>) kernel
 // Writes only after a clean slot check; slot -1 skips the token.
 // CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%c0] : memref<1xi32>
 // CHECK:     arith.cmpi eq, %[[CHECKED]], %c0_i32
@@ -42,7 +42,7 @@
 // CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
 // A slot below -1 or past the pages sets the flag and raises bit 1 of the
 // runtime's device error word (read by the caller after a sync).
-// CHECK:   gpu.func @pattn_check_slots_1(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>, %[[EW:.*]]: memref<1xi32>) kernel
+// CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>, %[[EW:.*]]: memref<1xi32>) kernel
 // CHECK:     gpu.barrier
 // CHECK:     arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
 // CHECK:     arith.cmpi sge
@@ -59,8 +59,8 @@ func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots
 // nvfp4 with per-token outer scales: the kernel writes codes, group scales
 // and the token scale.
 // CHECK-LABEL: func.func @write_nvfp4
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_0 {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>, %{{.*}} : memref<1xi32>)
-// CHECK: gpu.func @pattn_write_cache_0
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>, %{{.*}} : memref<1xi32>)
+// CHECK: gpu.func @pattn_write_cache_{{[0-9a-f]+}}
 // CHECK:   arith.divf %{{.*}}, %cst{{.*}} : f32
 // CHECK:   memref.store %{{.*}} : memref<?x16x4xf32>
 !c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 32, encoding = nvfp4, scale = token, layout = hnd>
@@ -88,8 +88,8 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // CHECK: %[[PO:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x128xf32>
 // CHECK: %[[PS:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[SPLITS]], %[[ROWS]]) : memref<?x?x2xf32>
 // CHECK: %[[DROWS:.*]] = arith.muli %{{.*}}, %c8
-// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_decode_0 blocks in (%[[SPLITS]], %[[DROWS]], %{{.*}})
-// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_merge_1 blocks in (%[[ROWS]], %{{.*}}, %{{.*}})
+// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_decode_{{[0-9a-f]+}} blocks in (%[[SPLITS]], %[[DROWS]], %{{.*}})
+// CHECK: gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_merge_{{[0-9a-f]+}} blocks in (%[[ROWS]], %{{.*}}, %{{.*}})
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PO]]
 // CHECK: gpu.dealloc async [%[[TOKEN]]] %[[PS]]
 // The decode kernel stages its 4 query rows, then the lanes' partial
@@ -100,7 +100,7 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // keeps it within 128 registers).
 // Shared buffers are 16-byte aligned: the kernels read them with 16-byte
 // vector loads (misaligned at head_dim 96 before).
-// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32}
+// CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK:   gpu.barrier
 // Without hardware fp8 (sm_80), e4m3 bytes q and q + 2 become one f16 pair:
 // magnitudes (& 0x007F007F) shifted into place, times 2^8 in f16x2.
@@ -112,7 +112,7 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // one prmt puts bytes q and q + 2 (xor 0x80) under 0x64 exponent bytes.
 // CHECK:   nvvm.prmt <default> %c16960_i32, %{{.*}}, %c1684300900_i32 : i32
 // CHECK:   arith.subf %{{.*}} : vector<2xf16>
-// CHECK: gpu.func @pattn_merge_1
+// CHECK: gpu.func @pattn_merge_{{[0-9a-f]+}}
 // CHECK:   arith.truncf %{{.*}} : f32 to f16
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
 !v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
@@ -132,25 +132,25 @@ func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: m
 // CHECK-LABEL: func.func @guarded
 // CHECK: %[[N:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xf32>
 // CHECK: %[[FLAG:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xi32>
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_0 blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_1
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_2
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_3
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_4
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_5
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
 // CHECK: gpu.dealloc async {{.*}} %[[N]]
 // CHECK: gpu.dealloc async {{.*}} %[[FLAG]]
-// CHECK: gpu.func @pattn_scale_normalizer_0
+// CHECK: gpu.func @pattn_scale_normalizer_{{[0-9a-f]+}}
 // CHECK:   gpu.barrier
-// CHECK: gpu.func @pattn_fold_query_1
+// CHECK: gpu.func @pattn_fold_query_{{[0-9a-f]+}}
 // One rounding: round-to-odd in fp32 (exact error by fma), then RNE.
 // CHECK:   llvm.intr.fma
 // CHECK:   arith.ori %{{.*}}, %c1_i32
 // CHECK:   arith.truncf %{{.*}} : f32 to f16
-// CHECK: gpu.func @pattn_decode_2
+// CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}
 // CHECK:   %[[G:.*]] = memref.load %{{.*}}[%c0] : memref<1xi32>
 // CHECK:   arith.cmpi eq, %[[G]], %c1_i32
-// CHECK: gpu.func @pattn_decode_4
+// CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}
 // CHECK:   %[[G0:.*]] = memref.load %{{.*}}[%c0] : memref<1xi32>
 // CHECK:   arith.cmpi eq, %[[G0]], %c0_i32
 !k = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = channel>
@@ -168,15 +168,15 @@ func.func @guarded(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: me
 
 // MLA over 656-byte records: one write kernel per token, one decode pair.
 // CHECK-LABEL: func.func @mla
-// CHECK: @pattn_kernels::@pattn_check_slots_1
-// CHECK: @pattn_kernels::@pattn_write_record_0 blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}})
-// CHECK: @pattn_kernels::@pattn_decode_2
-// CHECK: @pattn_kernels::@pattn_merge_3
-// CHECK: gpu.func @pattn_write_record_0
+// CHECK: @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}}
+// CHECK: @pattn_kernels::@pattn_write_record_{{[0-9a-f]+}} blocks in (%{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.func @pattn_write_record_{{[0-9a-f]+}}
 // 16 heads share the latent head, 8 per block. Keys are read as aligned
 // 16-byte vectors (the e4m3 latent, then the bf16 rope at byte 528), each
 // thread's four value channels as one 4-byte load.
-// CHECK: gpu.func @pattn_decode_2({{.*}}) workgroup(%{{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}({{.*}}) workgroup(%{{.*}} : memref<4608xf32, #gpu.address_space<workgroup>>
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x64x656xi8>, vector<16xi8>
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x64x656xi8>, vector<16xi8>
 // CHECK: vector.load {{.*}} {alignment = 4 : i64} : memref<?x64x656xi8>, vector<4xi8>
@@ -194,7 +194,7 @@ func.func @mla(%pages: memref<?x64x656xi8>, %lat: memref<?x512xbf16>, %rope: mem
 // about 72 registers: it gets no launch bound, so ptxas keeps it small and
 // 7 blocks fit an SM (with the bound it spent 116 registers, 4 blocks).
 // CHECK-LABEL: func.func @decode_f16
-// CHECK: gpu.func @pattn_decode_0({{.*}}) workgroup({{.*}}) kernel {
+// CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}({{.*}}) workgroup({{.*}}) kernel {
 !h = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @decode_f16(%kp: memref<?x16x8x256xi8>, %vp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !h

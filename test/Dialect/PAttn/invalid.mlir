@@ -632,42 +632,42 @@ func.func @f(%c: !r, %l: memref<2x512xbf16>, %p: memref<2x64xbf16>, %s: memref<2
 // -----
 
 // expected-error @below {{heads_per_block 9 not in [1, 8]}}
-func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 9, keys_per_split = 512>}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 9, keys_per_split = 512, targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{keys_per_split 100 must be a positive multiple of 128}}
-func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 100>}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 100, targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{rows 24 must be 16 or 32}}
-func.func private @f() attributes {a = #pattn.xqa_plan<rows = 24, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 24, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{key_warps x value_warps = 2 x 1 must be the block's 4 warps}}
-func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{keys_per_tile 48 must be a multiple of 16 x key_warps, at most 256}}
-func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 48, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 48, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{stages 1 not in [2, 8]}}
-func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 1, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 1, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{keys_per_split 4000 must be a positive multiple of keys_per_tile 64}}
-func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4000, shared_bytes = 1024>}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4000, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{shared_bytes -1 is negative}}
-func.func private @f() attributes {a = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = -1>}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = -1, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
 
@@ -1176,7 +1176,7 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{has chip_plans but no #pattn.xqa_mla_plan}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<portable>, plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 512>, chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<portable>, plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 512, targets = [sm_90a]>, chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>}}
   return
 }
 
@@ -1185,7 +1185,7 @@ func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memr
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{has chip_plans but no #pattn.xqa_mla_plan}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>,  chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>,  chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>}}
   return
 }
 
@@ -1194,7 +1194,7 @@ func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memr
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{chip_plans names 'sm_95', which is not a chip (sm_80}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_95 = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680, resident_blocks = [3], targets = [sm_90a]>, chip_plans = {sm_95 = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>}}
   return
 }
 
@@ -1203,7 +1203,7 @@ func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memr
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x128x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x128x512xbf16>) {
   // expected-error @below {{chip_plans entry sm_90a must be a #pattn.xqa_mla_plan, got 64 : i64}}
-  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>, chip_plans = {sm_90a = 64 : i64}}
+  pattn.mla_decode query(%q : memref<4x128x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x128x512xbf16>) {num_heads = 128 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680, resident_blocks = [3], targets = [sm_90a]>, chip_plans = {sm_90a = 64 : i64}}
   return
 }
 
@@ -1390,7 +1390,7 @@ func.func @f(%q: memref<4x32x128xf16>, %s: memref<8x128xf32>, %n: memref<1xf32>,
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
   // expected-error @below {{'pattn.paged_attention' op has a decode plan but no backend (run --pattn-select-backend before --pattn-plan-decode)}}
-  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}
   return
 }
 
@@ -1399,8 +1399,8 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 // The plan of the other backend.
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
-  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>}}
-  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>}
+  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}
   return
 }
 
@@ -1408,8 +1408,8 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
-  // expected-error @below {{'pattn.paged_attention' op backend portable needs a #pattn.portable_plan, got #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}}
-  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+  // expected-error @below {{'pattn.paged_attention' op backend portable needs a #pattn.portable_plan, got #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
   return
 }
 
@@ -1418,8 +1418,8 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 // MLA decode on tensor cores has its own plan: the paged one is refused.
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
-  // expected-error @below {{'pattn.mla_decode' op backend xqa needs a #pattn.xqa_mla_plan, got #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}}
-  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024>}
+  // expected-error @below {{'pattn.mla_decode' op backend xqa needs a #pattn.xqa_mla_plan, got #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
   return
 }
 
@@ -1427,8 +1427,8 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x512xbf16>) {
-  // expected-error @below {{'pattn.mla_decode' op backend portable needs a #pattn.portable_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}}
-  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}
+  // expected-error @below {{'pattn.mla_decode' op backend portable needs a #pattn.portable_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}}
+  pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x512xbf16>) {num_heads = 16 : i64, backend = #pattn.backend<portable>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}
   return
 }
 
@@ -1437,8 +1437,8 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 // The paged attention op refuses the MLA plan.
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
-  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}}
-  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}
+  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}}
+  pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}
   return
 }
 
@@ -1447,25 +1447,25 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 // #pattn.xqa_mla_plan: one m16 tile of heads (mma.sync) or one m64 tile
 // (wgmma), 8 keys per warp.
 // expected-error @below {{heads_per_block 32 must be 16 for kernel mma_sync (one m16 tile)}}
-func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 32, keys_per_tile = 32, shared_bytes = 80640>}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 32, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}
 
 // -----
 
 // The plan names its kernel; the head count must match it.
 // expected-error @below {{heads_per_block 16 must be 64 for kernel wgmma (one m64 tile)}}
-func.func private @g() attributes {plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640>}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [1], threads = 256, targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{heads_per_block 64 must be 16 for kernel mma_sync (one m16 tile)}}
-func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [3], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{keys_per_tile 64 must be 32 (8 keys per warp)}}
-func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 64, shared_bytes = 80640>}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 64, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}
 
 // -----
 
 // expected-error @below {{shared_bytes -1 is negative}}
-func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = -1>}
+func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = -1, resident_blocks = [3], targets = [sm_90a]>}

@@ -193,12 +193,12 @@ func.func @fold_forms(%k: !i4c, %v: !i8c, %q: memref<4x32x128xf16>, %ks: memref<
       block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%mo : memref<4x16x512xbf16>)
       {num_heads = 16 : i64, backend = #pattn.backend<portable>}
   // A build for sm_80 and sm_90a: the warpgroup plan on sm_90a.
-  // CHECK: pattn.mla_decode {{.*}} {backend = #pattn.backend<xqa>, chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}, num_heads = 64 : i64, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>}
+  // CHECK: pattn.mla_decode {{.*}} {backend = #pattn.backend<xqa>, chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>}, num_heads = 64 : i64, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680, resident_blocks = [3], targets = [sm_90a]>}
   pattn.mla_decode query(%wq : memref<4x64x576xbf16>) cache(%r : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>)
       block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%wo : memref<4x64x512xbf16>)
       {num_heads = 64 : i64, backend = #pattn.backend<xqa>,
-       plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>,
-       chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}}
+       plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680, resident_blocks = [3], targets = [sm_90a]>,
+       chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>}}
   return
 }
 

@@ -35,14 +35,6 @@ inline constexpr llvm::StringLiteral kDeviceErrorWord =
 inline constexpr llvm::StringLiteral kDeviceMultiprocessors =
     "pattnRuntimeDeviceMultiprocessors";
 
-/// XQA splits: at most this many per (sequence, KV head), each of at least
-/// this many tiles (a split's fixed cost, the pipeline's start and the
-/// merge, is about one tile).
-inline constexpr int64_t kXqaMostSplits = 64;
-inline constexpr int64_t kXqaLeastTilesPerSplit = 4;
-inline constexpr int64_t kXqaMlaMostSplits = 128;
-inline constexpr int64_t kXqaMlaLeastTilesPerSplit = 2;
-
 /// Declares the runtime function `name` taking nothing and returning
 /// `result`; one returning a memref goes through MLIR's C interface.
 void declareRuntimeFunction(mlir::ModuleOp module, llvm::StringRef name,
@@ -58,6 +50,24 @@ public:
         builder(function.getContext()) {}
 
   mlir::LogicalResult run();
+
+  /// How a decode's blocks cover the work, per split.
+  struct DecodeGrid {
+    /// Portable: a fixed number of keys per split, and a block per (token,
+    /// head group); 0 for the tensor-core kernels.
+    int64_t splitKeys = 0;
+    /// Tensor-core kernels: as many splits of whole tiles of `tileKeys`
+    /// keys as fill the device, given `sharedBytes` per block; a block per
+    /// (sequence, KV head) when `blocksPerSequence` is set (paged XQA),
+    /// else per (token, head group) like the portable kernel (MLA);
+    /// `residentBlocks` of them fit on an SM.
+    int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
+    int64_t blocksPerSequence = 0, blocksPerToken = 0;
+    /// The split search's bounds (the plan's): at least this many tiles per
+    /// split, at most this many splits.
+    int64_t leastTilesPerSplit = 1;
+    int64_t mostSplits = 1;
+  };
 
 private:
   mlir::func::FuncOp function;
@@ -101,23 +111,6 @@ private:
   mlir::LogicalResult lower(FoldQueryOp op);
   mlir::LogicalResult lower(PagedAttentionOp op);
   mlir::LogicalResult lower(MlaDecodeOp op);
-  /// How a decode's blocks cover the work, per split.
-  struct DecodeGrid {
-    /// Portable: a fixed number of keys per split, and a block per (token,
-    /// head group); 0 for the tensor-core kernels.
-    int64_t splitKeys = 0;
-    /// Tensor-core kernels: as many splits of whole tiles of `tileKeys`
-    /// keys as fill the device, given `sharedBytes` per block; a block per
-    /// (sequence, KV head) when `blocksPerSequence` is set (paged XQA),
-    /// else per (token, head group) like the portable kernel (MLA);
-    /// `residentBlocks` of them fit on an SM.
-    int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
-    int64_t blocksPerSequence = 0, blocksPerToken = 0;
-    /// The split search's bounds: at least this many tiles per split, at
-    /// most this many splits.
-    int64_t leastTilesPerSplit = kXqaLeastTilesPerSplit;
-    int64_t mostSplits = kXqaMostSplits;
-  };
   /// The workspace, then per kernel module the decode and merge launches of
   /// the kernels `build` makes in that module.
   void lowerDecode(mlir::Location loc, mlir::Value query,

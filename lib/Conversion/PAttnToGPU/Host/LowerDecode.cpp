@@ -14,7 +14,7 @@
 
 #include "Host/HostRewriter.h"
 #include "Kernels/Common/ScalarBuilder.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "Planning/DecodeFamilies.h"
 
 using namespace mlir;
 using namespace pattn;
@@ -42,7 +42,7 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
     // that every SM holds at once (SMs x resident blocks per SM, the
     // latter from the plan's shared memory on the chips built for).
     // Ties keep the smaller s (less merge work). A loop over at most
-    // kXqaMostSplits candidates on the host, on host-known sizes only.
+    // grid.mostSplits candidates on the host, on host-known sizes only.
     int64_t tile = grid.tileKeys;
     Value sequences = kb.maxs(blocksPerSplit, kb.index(1));
     auto ceilDiv = [&](Value a, Value b) {
@@ -171,37 +171,52 @@ void HostRewriter::lowerDecodePerModule(
   });
 }
 
+/// How the blocks of the kernels `plan` describes cover a decode on
+/// `chips`: the plan's tiles, shared memory, residency (the fewest blocks
+/// among the chips) and split bounds; a block per (sequence, KV head) for
+/// paged XQA, per (token, head group) otherwise.
+static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
+                                           int64_t kvHeads, int64_t numHeads) {
+  HostRewriter::DecodeGrid grid;
+  if (auto xqa = dyn_cast<XqaPlanAttr>(plan)) {
+    grid.tileKeys = xqa.getKeysPerTile();
+    grid.sharedBytes = xqa.getSharedBytes();
+    grid.residentBlocks = xqa.getResidentBlocksOn(chips);
+    grid.blocksPerSequence = kvHeads;
+    grid.leastTilesPerSplit = xqa.getLeastTilesPerSplit();
+    grid.mostSplits = xqa.getMostSplits();
+  } else if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan)) {
+    grid.tileKeys = mla.getKeysPerTile();
+    grid.sharedBytes = mla.getSharedBytes();
+    grid.residentBlocks = mla.getResidentBlocksOn(chips);
+    grid.blocksPerToken = numHeads / mla.getHeadsPerBlock();
+    grid.leastTilesPerSplit = mla.getLeastTilesPerSplit();
+    grid.mostSplits = mla.getMostSplits();
+  } else {
+    grid.splitKeys = cast<PortablePlanAttr>(plan).getKeysPerSplit();
+  }
+  return grid;
+}
+
 LogicalResult HostRewriter::lower(PagedAttentionOp op) {
   FailureOr<CacheBuffers> key = resolveCache(op, op.getKey());
   FailureOr<CacheBuffers> value = resolveCache(op, op.getValue());
   if (failed(key) || failed(value))
     return failure();
   // The plan --pattn-plan-decode recorded decides (checked against the
-  // chips by the pass before any rewriting).
+  // chips by the pass before any rewriting); its family builds the kernels.
   Attribute plan = op.getPlanAttr();
-  if (auto xqa = dyn_cast<XqaPlanAttr>(plan)) {
-    DecodeGrid grid;
-    grid.tileKeys = xqa.getKeysPerTile();
-    grid.sharedBytes = xqa.getSharedBytes();
-    grid.residentBlocks = xqaResidentBlocks(grid.sharedBytes, chips);
-    grid.blocksPerSequence = key->type.getKvHeads();
-    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-                key->type.getBlockSize(), value->type.getHeadDim(),
-                static_cast<int64_t>(op.getNumHeads()), grid,
-                [&](KernelModule &module) {
-                  return buildXqaDecodeKernels(module, op, xqa, *key, *value);
-                });
-    return success();
-  }
-  auto portable = cast<PortablePlanAttr>(plan);
-  DecodeGrid grid;
-  grid.splitKeys = portable.getKeysPerSplit();
-  lowerDecode(
-      op.getLoc(), op.getQuery(), op.getBlockTable(), key->type.getBlockSize(),
-      value->type.getHeadDim(), static_cast<int64_t>(op.getNumHeads()), grid,
-      [&](KernelModule &module) {
-        return buildPagedDecodeKernels(module, op, *key, *value, portable);
-      });
+  const DecodeFamily &family = familyOfPlan(op, plan);
+  DecodeSources sources;
+  sources.key = &*key;
+  sources.value = &*value;
+  int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
+  lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+              key->type.getBlockSize(), value->type.getHeadDim(), numHeads,
+              gridOfPlan(plan, chips, key->type.getKvHeads(), numHeads),
+              [&](KernelModule &module) {
+                return family.build(module, op, plan, sources);
+              });
   return success();
 }
 
@@ -212,55 +227,36 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
   // As for paged attention: the recorded plans decide.
   Attribute plan = op.getPlanAttr();
   DictionaryAttr chipPlans = op.getChipPlansAttr();
-  RecordType record = cache->type.getRecord();
-  int64_t latent = record.getLane("latent").getCount();
+  DecodeSources sources;
+  sources.records = &*cache;
+  int64_t latent = cache->type.getRecord().getLane("latent").getCount();
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
-  if (auto xqa = dyn_cast<XqaMlaPlanAttr>(plan)) {
-    auto gridOf = [&](XqaMlaPlanAttr xqa, ArrayRef<Chip> chips) {
-      DecodeGrid grid;
-      grid.tileKeys = xqa.getKeysPerTile();
-      grid.sharedBytes = xqa.getSharedBytes();
-      grid.residentBlocks = xqaMlaResidentBlocks(xqa, chips);
-      grid.blocksPerToken = numHeads / xqa.getHeadsPerBlock();
-      // An MLA tile is 32 keys, and a block's tile costs more than a paged
-      // one: a short sequence spreads over more splits.
-      grid.leastTilesPerSplit = kXqaMlaLeastTilesPerSplit;
-      grid.mostSplits = kXqaMlaMostSplits;
-      return grid;
-    };
-    if (!chipPlans) {
-      lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-                  cache->type.getBlockSize(), latent, numHeads,
-                  gridOf(xqa, chips), [&](KernelModule &module) {
-                    return buildXqaMlaDecodeKernels(module, op, xqa, *cache);
-                  });
-      return success();
-    }
-    // Chips with a plan of their own have a module of their own, so each
-    // module has one plan: its chips' own, else the op's.
-    auto planOf = [&](KernelModule &module) {
-      auto own =
-          chipPlans.getAs<XqaMlaPlanAttr>(stringifyChip(module.chips.front()));
-      return own ? own : xqa;
-    };
-    lowerDecodePerModule(
-        op.getLoc(), op.getQuery(), op.getBlockTable(),
-        cache->type.getBlockSize(), latent, numHeads,
-        [&](KernelModule &module) {
-          return gridOf(planOf(module), module.chips);
-        },
-        [&](KernelModule &module) {
-          return buildXqaMlaDecodeKernels(module, op, planOf(module), *cache);
-        });
+  if (!chipPlans) {
+    const DecodeFamily &family = familyOfPlan(op, plan);
+    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+                cache->type.getBlockSize(), latent, numHeads,
+                gridOfPlan(plan, chips, 1, numHeads),
+                [&](KernelModule &module) {
+                  return family.build(module, op, plan, sources);
+                });
     return success();
   }
-  auto portable = cast<PortablePlanAttr>(plan);
-  DecodeGrid grid;
-  grid.splitKeys = portable.getKeysPerSplit();
-  lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-              cache->type.getBlockSize(), latent, numHeads, grid,
-              [&](KernelModule &module) {
-                return buildMlaDecodeKernels(module, op, *cache, portable);
-              });
+  // Chips with a plan of their own have a module of their own, so each
+  // module has one plan: its chips' own, else the op's.
+  auto planOf = [&](KernelModule &module) -> Attribute {
+    Attribute own = chipPlans.get(stringifyChip(module.chips.front()));
+    return own ? own : plan;
+  };
+  lowerDecodePerModule(
+      op.getLoc(), op.getQuery(), op.getBlockTable(),
+      cache->type.getBlockSize(), latent, numHeads,
+      [&](KernelModule &module) {
+        return gridOfPlan(planOf(module), module.chips, 1, numHeads);
+      },
+      [&](KernelModule &module) {
+        Attribute modulePlan = planOf(module);
+        return familyOfPlan(op, modulePlan)
+            .build(module, op, modulePlan, sources);
+      });
   return success();
 }

@@ -66,7 +66,8 @@ public:
         chips(chips.begin(), chips.end()) {}
 
   /// A new kernel `name_N` taking `arguments`, with the given workgroup
-  /// buffers; the builder is left at its entry.
+  /// buffers; the builder is left at its entry. The name is provisional:
+  /// nameKernelsByContent gives the finished kernel its own.
   mlir::gpu::GPUFuncOp create(mlir::OpBuilder &builder, mlir::Location loc,
                               llvm::StringRef name, mlir::TypeRange arguments,
                               mlir::TypeRange workgroupBuffers);
@@ -88,6 +89,15 @@ public:
 private:
   unsigned counter = 0;
 };
+
+/// Names each kernel of `kernelModules` `<family>_<16 hex digits>`, the
+/// hash of its text: the same for the same kernel in every build (a
+/// profile's kernel names stay comparable across builds and compilers),
+/// and one kernel for ops that build the same one (the copies are erased
+/// and their launches in `module` call the first). Runs once the kernels
+/// and the host code are finished and deterministically ordered.
+void nameKernelsByContent(mlir::ModuleOp module,
+                          llvm::ArrayRef<mlir::gpu::GPUModuleOp> kernelModules);
 
 /// The split-KV workspace of a decode: unnormalized partial outputs
 /// [splits, rows, valueDim] and their (max, sum) [splits, rows, 2], f32.

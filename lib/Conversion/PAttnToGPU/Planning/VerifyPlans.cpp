@@ -13,8 +13,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Planning/VerifyPlans.h"
+#include "Planning/DecodePlan.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+
+#include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace pattn;
@@ -27,6 +29,28 @@ static int64_t sharedBytesOf(Attribute plan) {
   if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
     return mla.getSharedBytes();
   return 0;
+}
+
+/// The chips `plan` was made for.
+static ArrayRef<Chip> targetsOf(Attribute plan) {
+  if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
+    return xqa.getTargets();
+  if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
+    return mla.getTargets();
+  return cast<PortablePlanAttr>(plan).getTargets();
+}
+
+/// The blocks per SM that `plan` promises the host and ptxas, and the most
+/// that `chip` holds of its blocks (1 for the portable kernels, which
+/// promise nothing).
+static std::pair<int64_t, int64_t> residencyOf(Attribute plan, Chip chip) {
+  if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
+    return {xqa.getResidentBlocksOn(chip),
+            xqaResidentBlocks(xqa.getSharedBytes(), chip)};
+  if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
+    return {mla.getResidentBlocksOn(chip),
+            xqaMlaResidentBlocks(mla.getKernel(), mla.getSharedBytes(), chip)};
+  return {1, 1};
 }
 
 /// Whether `plan` is the warpgroup (wgmma) MLA kernel's.
@@ -54,19 +78,47 @@ static Attribute planFor(Operation *op, Chip chip) {
 static LogicalResult verifyPlanOnChip(Operation *op, Attribute plan,
                                       Chip chip) {
   const TargetDescription &target = getTargetDescription(chip);
+  if (!llvm::is_contained(targetsOf(plan), chip)) {
+    InFlightDiagnostic diag = op->emitOpError() << "has a plan made for [";
+    llvm::interleaveComma(targetsOf(plan), diag,
+                          [&](Chip made) { diag << stringifyChip(made); });
+    return diag << "], but is lowered for " << target.name
+                << ": plan it for the chips it is lowered for "
+                   "(--pattn-plan-decode=chips=...)";
+  }
+  // A plan names its chips; these hold the plan to what they have, should
+  // its numbers not fit them.
   int64_t shared = sharedBytesOf(plan);
   if (shared > target.sharedMemoryPerBlock)
     return op->emitOpError()
            << "has a plan that needs " << shared
            << " bytes of shared memory per block, but " << target.name
-           << " allows " << target.sharedMemoryPerBlock
-           << ": plan it for the chips it is lowered for "
-              "(--pattn-plan-decode=chips=...)";
+           << " allows " << target.sharedMemoryPerBlock;
   if (needsWgmma(plan) && !target.has(MmaKind::WgmmaM64NNK16))
+    return op->emitOpError() << "has the warpgroup plan (wgmma), but "
+                             << target.name << " has no wgmma";
+  auto [promised, holds] = residencyOf(plan, chip);
+  if (promised > holds)
     return op->emitOpError()
-           << "has the warpgroup plan (wgmma), but " << target.name
-           << " has no wgmma: plan it for the chips it is lowered for "
-              "(--pattn-plan-decode=chips=...)";
+           << "has a plan of " << promised << " resident blocks per SM, but "
+           << target.name << " holds " << holds << " of its blocks";
+  return success();
+}
+
+/// The plan's operand type against the op's: an XQA plan over bf16 data
+/// must multiply bf16 (f16 would round it), and one over f16 data f16.
+static LogicalResult verifyOperand(Operation *op, Attribute plan) {
+  auto xqa = dyn_cast<XqaPlanAttr>(plan);
+  auto paged = dyn_cast<PagedAttentionOp>(op);
+  if (!xqa || !paged)
+    return success();
+  bool bf16 =
+      xqaUsesBf16(cast<MemRefType>(paged.getQuery().getType()).getElementType(),
+                  paged.getKey().getType(), paged.getValue().getType());
+  if (xqa.getOperand().isBF16() != bf16)
+    return op->emitOpError() << "has an XQA plan over " << xqa.getOperand()
+                             << " operands, but its query and caches need "
+                             << (bf16 ? "bf16" : "f16");
   return success();
 }
 
@@ -84,7 +136,8 @@ LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
           return WalkResult::interrupt();
         }
         for (Chip chip : chips)
-          if (failed(verifyPlanOnChip(op, planFor(op, chip), chip)))
+          if (failed(verifyPlanOnChip(op, planFor(op, chip), chip)) ||
+              failed(verifyOperand(op, planFor(op, chip))))
             return WalkResult::interrupt();
         return WalkResult::advance();
       });

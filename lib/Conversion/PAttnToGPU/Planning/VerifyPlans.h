@@ -1,5 +1,4 @@
-//===- VerifyPlans.h - Plans checked against the chips built for -*- C++
-//-*-===//
+//===- VerifyPlans.h - Plans checked against the chips ----------*- C++ -*-===//
 //
 // Part of the pattn project.
 //
@@ -22,8 +21,10 @@ namespace pattn {
 
 /// Fails, with an error at the op, where a decode op of `function` has no
 /// plan, or where the plan some chip of `chips` would run (an MLA op's
-/// chip_plans entry for it, else its plan) needs more shared memory per
-/// block than that chip has or instructions it lacks (wgmma).
+/// chip_plans entry for it, else its plan) was not made for that chip (its
+/// `targets`), needs more shared memory per block than the chip has,
+/// instructions it lacks (wgmma) or more resident blocks than it holds, or
+/// multiplies operands of another type than the op's data needs.
 mlir::LogicalResult verifyDecodePlans(mlir::func::FuncOp function,
                                       llvm::ArrayRef<Chip> chips);
 

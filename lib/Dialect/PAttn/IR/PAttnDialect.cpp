@@ -75,25 +75,126 @@ uint64_t LaneAttr::getByteSize() const {
   return (uint64_t(getCount()) * getElementBits() + 7) / 8;
 }
 
+FailureOr<SmallVector<Chip>> pattn::parseChipListParameter(AsmParser &parser) {
+  SmallVector<Chip> chips;
+  auto parseOne = [&]() -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
+    std::string name;
+    if (parser.parseKeywordOrString(&name))
+      return failure();
+    std::optional<Chip> chip = parseChip(name);
+    if (!chip)
+      return parser.emitError(loc) << "'" << name << "' is not a chip ("
+                                   << supportedChipList() << ")";
+    chips.push_back(*chip);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseOne))
+    return failure();
+  return chips;
+}
+
+void pattn::printChipListParameter(AsmPrinter &printer, ArrayRef<Chip> chips) {
+  printer << '[';
+  llvm::interleaveComma(chips, printer.getStream(),
+                        [&](Chip chip) { printer << stringifyChip(chip); });
+  printer << ']';
+}
+
+FailureOr<SmallVector<int64_t>>
+pattn::parseIntListParameter(AsmParser &parser) {
+  SmallVector<int64_t> values;
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+        return parser.parseInteger(values.emplace_back());
+      }))
+    return failure();
+  return values;
+}
+
+void pattn::printIntListParameter(AsmPrinter &printer,
+                                  ArrayRef<int64_t> values) {
+  printer << '[';
+  llvm::interleaveComma(values, printer.getStream());
+  printer << ']';
+}
+
+/// The fewest of `perTarget` (one per chip of `targets`) among `chips`.
+static int64_t fewestOn(ArrayRef<int64_t> perTarget, ArrayRef<Chip> targets,
+                        ArrayRef<Chip> chips) {
+  int64_t fewest = INT64_MAX;
+  for (auto [count, chip] : llvm::zip_equal(perTarget, targets))
+    if (llvm::is_contained(chips, chip))
+      fewest = std::min(fewest, count);
+  assert(fewest != INT64_MAX && "the chips are among the plan's targets");
+  return fewest;
+}
+
+int64_t XqaPlanAttr::getResidentBlocksOn(ArrayRef<Chip> chips) const {
+  return fewestOn(getResidentBlocks(), getTargets(), chips);
+}
+
+int64_t XqaMlaPlanAttr::getResidentBlocksOn(ArrayRef<Chip> chips) const {
+  return fewestOn(getResidentBlocks(), getTargets(), chips);
+}
+
+/// The rules every plan's schedule obeys: threads and splits are positive,
+/// at least one block is resident, and `targets` names each chip once.
+static LogicalResult
+verifySchedule(function_ref<InFlightDiagnostic()> emitError,
+               ArrayRef<int64_t> residentBlocks, int64_t leastTilesPerSplit,
+               int64_t mostSplits, ArrayRef<Chip> targets) {
+  if (residentBlocks.size() != targets.size())
+    return emitError() << "resident_blocks has " << residentBlocks.size()
+                       << " counts for " << targets.size()
+                       << " targets (one per chip)";
+  for (int64_t count : residentBlocks)
+    if (count < 1 || count > 32)
+      return emitError() << "resident_blocks " << count << " not in [1, 32]";
+  if (leastTilesPerSplit < 1)
+    return emitError() << "least_tiles_per_split " << leastTilesPerSplit
+                       << " must be positive";
+  if (mostSplits < 1 || mostSplits > 1024)
+    return emitError() << "most_splits " << mostSplits << " not in [1, 1024]";
+  if (targets.empty())
+    return emitError() << "targets must name at least one chip";
+  for (auto [i, chip] : llvm::enumerate(targets))
+    if (llvm::is_contained(targets.take_front(i), chip))
+      return emitError() << "targets name " << stringifyChip(chip) << " twice";
+  return success();
+}
+
 LogicalResult
 PortablePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                         int64_t headsPerBlock, int64_t keysPerSplit) {
+                         int64_t headsPerBlock, int64_t keysPerSplit,
+                         int64_t threads, ArrayRef<Chip> targets) {
   if (headsPerBlock < 1 || headsPerBlock > 8)
     return emitError() << "heads_per_block " << headsPerBlock
                        << " not in [1, 8]";
   if (keysPerSplit < 128 || keysPerSplit % 128 != 0)
     return emitError() << "keys_per_split " << keysPerSplit
                        << " must be a positive multiple of 128";
-  return success();
+  if (threads != 128)
+    return emitError() << "threads " << threads
+                       << " must be 128 (the portable kernels' block)";
+  SmallVector<int64_t> one(targets.size(), 1);
+  return verifySchedule(emitError, one, 1, 1, targets);
 }
 
 LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                  int64_t rows, int64_t keysPerTile,
-                                  int64_t stages, int64_t keyWarps,
-                                  int64_t valueWarps, int64_t keysPerSplit,
-                                  int64_t sharedBytes) {
+                                  Type operand, int64_t rows,
+                                  int64_t keysPerTile, int64_t stages,
+                                  int64_t keyWarps, int64_t valueWarps,
+                                  int64_t keysPerSplit, int64_t sharedBytes,
+                                  ArrayRef<int64_t> residentBlocks,
+                                  int64_t threads, int64_t leastTilesPerSplit,
+                                  int64_t mostSplits, ArrayRef<Chip> targets) {
+  if (!operand || !(operand.isF16() || operand.isBF16()))
+    return emitError() << "operand " << operand << " must be f16 or bf16";
   if (rows != 16 && rows != 32)
     return emitError() << "rows " << rows << " must be 16 or 32";
+  if (threads != 128)
+    return emitError() << "threads " << threads
+                       << " must be 128 (the XQA block's four warps)";
   if (keyWarps < 1 || valueWarps < 1 || keyWarps * valueWarps != 4)
     return emitError() << "key_warps x value_warps = " << keyWarps << " x "
                        << valueWarps << " must be the block's 4 warps";
@@ -109,26 +210,34 @@ LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << keysPerTile;
   if (sharedBytes < 0)
     return emitError() << "shared_bytes " << sharedBytes << " is negative";
-  return success();
+  return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
+                        mostSplits, targets);
 }
 
-LogicalResult
-XqaMlaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       XqaMlaKernel kernel, int64_t headsPerBlock,
-                       int64_t keysPerTile, int64_t sharedBytes) {
-  // The rows of one mma tile: m16 for mma.sync, m64 for wgmma.
-  int64_t rows = kernel == XqaMlaKernel::wgmma ? 64 : 16;
+LogicalResult XqaMlaPlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, XqaMlaKernel kernel,
+    int64_t headsPerBlock, int64_t keysPerTile, int64_t sharedBytes,
+    ArrayRef<int64_t> residentBlocks, int64_t threads,
+    int64_t leastTilesPerSplit, int64_t mostSplits, ArrayRef<Chip> targets) {
+  // The rows of one mma tile: m16 for mma.sync, m64 for wgmma; one warp
+  // group of four warps per 64 heads or the four warps of one m16 tile.
+  bool wgmma = kernel == XqaMlaKernel::wgmma;
+  int64_t rows = wgmma ? 64 : 16, blockThreads = wgmma ? 256 : 128;
   if (headsPerBlock != rows)
     return emitError() << "heads_per_block " << headsPerBlock << " must be "
                        << rows << " for kernel "
                        << stringifyXqaMlaKernel(kernel) << " (one m" << rows
                        << " tile)";
+  if (threads != blockThreads)
+    return emitError() << "threads " << threads << " must be " << blockThreads
+                       << " for kernel " << stringifyXqaMlaKernel(kernel);
   if (keysPerTile != 32)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be 32 (8 keys per warp)";
   if (sharedBytes < 0)
     return emitError() << "shared_bytes " << sharedBytes << " is negative";
-  return success();
+  return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
+                        mostSplits, targets);
 }
 
 LogicalResult LaneAttr::verify(function_ref<InFlightDiagnostic()> emitError,

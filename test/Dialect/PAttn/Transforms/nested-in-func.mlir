@@ -4,8 +4,8 @@
 // constant globals to the module, so it is module-anchored and refuses to be
 // nested.
 //
-// RUN: pattn-opt %s --mlir-print-op-on-diagnostic=false --pass-pipeline="builtin.module(func.func(pattn-select-backend{chip=sm_90a},pattn-plan-decode{chips=sm_90a}))" 2>/dev/null | FileCheck %s
-// RUN: pattn-opt %s --mlir-print-op-on-diagnostic=false --pass-pipeline="builtin.module(pattn-select-backend{chip=sm_90a},pattn-plan-decode{chips=sm_90a})" 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --mlir-print-op-on-diagnostic=false --pass-pipeline="builtin.module(func.func(pattn-select-backend{chips=sm_90a},pattn-plan-decode{chips=sm_90a}))" 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --mlir-print-op-on-diagnostic=false --pass-pipeline="builtin.module(pattn-select-backend{chips=sm_90a},pattn-plan-decode{chips=sm_90a})" 2>/dev/null | FileCheck %s
 // RUN: not pattn-opt %s --pass-pipeline="builtin.module(func.func(pattn-fold-channel-scales))" 2>&1 | FileCheck %s --check-prefix=FOLD
 
 // FOLD: Can't add pass 'PAttnFoldChannelScales' restricted to 'builtin.module' on a PassManager intended to run on 'func.func'

@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --split-input-file --pattn-fold-and-select="chip=sm_80" --verify-diagnostics | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --pattn-fold-and-select="chips=sm_80" --verify-diagnostics | FileCheck %s
 
 // The named pipeline: the fold runs first, so the selector sees folded K
 // scales. Row "channel K scale" of the eligibility table, case by case.

@@ -5,14 +5,14 @@
 // with and without wgmma, `plan` is the mma.sync kernel and `chip_plans`
 // gives sm_90a the warpgroup kernel.
 //
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>/dev/null | FileCheck %s --check-prefix=FLEET
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>/dev/null | FileCheck %s --check-prefix=FLEET
 // Each choice is explained in a remark (pattn-compile --remarks).
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=FLEET-WHY
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_80,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=NO-WGMMA
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=FLEET-WHY
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_80,sm_100a 2>&1 >/dev/null | FileCheck %s --check-prefix=NO-WGMMA
 // Planned again for one chip, an op loses the chip_plans of a fleet.
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a,sm_100a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
 
 !fp8 = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 !rope8 = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
@@ -25,10 +25,10 @@
 // NO-WGMMA: :[[@LINE+8]]:3: remark: xqa plan: the mma.sync kernel, 16 heads per block (not the warpgroup kernel: no chip built for has wgmma (sm_90a only))
 // H200-LABEL: func.func @fp8_128_heads
 // H200-NOT: chip_plans
-// H200: plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>
+// H200: plan = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>
 // FLEET-LABEL: func.func @fp8_128_heads
-// FLEET: chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944>}
-// FLEET-SAME: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680>
+// FLEET: chip_plans = {sm_90a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 226944, resident_blocks = [1], threads = 256, targets = [sm_90a]>}
+// FLEET-SAME: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 63680, resident_blocks = [3, 3], targets = [sm_90a, sm_100a]>
 func.func @fp8_128_heads(%c: !fp8, %q: memref<2x128x576xbf16>, %bt: memref<2x4xi32>, %sl: memref<2xi32>, %o: memref<2x128x512xbf16>) {
   pattn.mla_decode query(%q : memref<2x128x576xbf16>) cache(%c : !fp8) block_table(%bt : memref<2x4xi32>) seq_lens(%sl : memref<2xi32>) outs(%o : memref<2x128x512xbf16>) {num_heads = 128 : i64}
   return

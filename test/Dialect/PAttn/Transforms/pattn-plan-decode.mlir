@@ -1,6 +1,6 @@
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_90a --pattn-plan-decode=chips=sm_90a --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=H200
-// RUN: pattn-opt %s --pattn-select-backend=chip=sm_80 --pattn-plan-decode --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ALL
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --pattn-plan-decode=keys-per-split=1024 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=PORT
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_80 --pattn-plan-decode --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ALL
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a force=portable" --pattn-plan-decode=keys-per-split=1024 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=PORT
 // RUN: not pattn-opt %s --pattn-plan-decode 2>&1 | FileCheck %s --check-prefix=NOBACKEND
 
 // The plan of each backend, per shape and chip: the tile and ring depth
@@ -10,11 +10,11 @@
 // default chip list includes sm_86/89/120 (99 KiB), which caps it at 2.
 
 // H200-LABEL: func.func @f16_d128_g4
-// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 109568>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 109568, resident_blocks = [2], targets = [sm_90a]>
 // ALL-LABEL: func.func @f16_d128_g4
-// ALL: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 74496>
+// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 74496, resident_blocks = [2, 1, 1, 3, 3, 1], targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 // PORT-LABEL: func.func @f16_d128_g4
-// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
+// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !f16c
@@ -27,7 +27,7 @@ func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt
 // f16 D256, g = 6: two value warps; 64-key tiles would leave one 211 KiB
 // block per SM, 32-key tiles keep as many bytes in flight with two.
 // H200-LABEL: func.func @f16_d256_g6
-// H200: plan = #pattn.xqa_plan<rows = 16, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 110208>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 110208, resident_blocks = [2], targets = [sm_90a]>
 !f16d256 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = f16, scale = none>
 func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x24x256xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x4x512xi8>) : !f16d256
@@ -40,9 +40,9 @@ func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt
 // 8 query tokens x g = 4: 32 rows, two m-tiles; D256 outputs need the four
 // warps split over the value channels.
 // H200-LABEL: func.func @i4_d256_spec
-// H200: plan = #pattn.xqa_plan<rows = 32, keys_per_tile = 32, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 54272>
+// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 32, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 54272, resident_blocks = [4], targets = [sm_90a]>
 // PORT-LABEL: func.func @i4_d256_spec
-// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024>
+// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>
 func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memref<?x16x256xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x16x256xbf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x4x128xi8>) : !i4c
@@ -57,9 +57,9 @@ func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memre
 // 368-byte records take two slots of 32 x 368 bytes of the 45 KB of shared
 // memory.
 // H200-LABEL: func.func @mla
-// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 45248>
+// H200: plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 45248, resident_blocks = [3], targets = [sm_90a]>
 // PORT-LABEL: func.func @mla
-// PORT: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 1024>
+// PORT: plan = #pattn.portable_plan<heads_per_block = 8, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !rec = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
 func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x16x512xbf16>) {
   %r = pattn.bind_cache storage(%c : memref<?x64x368xi8>) : !rec

@@ -2,8 +2,8 @@
 // widths, the lane formats, the lane alignment and the shared memory of a
 // tile. Each op breaks one rule; the remark names it.
 //
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a" --verify-diagnostics --split-input-file
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_86" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM86
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a" --verify-diagnostics --split-input-file
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_86" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM86
 
 // M4: latent a multiple of 64 up to 512.
 !r = !pattn.record_cache<block_size = 16, record = !pattn.record<144 bytes, none, {latent: 96 x f8E4M3FN at 0, rope: 16 x bf16 at 96}>>

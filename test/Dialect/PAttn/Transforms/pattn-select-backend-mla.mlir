@@ -4,9 +4,9 @@
 // force=xqa on an ineligible op is an error naming the reason, and
 // force=portable records portable.
 //
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a" --verify-diagnostics --split-input-file
-// RUN: not pattn-opt %s --pattn-select-backend="chip=sm_90a force=xqa" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=XQA
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --split-input-file 2>/dev/null | FileCheck %s --check-prefix=PORT
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a" --verify-diagnostics --split-input-file
+// RUN: not pattn-opt %s --pattn-select-backend="chips=sm_90a force=xqa" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=XQA
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a force=portable" --split-input-file 2>/dev/null | FileCheck %s --check-prefix=PORT
 
 // XQA: error: force=xqa, but the op is not eligible for XQA on sm_90a: MLA query f16 is not bf16
 // XQA: error: force=xqa, but the op is not eligible for XQA on sm_90a: MLA num_heads 8 not a multiple of 16

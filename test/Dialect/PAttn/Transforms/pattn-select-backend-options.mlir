@@ -1,15 +1,18 @@
 // Forced modes, chips, and the printed table.
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_90a force=portable" --verify-diagnostics=only-expected --split-input-file | FileCheck %s --check-prefix=PORTABLE
-// RUN: not pattn-opt %s --pattn-select-backend="chip=sm_120a force=xqa" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=XQA
-// RUN: not pattn-opt %s --pattn-select-backend="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=SM75
-// RUN: not pattn-opt %s --pattn-select-backend="chip=h100" 2>&1 | FileCheck %s --check-prefix=BOGUS
-// RUN: not pattn-opt %s --pattn-select-backend 2>&1 | FileCheck %s --check-prefix=NOCHIP
-// RUN: not pattn-opt %s --pattn-select-backend="chip=sm_90a force=bogus" 2>&1 | FileCheck %s --check-prefix=FORCE
-// RUN: not pattn-opt %s --pattn-fold-and-select="chip=sm_90a force=bogus" 2>&1 | FileCheck %s --check-prefix=FORCE
-// RUN: pattn-opt %s --pattn-select-backend="chip=sm_80 print-table=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TABLE
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a force=portable" --verify-diagnostics=only-expected --split-input-file | FileCheck %s --check-prefix=PORTABLE
+// RUN: not pattn-opt %s --pattn-select-backend="chips=sm_120a force=xqa" --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=XQA
+// RUN: not pattn-opt %s --pattn-select-backend="chips=sm_75" 2>&1 | FileCheck %s --check-prefix=SM75
+// RUN: not pattn-opt %s --pattn-select-backend="chips=h100" 2>&1 | FileCheck %s --check-prefix=BOGUS
+// RUN: not pattn-opt %s --pattn-select-backend="chips=sm_90a,sm_90a" 2>&1 | FileCheck %s --check-prefix=TWICE
+// Without chips, the chips pattn-compile builds for by default; an op gets
+// xqa only where every one of them can run it.
+// RUN: pattn-opt %s --split-input-file --pattn-select-backend -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEFAULT
+// RUN: not pattn-opt %s --pattn-select-backend="chips=sm_90a force=bogus" 2>&1 | FileCheck %s --check-prefix=FORCE
+// RUN: not pattn-opt %s --pattn-fold-and-select="chips=sm_90a force=bogus" 2>&1 | FileCheck %s --check-prefix=FORCE
+// RUN: pattn-opt %s --pattn-select-backend="chips=sm_80 print-table=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TABLE
 // Every supported chip is accepted; NVFP4 and FP8 are XQA-eligible on each
 // (hardware conversion where the chip has it, bit tricks elsewhere).
-// RUN: for chip in sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a sm_100 sm_100a sm_120 sm_120a; do pattn-opt %s --split-input-file --pattn-select-backend="chip=$chip" 2>&1 | FileCheck %s --check-prefix=CHIPS -DCHIP=$chip; done
+// RUN: for chip in sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a sm_100 sm_100a sm_120 sm_120a; do pattn-opt %s --split-input-file --pattn-select-backend="chips=$chip" 2>&1 | FileCheck %s --check-prefix=CHIPS -DCHIP=$chip; done
 
 // PORTABLE: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
 // PORTABLE: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
@@ -19,10 +22,11 @@
 
 // Option errors name the pass, the option and the allowed values, and do
 // not print the module.
-// SM75: error: pattn-select-backend: unsupported chip='sm_75'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
+// SM75: error: pattn-select-backend: chips: unsupported chip 'sm_75'; supported chips: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a
 // SM75-NOT: see current operation
-// BOGUS: error: pattn-select-backend: unsupported chip='h100'; supported chips: sm_80,
-// NOCHIP: error: pattn-select-backend: needs chip=<chip>; supported chips: sm_80,
+// BOGUS: error: pattn-select-backend: chips: unsupported chip 'h100'; supported chips: sm_80,
+// TWICE: error: pattn-select-backend: chips: chip 'sm_90a' named twice
+// DEFAULT: remark: xqa: eligible on sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a
 // FORCE: error: pattn-select-backend: unknown force='bogus'; expected auto, xqa or portable
 // FORCE-NOT: see current operation
 
@@ -30,7 +34,7 @@
 // TABLE: | head_dim | 64, 128, 256 | 64/128/256; INT4: 256 only |
 // TABLE: | softcap | supported | not supported on XQA |
 // TABLE: | MLA: query | bf16 | no MLA |
-// TABLE: | MLA: shared memory | the tile fits the chip | no MLA |
+// TABLE: | MLA: shared memory | the tile fits the chip (asked of the XQA MLA family, which knows its layout) | no MLA |
 
 // CHIPS: remark: xqa: eligible on [[CHIP]]
 // CHIPS: remark: portable: head_dim 80 not in

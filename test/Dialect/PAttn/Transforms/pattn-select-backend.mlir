@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --split-input-file --pattn-select-backend="chip=sm_90a" --verify-diagnostics | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --pattn-select-backend="chips=sm_90a" --verify-diagnostics | FileCheck %s
 
 // One case just inside and just outside each row of the eligibility table
 // (SPEC §6, docs/Passes.md); the remark names every failed condition and the

@@ -145,19 +145,42 @@ def PAttn_LaneAttr : AttrDef<PAttn_Dialect, "Lane"> {
 // Decode plans
 //===----------------------------------------------------------------------===//
 
+// The chips a plan was made for, printed as `[sm_80, sm_90a]`.
+def PAttn_ChipListParameter
+    : ArrayRefParameter<"::pattn::Chip", "the chips a plan was made for"> {
+  let parser = "::pattn::parseChipListParameter($_parser)";
+  let printer = "::pattn::printChipListParameter($_printer, $_self)";
+}
+
+// Per chip of a plan's `targets`, the blocks resident on one SM, printed as
+// `[4, 2]`.
+def PAttn_ResidencyParameter
+    : ArrayRefParameter<"int64_t", "resident blocks per SM, per target"> {
+  let parser = "::pattn::parseIntListParameter($_parser)";
+  let printer = "::pattn::printIntListParameter($_printer, $_self)";
+}
+
+// Every plan records its schedule, not only its tiling: what the kernel and
+// the host's split policy used to take from C++ constants, so that the
+// conversion builds exactly what the plan says and checks it against the
+// chips it lowers for (`targets`).
 def PAttn_PortablePlanAttr : AttrDef<PAttn_Dialect, "PortablePlan"> {
   let mnemonic = "portable_plan";
   let summary = "How the portable (fp32) decode of an attention op is tiled";
   let description = [{
     Written by `--pattn-plan-decode` on ops whose backend is `portable`, and
-    obeyed by `--convert-pattn-to-gpu`. A decode block of 128 threads serves
-    `heads_per_block` query heads of one KV head (each key row is read and
-    dequantized once for all of them) and `keys_per_split` keys; a merge
-    kernel combines the splits.
+    obeyed by `--convert-pattn-to-gpu`. A decode block of `threads` (128)
+    threads serves `heads_per_block` query heads of one KV head (each key
+    row is read and dequantized once for all of them) and `keys_per_split`
+    keys; a merge kernel combines the splits. `targets` are the chips the
+    plan was made for; the conversion lowers it for no other.
 
-    Example: `#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512>`.
+    Example:
+    `#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_80, sm_90a]>`.
   }];
-  let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_split);
+  let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_split,
+                        DefaultValuedParameter<"int64_t", "128">:$threads,
+                        PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -167,29 +190,50 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
   let summary = "How the tensor-core (XQA) decode of an attention op is tiled";
   let description = [{
     Written by `--pattn-plan-decode` on ops whose backend is `xqa`, and
-    obeyed by `--convert-pattn-to-gpu`. One block of four warps serves one
-    (sequence, KV head, split): the sequence's query tokens times the g heads
-    of the KV head are the M rows of `mma.sync.m16n8k16` (`rows` = 16 or
-    32, one or two m-tiles). Keys stream through a `stages`-deep ring of
-    shared memory filled by `cp.async`, `keys_per_tile` keys per stage; the
-    four warps are `key_warps` groups over a tile's keys times
-    `value_warps` groups over the value channels (each group of a key
-    group recomputes the same logits, so each warp's output accumulators
-    stay within budget). `keys_per_split` keys per block (a multiple of
-    `keys_per_tile`); `shared_bytes` of dynamic shared memory per block.
+    obeyed by `--convert-pattn-to-gpu`. One block of four warps (`threads`
+    = 128) serves one (sequence, KV head, split): the sequence's query
+    tokens times the g heads of the KV head are the M rows of
+    `mma.sync.m16n8k16` (`rows` = 16 or 32, one or two m-tiles) over
+    `operand` (f16, or bf16 where the query or a cache is bf16) operands.
+    Keys stream through a `stages`-deep ring of shared memory filled by
+    `cp.async`, `keys_per_tile` keys per stage; the four warps are
+    `key_warps` groups over a tile's keys times `value_warps` groups over
+    the value channels (each group of a key group recomputes the same
+    logits, so each warp's output accumulators stay within budget).
+    `keys_per_split` keys per block at most (a multiple of
+    `keys_per_tile`); `shared_bytes` of dynamic shared memory per block, of
+    which `resident_blocks` fit on an SM of each chip of `targets` (one
+    count per chip; the fewest among a kernel module's chips is its
+    `nvvm.minctasm`, the fewest among the chips built for the host's
+    occupancy). The host picks the
+    split count: at least `least_tiles_per_split` (4) tiles per split, at
+    most `most_splits` (64) splits.
 
     Example:
     ```mlir
-    #pattn.xqa_plan<rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4,
-                    value_warps = 1, keys_per_split = 2048, shared_bytes = 41984>
+    #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3,
+                    key_warps = 4, value_warps = 1, keys_per_split = 2048,
+                    shared_bytes = 41984, resident_blocks = [4],
+                    targets = [sm_90a]>
     ```
   }];
-  let parameters = (ins "int64_t":$rows, "int64_t":$keys_per_tile,
+  let parameters = (ins "::mlir::Type":$operand, "int64_t":$rows,
+                        "int64_t":$keys_per_tile,
                         "int64_t":$stages, "int64_t":$key_warps,
                         "int64_t":$value_warps, "int64_t":$keys_per_split,
-                        "int64_t":$shared_bytes);
+                        "int64_t":$shared_bytes, PAttn_ResidencyParameter:$resident_blocks,
+                        DefaultValuedParameter<"int64_t", "128">:$threads,
+                        DefaultValuedParameter<"int64_t", "4">:$least_tiles_per_split,
+                        DefaultValuedParameter<"int64_t", "64">:$most_splits,
+                        PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The fewest blocks resident per SM on `chips` (each one of the
+    /// plan's targets): what a kernel module for them, or the host's split
+    /// count over them, may assume.
+    int64_t getResidentBlocksOn(::llvm::ArrayRef<::pattn::Chip> chips) const;
+  }];
 }
 
 def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
@@ -213,9 +257,10 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
     - O += P V is split over the warps by latent channels.
 
     The plan names its kernel: `kernel = mma_sync` (the default, left out
-    when printed) with `heads_per_block = 16`, or `kernel = wgmma` with
-    `heads_per_block = 64`; the verifier holds the two together and the
-    lowering dispatches on the kernel, never on the head count.
+    when printed) with `heads_per_block = 16` and `threads = 128` (the
+    default), or `kernel = wgmma` with `heads_per_block = 64` and
+    `threads = 256`; the verifier holds them together and the lowering
+    dispatches on the kernel, never on the head count.
 
     With `kernel = wgmma` (sm_90a only), two warpgroups serve 64
     heads, the M rows of `wgmma.mma_async`: every tile is decoded once
@@ -223,24 +268,39 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
     k-steps) and O += P V (each warpgroup owns half the latent) read, and
     P V runs while the next tile is decoded.
 
-    The host picks the split count from the SM count and the blocks that
-    `shared_bytes` of dynamic shared memory leave resident per SM (one for
-    the warpgroup kernel).
+    `shared_bytes` of dynamic shared memory per block, `resident_blocks`
+    of them per SM on each chip of `targets` (at most 3 for mma.sync,
+    whose threads keep 168 registers; 1 for wgmma). The host picks the split
+    count: at least `least_tiles_per_split` (2) tiles per split, at most
+    `most_splits` (128) splits.
 
     Example:
     ```mlir
     #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32,
-                        shared_bytes = 63680>
+                        shared_bytes = 63680, resident_blocks = [3, 3],
+                        targets = [sm_80, sm_90a]>
     #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64,
-                        keys_per_tile = 32, shared_bytes = 226944>
+                        keys_per_tile = 32, shared_bytes = 226944,
+                        resident_blocks = [1], threads = 256,
+                        targets = [sm_90a]>
     ```
   }];
   let parameters = (ins DefaultValuedParameter<"::pattn::XqaMlaKernel",
                           "::pattn::XqaMlaKernel::mma_sync">:$kernel,
                         "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
-                        "int64_t":$shared_bytes);
+                        "int64_t":$shared_bytes, PAttn_ResidencyParameter:$resident_blocks,
+                        DefaultValuedParameter<"int64_t", "128">:$threads,
+                        DefaultValuedParameter<"int64_t", "2">:$least_tiles_per_split,
+                        DefaultValuedParameter<"int64_t", "128">:$most_splits,
+                        PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The fewest blocks resident per SM on `chips` (each one of the
+    /// plan's targets): what a kernel module for them, or the host's split
+    /// count over them, may assume.
+    int64_t getResidentBlocksOn(::llvm::ArrayRef<::pattn::Chip> chips) const;
+  }];
 }
 
 def PAttn_DecodePlanAttr : AnyAttrOf<[PAttn_PortablePlanAttr, PAttn_XqaPlanAttr,

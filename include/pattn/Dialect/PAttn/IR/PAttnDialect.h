@@ -13,6 +13,7 @@
 #define PATTN_DIALECT_PATTN_IR_PATTNDIALECT_H
 
 #include "pattn/Numerics/EncodingTable.h"
+#include "pattn/Target/TargetDescription.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Attributes.h"
@@ -41,6 +42,17 @@ namespace pattn {
 numerics::Encoding toNumerics(Encoding encoding);
 /// The encoding table's row of an IR encoding (SPEC §2).
 const numerics::EncodingInfo &encodingInfo(Encoding encoding);
+
+/// A plan's `targets`: `[sm_80, sm_90a]` (at least one chip, none twice).
+mlir::FailureOr<llvm::SmallVector<Chip>>
+parseChipListParameter(mlir::AsmParser &parser);
+void printChipListParameter(mlir::AsmPrinter &printer,
+                            llvm::ArrayRef<Chip> chips);
+/// A plan's per-target counts: `[4, 2]`.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+parseIntListParameter(mlir::AsmParser &parser);
+void printIntListParameter(mlir::AsmPrinter &printer,
+                           llvm::ArrayRef<int64_t> values);
 } // namespace pattn
 
 #define GET_ATTRDEF_CLASSES

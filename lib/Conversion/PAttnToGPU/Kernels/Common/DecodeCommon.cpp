@@ -57,20 +57,43 @@ DecodeParams pattn::decodeParams(MlaDecodeOp op, int64_t keyDim) {
   return params;
 }
 
-SmallVector<Type> pattn::decodeArgumentTypes(ValueRange hostOperands,
-                                             int64_t valueDim) {
-  MLIRContext *context = hostOperands.front().getContext();
-  SmallVector<Type> types(hostOperands.getTypes());
-  types.push_back(workspaceOutputType(context, valueDim));
-  types.push_back(workspaceStatsType(context));
-  return types;
+void DecodeSignature::add(DecodeArg role, Value value) {
+  if (value)
+    addRun(role, value);
 }
 
-void pattn::appendPresent(SmallVectorImpl<Value> &operands,
-                          ArrayRef<Value> optional) {
-  for (Value value : optional)
-    if (value)
-      operands.push_back(value);
+void DecodeSignature::addRun(DecodeArg role, ValueRange run) {
+  assert(!find(role) && "each role once");
+  slots.push_back({role, unsigned(argumentTypes.size()), unsigned(run.size())});
+  llvm::append_range(values, run);
+  llvm::append_range(argumentTypes, run.getTypes());
+}
+
+void DecodeSignature::addWorkspace(MLIRContext *context, int64_t valueDim) {
+  slots.push_back({DecodeArg::PartialOut, unsigned(argumentTypes.size()), 1});
+  argumentTypes.push_back(workspaceOutputType(context, valueDim));
+  slots.push_back({DecodeArg::PartialStats, unsigned(argumentTypes.size()), 1});
+  argumentTypes.push_back(workspaceStatsType(context));
+}
+
+auto DecodeSignature::find(DecodeArg role) const -> const Slot * {
+  for (const Slot &slot : slots)
+    if (slot.role == role)
+      return &slot;
+  return nullptr;
+}
+
+Value DecodeSignature::arg(DecodeArg role) const {
+  const Slot *slot = find(role);
+  assert((!slot || slot->size == 1) && "a run is read with run()");
+  return slot ? kernel.getArgument(slot->begin) : Value();
+}
+
+ValueRange DecodeSignature::run(DecodeArg role) const {
+  const Slot *slot = find(role);
+  if (!slot)
+    return {};
+  return kernel.getArguments().slice(slot->begin, slot->size);
 }
 
 Value pattn::dynamicSharedBytes(OpBuilder &builder, Location loc) {

@@ -37,14 +37,73 @@ DecodeParams decodeParams(pattn::PagedAttentionOp op);
 /// `keyDim` (latent + rope) sets the default softmax scale.
 DecodeParams decodeParams(pattn::MlaDecodeOp op, int64_t keyDim);
 
-/// A decode kernel's argument types: those of `hostOperands`, then the
-/// split-KV workspace (partial outputs of `valueDim` channels, statistics).
-llvm::SmallVector<mlir::Type> decodeArgumentTypes(mlir::ValueRange hostOperands,
-                                                  int64_t valueDim);
+/// What an argument of a decode or merge kernel is.
+enum class DecodeArg : uint8_t {
+  Query,
+  BlockTable,
+  SeqLens,
+  QueryStart,
+  Guard,
+  QueryExponents,
+  OuterScale,
+  /// MLA records.
+  Records,
+  /// A paged cache side: its pages, nvfp4 group scales, per-token scales
+  /// and tensor or channel scale.
+  KeyStorage,
+  KeyGroupScales,
+  KeyTokenScales,
+  KeyScale,
+  ValueStorage,
+  ValueGroupScales,
+  ValueTokenScales,
+  ValueScale,
+  /// The portable decode's cache reader (a run of arguments).
+  Source,
+  Sinks,
+  OutScale,
+  Out,
+  /// The split-KV workspace, which the host passes at launch.
+  PartialOut,
+  PartialStats,
+};
 
-/// Appends the values of `optional` that are present (not null).
-void appendPresent(llvm::SmallVectorImpl<mlir::Value> &operands,
-                   llvm::ArrayRef<mlir::Value> optional);
+/// A kernel's arguments by role: the host side adds the op's values
+/// (an absent optional operand takes no argument), the kernel reads its
+/// arguments by the same roles, so that the launch's operand list and the
+/// kernel's signature cannot drift apart.
+class DecodeSignature {
+public:
+  /// Appends `value` as `role` where it is present.
+  void add(DecodeArg role, mlir::Value value);
+  /// Appends `values` as one run of arguments, `role`.
+  void addRun(DecodeArg role, mlir::ValueRange values);
+  /// Appends the split-KV workspace: partial outputs of `valueDim`
+  /// channels, then their statistics.
+  void addWorkspace(mlir::MLIRContext *context, int64_t valueDim);
+
+  /// The host values, in argument order (without the workspace).
+  llvm::ArrayRef<mlir::Value> hostOperands() const { return values; }
+  /// Every argument's type, workspace included.
+  llvm::ArrayRef<mlir::Type> types() const { return argumentTypes; }
+
+  /// After the kernel is created from types(): its argument of `role`
+  /// (null where absent), or its run of them.
+  void bind(mlir::gpu::GPUFuncOp kernel) { this->kernel = kernel; }
+  mlir::Value arg(DecodeArg role) const;
+  mlir::ValueRange run(DecodeArg role) const;
+
+private:
+  struct Slot {
+    DecodeArg role;
+    unsigned begin, size;
+  };
+  const Slot *find(DecodeArg role) const;
+  llvm::SmallVector<Slot> slots;
+  llvm::SmallVector<mlir::Value> values;
+  llvm::SmallVector<mlir::Type> argumentTypes;
+  mutable mlir::gpu::GPUFuncOp kernel;
+};
 
 /// The kernel's dynamic shared memory as bytes (memref<?xi8, workgroup>).
 mlir::Value dynamicSharedBytes(mlir::OpBuilder &builder, mlir::Location loc);

@@ -5,14 +5,21 @@
 //===----------------------------------------------------------------------===//
 //
 // This file implements KernelModule::create, the one place every kernel
-// family creates its gpu.func: the kernel attribute, unique naming, and the
-// alignment of its shared buffers.
+// family creates its gpu.func (the kernel attribute, a provisional unique
+// name, the alignment of its shared buffers), and the naming of the
+// finished kernels by what they are, which also merges identical ones.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/Kernels.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 using namespace pattn;
@@ -47,4 +54,52 @@ Kernel KernelModule::create(OpBuilder &builder, Location loc, StringRef name,
   llvm::append_range(types, extra);
   return {create(builder, loc, name, types, workgroupBuffers),
           SmallVector<Value>(operands)};
+}
+
+/// `name` without the `_<N>` that KernelModule::create appended.
+static StringRef familyName(StringRef name) {
+  auto [base, counter] = name.rsplit('_');
+  unsigned unused;
+  return !counter.empty() && !counter.getAsInteger(10, unused) ? base : name;
+}
+
+void pattn::nameKernelsByContent(ModuleOp module,
+                                 ArrayRef<gpu::GPUModuleOp> kernelModules) {
+  // Per kernel module: a kernel's final name, by its provisional one.
+  DenseMap<std::pair<Operation *, StringAttr>, StringAttr> renamed;
+  for (gpu::GPUModuleOp kernelModule : kernelModules) {
+    llvm::StringMap<gpu::GPUFuncOp> byName;
+    for (auto kernel :
+         llvm::make_early_inc_range(kernelModule.getOps<gpu::GPUFuncOp>())) {
+      StringAttr provisional = SymbolTable::getSymbolName(kernel);
+      StringRef base = familyName(provisional.getValue());
+      // The kernel's text under its family name (no locations): equal for
+      // kernels that are the same, whatever op or plan they came from.
+      SymbolTable::setSymbolName(kernel, base);
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      kernel->print(os, OpPrintingFlags().useLocalScope());
+      std::string name;
+      llvm::raw_string_ostream(name)
+          << base << "_"
+          << llvm::format_hex_no_prefix(llvm::xxh3_64bits(text), 16);
+      auto [existing, inserted] = byName.try_emplace(name, kernel);
+      if (inserted)
+        SymbolTable::setSymbolName(kernel, name);
+      else
+        kernel->erase();
+      renamed[{kernelModule, provisional}] =
+          StringAttr::get(module.getContext(), name);
+    }
+  }
+  module.walk([&](gpu::LaunchFuncOp launch) {
+    SymbolRefAttr kernel = launch.getKernel();
+    Operation *kernelModule =
+        SymbolTable::lookupSymbolIn(module, kernel.getRootReference());
+    auto it = renamed.find({kernelModule, kernel.getLeafReference()});
+    if (it == renamed.end())
+      return;
+    launch.setKernelAttr(SymbolRefAttr::get(
+        kernel.getRootReference(), {FlatSymbolRefAttr::get(it->second)}));
+  });
 }

@@ -59,28 +59,31 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
                               KernelBuilder &kb, int64_t valueDim,
                               int64_t kvHeads, const DecodeParams &p,
                               SmallVectorImpl<Value> &hostOperands) {
-  hostOperands.clear();
-  appendPresent(hostOperands, {p.guard, p.sinks, p.outScale});
-  hostOperands.push_back(p.out);
-  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, valueDim);
+  DecodeSignature signature;
+  signature.add(DecodeArg::Guard, p.guard);
+  signature.add(DecodeArg::Sinks, p.sinks);
+  signature.add(DecodeArg::OutScale, p.outScale);
+  signature.add(DecodeArg::Out, p.out);
+  signature.addWorkspace(builder.getContext(), valueDim);
+  hostOperands.assign(signature.hostOperands().begin(),
+                      signature.hostOperands().end());
   // Per chunk of splits: their weights and their sums (staged), which also
   // hold the threads' partial maxima first.
   Type stageType =
       workgroupMemRefType({kMergeSplitsPerChunk}, builder.getF32Type());
   MergeKernel m;
-  m.func = kernels.create(builder, p.loc, "pattn_merge", argTypes,
+  m.func = kernels.create(builder, p.loc, "pattn_merge", signature.types(),
                           {stageType, stageType});
   m.weights = m.func.getWorkgroupAttributions()[0];
   m.sums = m.func.getWorkgroupAttributions()[1];
 
-  unsigned arg = 0;
-  auto next = [&]() { return m.func.getArgument(arg++); };
-  m.guard = p.guard ? next() : Value();
-  m.sinks = p.sinks ? next() : Value();
-  m.outScale = p.outScale ? next() : Value();
-  m.out = next();
-  m.partialOut = next();
-  m.partialStats = next();
+  signature.bind(m.func);
+  m.guard = signature.arg(DecodeArg::Guard);
+  m.sinks = signature.arg(DecodeArg::Sinks);
+  m.outScale = signature.arg(DecodeArg::OutScale);
+  m.out = signature.arg(DecodeArg::Out);
+  m.partialOut = signature.arg(DecodeArg::PartialOut);
+  m.partialStats = signature.arg(DecodeArg::PartialStats);
   int64_t group = p.numHeads / kvHeads;
 
   // A block per (row, kBlockThreads channels): thread t merges one channel.

@@ -141,11 +141,17 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   MLIRContext *context = p.query.getContext();
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   // Kernel arguments: the op's buffers, the source's, then the workspace.
-  hostOperands.assign({p.query, p.blockTable, p.seqLens});
-  appendPresent(hostOperands, {p.queryStart, p.guard, p.queryExponents});
-  unsigned sourceBegin = hostOperands.size();
-  llvm::append_range(hostOperands, source.hostOperands);
-  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, s.valueDim);
+  DecodeSignature signature;
+  signature.add(DecodeArg::Query, p.query);
+  signature.add(DecodeArg::BlockTable, p.blockTable);
+  signature.add(DecodeArg::SeqLens, p.seqLens);
+  signature.add(DecodeArg::QueryStart, p.queryStart);
+  signature.add(DecodeArg::Guard, p.guard);
+  signature.add(DecodeArg::QueryExponents, p.queryExponents);
+  signature.addRun(DecodeArg::Source, source.hostOperands);
+  signature.addWorkspace(context, s.valueDim);
+  hostOperands.assign(signature.hostOperands().begin(),
+                      signature.hostOperands().end());
 
   auto workgroup = [&](int64_t size, Type element) -> Type {
     return workgroupMemRefType({size}, element);
@@ -154,7 +160,7 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   // outputs once the keys are done), then per chunk each head's logits
   // (overwritten by its softmax weights) and each key's page slot.
   kernel = kernels.create(
-      builder, p.loc, "pattn_decode", argTypes,
+      builder, p.loc, "pattn_decode", signature.types(),
       {workgroup(s.scratch, f32), workgroup(s.heads * kBlockThreads, f32),
        workgroup(kBlockThreads, i32), workgroup(kBlockThreads, i32)});
   // Where the kernel would need more than 128 registers (code decoding, or
@@ -168,19 +174,16 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
 
-  unsigned arg = 0;
-  auto next = [&]() { return kernel.getArgument(arg++); };
-  query = next();
-  blockTable = next();
-  seqLens = next();
-  queryStart = p.queryStart ? next() : Value();
-  guard = p.guard ? next() : Value();
-  queryExponents = p.queryExponents ? next() : Value();
-  source.bind(
-      kernel.getArguments().slice(sourceBegin, source.hostOperands.size()));
-  arg = sourceBegin + source.hostOperands.size();
-  partialOut = next();
-  partialStats = next();
+  signature.bind(kernel);
+  query = signature.arg(DecodeArg::Query);
+  blockTable = signature.arg(DecodeArg::BlockTable);
+  seqLens = signature.arg(DecodeArg::SeqLens);
+  queryStart = signature.arg(DecodeArg::QueryStart);
+  guard = signature.arg(DecodeArg::Guard);
+  queryExponents = signature.arg(DecodeArg::QueryExponents);
+  source.bind(signature.run(DecodeArg::Source));
+  partialOut = signature.arg(DecodeArg::PartialOut);
+  partialStats = signature.arg(DecodeArg::PartialStats);
   querySmem = kernel.getWorkgroupAttributions()[0];
   scores = kernel.getWorkgroupAttributions()[1];
   pages = kernel.getWorkgroupAttributions()[2];

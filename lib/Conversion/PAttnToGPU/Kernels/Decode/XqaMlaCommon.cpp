@@ -64,8 +64,7 @@ Value XqaMlaBuilder::quadRowMax(ArrayRef<Value> values, int64_t h, Value init) {
   for (int64_t nt = 0; nt < int64_t(values.size()) / 4; ++nt)
     for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
       largest = kb.fmax(largest, values[nt * 4 + e]);
-  largest = kb.fmax(largest, f16Mma.shuffleXor(largest, 1));
-  return kb.fmax(largest, f16Mma.shuffleXor(largest, 2));
+  return f16Mma.quadMax(largest);
 }
 
 Value XqaMlaBuilder::loadPair(Value memref, Value at, Type element) {
@@ -155,23 +154,30 @@ XqaMlaBuilder::createKernel(StringRef name,
                             SmallVectorImpl<Value> &hostOperands) {
   Location loc = op.getLoc();
   // Kernel arguments: the op's buffers, the records, then the workspace.
-  hostOperands.assign({op.getQuery(), op.getBlockTable(), op.getSeqLens()});
-  appendPresent(hostOperands, {op.getQueryStart(), op.getOuterScale()});
-  hostOperands.push_back(cache.storage);
-  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, latent);
+  DecodeSignature signature;
+  signature.add(DecodeArg::Query, op.getQuery());
+  signature.add(DecodeArg::BlockTable, op.getBlockTable());
+  signature.add(DecodeArg::SeqLens, op.getSeqLens());
+  signature.add(DecodeArg::QueryStart, op.getQueryStart());
+  signature.add(DecodeArg::OuterScale, op.getOuterScale());
+  signature.add(DecodeArg::Records, cache.storage);
+  signature.addWorkspace(op.getContext(), latent);
+  hostOperands.assign(signature.hostOperands().begin(),
+                      signature.hostOperands().end());
 
-  gpu::GPUFuncOp kernel = kernels.create(builder, loc, name, argTypes, {});
+  gpu::GPUFuncOp kernel =
+      kernels.create(builder, loc, name, signature.types(), {});
   setLaunchBounds(kernel, blockThreads,
-                  xqaMlaResidentBlocks(plan, kernels.chips));
-  unsigned next = 0;
-  query = kernel.getArgument(next++);
-  blockTable = kernel.getArgument(next++);
-  seqLens = kernel.getArgument(next++);
-  queryStart = op.getQueryStart() ? kernel.getArgument(next++) : Value();
-  outerScale = op.getOuterScale() ? kernel.getArgument(next++) : Value();
-  storage = kernel.getArgument(next++);
-  partialOut = kernel.getArgument(next++);
-  partialStats = kernel.getArgument(next++);
+                  plan.getResidentBlocksOn(kernels.chips));
+  signature.bind(kernel);
+  query = signature.arg(DecodeArg::Query);
+  blockTable = signature.arg(DecodeArg::BlockTable);
+  seqLens = signature.arg(DecodeArg::SeqLens);
+  queryStart = signature.arg(DecodeArg::QueryStart);
+  outerScale = signature.arg(DecodeArg::OuterScale);
+  storage = signature.arg(DecodeArg::Records);
+  partialOut = signature.arg(DecodeArg::PartialOut);
+  partialStats = signature.arg(DecodeArg::PartialStats);
   return kernel;
 }
 
@@ -541,16 +547,16 @@ XqaMlaBuilder::onlineSoftmax(ArrayRef<Value> x, SmallVectorImpl<Value> &s) {
   for (int64_t h = 0; h < 2; ++h) {
     Value oldMax = kept[h];
     Value newMax = kb.select(anyRescale, raised[h], oldMax);
-    Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
-    Value finiteMax = kb.select(noKey, zero, newMax);
-    Value alpha = f16Mma.exp2(kb.fsub(oldMax, finiteMax));
-    Value sum = kb.fmul(s[sumAt(h)], alpha);
+    SmallVector<Value> row;
     for (int64_t nt = 0; nt < keyTiles; ++nt)
-      for (int64_t e = 2 * h; e < 2 * h + 2; ++e) {
-        Value w = f16Mma.exp2(kb.fsub(x[nt * 4 + e], finiteMax));
-        sum = kb.fadd(sum, w);
-        p[nt * 4 + e] = w;
-      }
+      for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
+        row.push_back(x[nt * 4 + e]);
+    MmaBuilder::SoftmaxRow update =
+        f16Mma.softmaxRow(oldMax, newMax, s[sumAt(h)], row, negInf, zero);
+    for (int64_t nt = 0; nt < keyTiles; ++nt)
+      for (int64_t e = 2 * h; e < 2 * h + 2; ++e)
+        p[nt * 4 + e] = update.weights[nt * 2 + e - 2 * h];
+    Value alpha = update.alpha, sum = update.sum;
     alphas[h] = alpha;
     s[maxAt(h)] = newMax;
     s[sumAt(h)] = sum;
@@ -754,14 +760,13 @@ auto ::pattn::buildXqaMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
   case XqaMlaKernel::mma_sync:
     result.decode = buildXqaMlaMmaSyncKernel(kernels, op, plan, cache,
                                              result.decodeOperands);
-    result.blockThreads = kXqaMlaThreads;
     break;
   case XqaMlaKernel::wgmma:
     result.decode =
         buildXqaMlaWgmmaKernel(kernels, op, plan, cache, result.decodeOperands);
-    result.blockThreads = kXqaMlaWarpgroupThreads;
     break;
   }
+  result.blockThreads = plan.getThreads();
   result.merge = buildMlaMergeKernel(kernels, op, result.mergeOperands);
   result.numHeads = static_cast<int64_t>(op.getNumHeads());
   result.valueDim = cache.type.getRecord().getLane("latent").getCount();

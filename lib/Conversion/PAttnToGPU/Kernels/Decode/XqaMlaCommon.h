@@ -38,7 +38,7 @@
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "Planning/DecodePlan.h"
 
 namespace pattn {
 
@@ -57,8 +57,6 @@ namespace xqa_mla {
 
 /// Elements of one 16-byte load of the query.
 inline constexpr int64_t kQueryPiece = 8;
-/// Threads of a block of the mma.sync kernel.
-inline constexpr int64_t kXqaMlaThreads = kXqaMlaWarps * kWarpThreads;
 
 /// How one lane of the record (latent or rope) feeds the mma.
 struct OperandLane {
@@ -98,12 +96,11 @@ struct OperandLane {
 class XqaMlaBuilder {
 public:
   XqaMlaBuilder(KernelModule &kernels, pattn::MlaDecodeOp op,
-                pattn::XqaMlaPlanAttr plan, const RecordBuffers &cache,
-                int64_t blockThreads)
+                pattn::XqaMlaPlanAttr plan, const RecordBuffers &cache)
       : kernels(kernels), op(op), plan(plan), cache(cache),
         builder(op.getContext()), kb(builder, op.getLoc()),
         f16Mma(kb, /*bf16=*/false), bf16Mma(kb, /*bf16=*/true),
-        blockThreads(blockThreads) {}
+        blockThreads(plan.getThreads()) {}
   virtual ~XqaMlaBuilder() = default;
 
 protected:

@@ -51,7 +51,7 @@ class MmaSyncBuilder : public XqaMlaBuilder {
 public:
   MmaSyncBuilder(KernelModule &kernels, MlaDecodeOp op, XqaMlaPlanAttr plan,
                  const RecordBuffers &cache)
-      : XqaMlaBuilder(kernels, op, plan, cache, kXqaMlaThreads) {}
+      : XqaMlaBuilder(kernels, op, plan, cache) {}
 
   gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
 
@@ -447,30 +447,26 @@ void MmaSyncBuilder::accumulateValues(const TileWeights &weights,
 
 SmallVector<Value> MmaSyncBuilder::tileLoop(ArrayRef<Value> init,
                                             Value nonEmpty) {
-  Location loc = kb.loc;
   // Prologue: tile 0's pages, its copy, then tile 1's pages. The barrier
   // also publishes the query tile.
   Value zeroI32 = kb.i32(0), oneI32 = kb.i32(1), twoI32 = kb.i32(2),
         threeI32 = kb.i32(3);
+  CpAsyncRing ring(kb, tileCount);
   lookupPages(zeroI32, index(0));
   kb.barrier();
-  kb.ifThen(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
-  NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+  ring.issueIf(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
   lookupPages(oneI32, index(1));
   loadRowInverses();
 
   return forEachTile(init, [&](Value i, SmallVectorImpl<Value> &s) {
     // Tile i is in raw slot i % 2 with its pages in slot i % 3.
-    NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
-    kb.barrier();
+    ring.land(0);
     // Every warp is past tile i - 1: its raw slot takes tile i + 1,
     // whose pages were looked up a tile ago.
     Value nextTile = kb.add(i, oneI32);
-    Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
     Value nextRaw = kb.toIndex(kb.rems(nextTile, twoI32));
     Value nextPages = kb.toIndex(kb.rems(nextTile, threeI32));
-    kb.ifThen(more, [&] { issueTile(nextTile, nextRaw, nextPages); });
-    NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+    ring.issue(nextTile, [&] { issueTile(nextTile, nextRaw, nextPages); });
     Value afterNext = kb.add(i, twoI32);
     lookupPages(afterNext, kb.toIndex(kb.rems(afterNext, threeI32)));
     useRawSlot(kb.toIndex(kb.rems(i, twoI32)));

@@ -35,7 +35,7 @@ class WgmmaBuilder : public XqaMlaBuilder {
 public:
   WgmmaBuilder(KernelModule &kernels, MlaDecodeOp op, XqaMlaPlanAttr plan,
                const RecordBuffers &cache)
-      : XqaMlaBuilder(kernels, op, plan, cache, kXqaMlaWarpgroupThreads) {}
+      : XqaMlaBuilder(kernels, op, plan, cache) {}
 
   gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
 
@@ -593,17 +593,15 @@ SmallVector<Value> WgmmaBuilder::tileLoopWarpgroup(ArrayRef<Value> init) {
   // tile's row scales.
   Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, tileCount, zeroI32);
   Value twoTiles = kb.cmpi(arith::CmpIPredicate::sgt, tileCount, oneI32);
+  CpAsyncRing ring(kb, tileCount);
   lookupPages(zeroI32, index(0));
   lookupPages(oneI32, index(1));
   kb.barrier();
-  kb.ifThen(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
-  NVVM::CpAsyncCommitGroupOp::create(builder, loc);
-  kb.ifThen(twoTiles, [&] { issueTile(oneI32, index(1), index(1)); });
-  NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+  ring.issueIf(nonEmpty, [&] { issueTile(zeroI32, index(0), index(0)); });
+  ring.issueIf(twoTiles, [&] { issueTile(oneI32, index(1), index(1)); });
   lookupPages(twoI32, index(2));
   loadRowInverses();
-  NVVM::CpAsyncWaitGroupOp::create(builder, loc, 1);
-  kb.barrier();
+  ring.land(1);
   kb.ifThen(nonEmpty, [&] {
     useSlot(index(0));
     decodeAndPublish();
@@ -626,13 +624,11 @@ SmallVector<Value> WgmmaBuilder::tileLoopWarpgroup(ArrayRef<Value> init) {
     Value more = kb.cmpi(arith::CmpIPredicate::slt, nextTile, tileCount);
     kb.ifThen(more, [&] {
       // Every warp is past tile i's raw records (scales included).
-      NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
-      kb.barrier();
+      ring.land(0);
       Value afterNext = kb.add(i, twoI32);
-      Value copies = kb.cmpi(arith::CmpIPredicate::slt, afterNext, tileCount);
       Value afterNextPages = kb.toIndex(kb.rems(afterNext, threeI32));
-      kb.ifThen(copies, [&] { issueTile(afterNext, slot, afterNextPages); });
-      NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+      ring.issue(afterNext,
+                 [&] { issueTile(afterNext, slot, afterNextPages); });
       Value later = kb.add(i, threeI32);
       lookupPages(later, kb.toIndex(kb.rems(later, threeI32)));
       Value nextSlot = kb.toIndex(kb.rems(nextTile, twoI32));

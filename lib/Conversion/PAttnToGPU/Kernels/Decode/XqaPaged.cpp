@@ -309,26 +309,18 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
       };
       Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
       Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
-      Value rowMax = kb.fmax(low, high);
-      rowMax = kb.fmax(rowMax, tc.shuffleXor(rowMax, 1));
-      rowMax = kb.fmax(rowMax, tc.shuffleXor(rowMax, 2));
+      Value rowMax = tc.quadMax(kb.fmax(low, high));
       Value oldMax = s[maxAt(mt, h)];
       Value newMax = kb.fmax(oldMax, rowMax);
-      // The exponents subtract a finite maximum (0 while the row has seen
-      // no key), so a masked logit (-inf) and a row's first maximum (old
-      // -inf) both give exactly 0 without a select per element:
-      // ex2.approx(-inf) = +0.
-      Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
-      Value finiteMax = kb.select(noKey, zeroF32, newMax);
-      Value alpha = tc.exp2(kb.fsub(oldMax, finiteMax));
-      Value sum = kb.fmul(s[sumAt(mt, h)], alpha);
+      MmaBuilder::SoftmaxRow row =
+          tc.softmaxRow(oldMax, newMax, s[sumAt(mt, h)],
+                        {logits[atOf(0, 0)], logits[atOf(0, 1)],
+                         logits[atOf(1, 0)], logits[atOf(1, 1)]},
+                        negInf, zeroF32);
       for (int64_t nt = 0; nt < 2; ++nt)
-        for (int64_t e2 = 0; e2 < 2; ++e2) {
-          Value x = logits[atOf(nt, e2)];
-          Value w = tc.exp2(kb.fsub(x, finiteMax));
-          sum = kb.fadd(sum, w);
-          p[nt * 4 + 2 * h + e2] = w;
-        }
+        for (int64_t e2 = 0; e2 < 2; ++e2)
+          p[nt * 4 + 2 * h + e2] = row.weights[nt * 2 + e2];
+      Value alpha = row.alpha, sum = row.sum;
       Value grew = kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax);
       rescale = kb.lor(rescale, grew);
       alphas[maxAt(mt, h)] = alpha;
@@ -432,11 +424,9 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
 
 void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
                                Value partialOut, Value partialStats) {
-  Location loc = kb.loc;
   // Merge the key groups through shared memory (the ring is free once
   // every copy has landed): [key group][row][value_dim | max | sum].
-  NVVM::CpAsyncWaitGroupOp::create(builder, loc, 0);
-  kb.barrier();
+  CpAsyncRing(kb, tileCount).land(0);
   int64_t mergeStride = valueDim + 2;
   Value merge =
       view(layout.merge, {keyWarps * rows * mergeStride}, builder.getF32Type());
@@ -533,9 +523,7 @@ void XqaBuilder::computeFacts() {
   window = static_cast<int64_t>(op.getWindow());
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / valueWarps / 8;
-  Type queryElement =
-      cast<MemRefType>(op.getQuery().getType()).getElementType();
-  bf16 = xqaUsesBf16(queryElement, keyBuffers.type, valueBuffers.type);
+  bf16 = plan.getOperand().isBF16();
   tc.bf16 = bf16;
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
                            stages, keyWarps);
@@ -543,52 +531,40 @@ void XqaBuilder::computeFacts() {
   kb.hardwareFp4 = kernels.hardwareFp4;
 }
 
-std::array<XqaSidePositions, 2>
-XqaBuilder::collectHostOperands(SmallVectorImpl<Value> &hostOperands) {
+DecodeSignature XqaBuilder::signatureOf() {
   // Kernel arguments: the op's buffers, each side's, then the workspace.
-  hostOperands.assign({op.getQuery(), op.getBlockTable(), op.getSeqLens()});
-  if (op.getQueryStart())
-    hostOperands.push_back(op.getQueryStart());
-  if (op.getGuard())
-    hostOperands.push_back(op.getGuard());
-  if (op.getQueryExponents())
-    hostOperands.push_back(op.getQueryExponents());
-  std::array<XqaSidePositions, 2> positions;
-  auto addSide = [&](const CacheBuffers &buffers, Value scale,
-                     XqaSidePositions &at) {
-    at.storage = hostOperands.size();
-    hostOperands.push_back(buffers.storage);
-    if (buffers.groupScales) {
-      at.groups = hostOperands.size();
-      hostOperands.push_back(buffers.groupScales);
-    }
-    if (buffers.tokenScales) {
-      at.tokens = hostOperands.size();
-      hostOperands.push_back(buffers.tokenScales);
-    }
-    if (scale) {
-      at.scale = hostOperands.size();
-      hostOperands.push_back(scale);
-    }
-  };
-  addSide(keyBuffers, op.getKScale(), positions[0]);
-  addSide(valueBuffers, op.getVScale(), positions[1]);
-  return positions;
+  DecodeSignature signature;
+  signature.add(DecodeArg::Query, op.getQuery());
+  signature.add(DecodeArg::BlockTable, op.getBlockTable());
+  signature.add(DecodeArg::SeqLens, op.getSeqLens());
+  signature.add(DecodeArg::QueryStart, op.getQueryStart());
+  signature.add(DecodeArg::Guard, op.getGuard());
+  signature.add(DecodeArg::QueryExponents, op.getQueryExponents());
+  signature.add(DecodeArg::KeyStorage, keyBuffers.storage);
+  signature.add(DecodeArg::KeyGroupScales, keyBuffers.groupScales);
+  signature.add(DecodeArg::KeyTokenScales, keyBuffers.tokenScales);
+  signature.add(DecodeArg::KeyScale, op.getKScale());
+  signature.add(DecodeArg::ValueStorage, valueBuffers.storage);
+  signature.add(DecodeArg::ValueGroupScales, valueBuffers.groupScales);
+  signature.add(DecodeArg::ValueTokenScales, valueBuffers.tokenScales);
+  signature.add(DecodeArg::ValueScale, op.getVScale());
+  signature.addWorkspace(op.getContext(), valueDim);
+  return signature;
 }
 
 void XqaBuilder::describeSide(XqaSide &side, const CacheBuffers &buffers,
-                              const XqaSidePositions &at, bool isKey,
-                              gpu::GPUFuncOp kernel) {
-  auto arg = [&](int position) {
-    return position < 0 ? Value() : kernel.getArgument(position);
-  };
+                              bool isKey, const DecodeSignature &signature) {
   side.type = buffers.type;
   side.perWord = elementsPerWord(buffers.type.getEncoding());
   side.segments = buffers.type.getRowBytes() / 16;
-  side.storage = arg(at.storage);
-  side.groupScales = arg(at.groups);
-  side.tokenScales = arg(at.tokens);
-  side.scale = arg(at.scale);
+  side.storage =
+      signature.arg(isKey ? DecodeArg::KeyStorage : DecodeArg::ValueStorage);
+  side.groupScales = signature.arg(isKey ? DecodeArg::KeyGroupScales
+                                         : DecodeArg::ValueGroupScales);
+  side.tokenScales = signature.arg(isKey ? DecodeArg::KeyTokenScales
+                                         : DecodeArg::ValueTokenScales);
+  side.scale =
+      signature.arg(isKey ? DecodeArg::KeyScale : DecodeArg::ValueScale);
   side.rows = isKey ? layout.keyRows : layout.valueRows;
   side.rowStride = isKey ? layout.keyRowStride : layout.valueRowStride;
   side.groupOffset = isKey ? layout.keyGroupScales : layout.valueGroupScales;
@@ -599,29 +575,28 @@ void XqaBuilder::describeSide(XqaSide &side, const CacheBuffers &buffers,
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                                         XqaArguments &args) {
   Location loc = op.getLoc();
-  std::array<XqaSidePositions, 2> positions = collectHostOperands(hostOperands);
-  SmallVector<Type> argTypes = decodeArgumentTypes(hostOperands, valueDim);
+  DecodeSignature signature = signatureOf();
+  hostOperands.assign(signature.hostOperands().begin(),
+                      signature.hostOperands().end());
 
   gpu::GPUFuncOp kernel =
-      kernels.create(builder, loc, "pattn_xqa_decode", argTypes, {});
-  // As many blocks per SM as the shared memory allows: ptxas keeps the
-  // registers within 65536 / (blocks x 128) (the host's split count
-  // assumes the same residency).
-  resident = xqaResidentBlocks(plan.getSharedBytes(), kernels.chips);
-  setLaunchBounds(kernel, kBlockThreads, resident);
-  unsigned next = 0;
-  args.query = kernel.getArgument(next++);
-  blockTable = kernel.getArgument(next++);
-  args.seqLens = kernel.getArgument(next++);
-  args.queryStart = op.getQueryStart() ? kernel.getArgument(next++) : Value();
-  args.guard = op.getGuard() ? kernel.getArgument(next++) : Value();
-  queryExponents =
-      op.getQueryExponents() ? kernel.getArgument(next++) : Value();
-  args.partialOut = kernel.getArgument(argTypes.size() - 2);
-  args.partialStats = kernel.getArgument(argTypes.size() - 1);
+      kernels.create(builder, loc, "pattn_xqa_decode", signature.types(), {});
+  // The plan's residency on this module's chips: ptxas keeps the
+  // registers within 65536 / (blocks x 128).
+  resident = plan.getResidentBlocksOn(kernels.chips);
+  setLaunchBounds(kernel, plan.getThreads(), resident);
+  signature.bind(kernel);
+  args.query = signature.arg(DecodeArg::Query);
+  blockTable = signature.arg(DecodeArg::BlockTable);
+  args.seqLens = signature.arg(DecodeArg::SeqLens);
+  args.queryStart = signature.arg(DecodeArg::QueryStart);
+  args.guard = signature.arg(DecodeArg::Guard);
+  queryExponents = signature.arg(DecodeArg::QueryExponents);
+  args.partialOut = signature.arg(DecodeArg::PartialOut);
+  args.partialStats = signature.arg(DecodeArg::PartialStats);
 
-  describeSide(key, keyBuffers, positions[0], true, kernel);
-  describeSide(value, valueBuffers, positions[1], false, kernel);
+  describeSide(key, keyBuffers, true, signature);
+  describeSide(value, valueBuffers, false, signature);
   return kernel;
 }
 
@@ -650,16 +625,14 @@ Value XqaBuilder::setUpBlock() {
 }
 
 SmallVector<Value> XqaBuilder::startRing() {
-  Location loc = op.getLoc();
   // Prologue: stages - 1 tiles in flight, and the block-table entries of
   // the next one loaded (the loop always looks one tile further ahead
   // than it copies, so no copy waits for its page lookups).
+  CpAsyncRing ring(kb, tileCount);
   for (int64_t s = 0; s + 1 < stages; ++s) {
     Value stage = kb.i32(int32_t(s));
-    Value needed = kb.cmpi(arith::CmpIPredicate::slt, stage, tileCount);
     SmallVector<Value> pages = lookupPages(stage);
-    kb.ifThen(needed, [&] { issueTile(stage, index(s), pages); });
-    NVVM::CpAsyncCommitGroupOp::create(builder, loc);
+    ring.issue(stage, [&] { issueTile(stage, index(s), pages); });
   }
   SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
   return aheadPages;
@@ -682,7 +655,6 @@ void XqaBuilder::prepareSoftmax() {
 }
 
 SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
-  Location loc = op.getLoc();
   // Per thread: for each m-tile the max and partial sum of rows g and
   // g + 8, and the output accumulators of this warp's value channels.
   SmallVector<Value> init;
@@ -700,23 +672,21 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
 
   size_t softmaxState = init.size();
   init.append(aheadPages.begin(), aheadPages.end());
+  CpAsyncRing ring(kb, tileCount);
 
   SmallVector<Value> state = kb.forLoop(
       index(0), kb.toIndex(tileCount), index(1), init,
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         // Tile `iteration` has landed once at most stages - 2 newer
         // groups are pending.
-        NVVM::CpAsyncWaitGroupOp::create(builder, loc, int32_t(stages - 2));
-        kb.barrier();
+        ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
         Value ahead = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
-        Value issue = kb.cmpi(arith::CmpIPredicate::slt, ahead, tileCount);
         ValueRange pages = carried.drop_front(softmaxState);
-        kb.ifThen(issue, [&] {
+        ring.issue(ahead, [&] {
           Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
           issueTile(ahead, aheadSlot, pages);
         });
-        NVVM::CpAsyncCommitGroupOp::create(builder, loc);
         // The next tile's lookups land while this one is computed.
         SmallVector<Value> nextPages = lookupPages(kb.add(ahead, kb.i32(1)));
         Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));

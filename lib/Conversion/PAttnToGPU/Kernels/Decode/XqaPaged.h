@@ -18,7 +18,7 @@
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "Planning/DecodePlan.h"
 
 #include <array>
 #include <utility>
@@ -38,11 +38,6 @@ struct XqaSide {
 /// The kernel arguments that build hands on to its steps.
 struct XqaArguments {
   mlir::Value query, seqLens, queryStart, guard, partialOut, partialStats;
-};
-
-/// Where each side's buffers are among the kernel arguments (-1: absent).
-struct XqaSidePositions {
-  int storage = -1, groups = -1, tokens = -1, scale = -1;
 };
 
 class XqaBuilder {
@@ -124,14 +119,12 @@ private:
   mlir::gpu::GPUFuncOp
   createKernel(llvm::SmallVectorImpl<mlir::Value> &hostOperands,
                XqaArguments &args);
-  /// The host operands: the op's buffers, then each side's; returns where
-  /// each side's buffers are among them (key, value).
-  std::array<XqaSidePositions, 2>
-  collectHostOperands(llvm::SmallVectorImpl<mlir::Value> &hostOperands);
-  /// `side` as read from `buffers`, its arguments at `at` of `kernel`.
-  void describeSide(XqaSide &side, const CacheBuffers &buffers,
-                    const XqaSidePositions &at, bool isKey,
-                    mlir::gpu::GPUFuncOp kernel);
+  /// The kernel's signature: the op's buffers, then each side's, then the
+  /// workspace.
+  DecodeSignature signatureOf();
+  /// `side` as read from `buffers`, its arguments those of `signature`.
+  void describeSide(XqaSide &side, const CacheBuffers &buffers, bool isKey,
+                    const DecodeSignature &signature);
   /// Shared memory views and the block and lane coordinates; returns the
   /// split (blockIdx.x).
   mlir::Value setUpBlock();

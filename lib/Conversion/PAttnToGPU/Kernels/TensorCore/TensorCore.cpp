@@ -94,9 +94,45 @@ Value MmaBuilder::shuffleXor(Value v, int32_t mask) {
       .getShuffleResult();
 }
 
+Value MmaBuilder::quadMax(Value v) {
+  Value pairs = kb.fmax(v, shuffleXor(v, 1));
+  return kb.fmax(pairs, shuffleXor(pairs, 2));
+}
+
+MmaBuilder::SoftmaxRow MmaBuilder::softmaxRow(Value oldMax, Value newMax,
+                                              Value oldSum,
+                                              ArrayRef<Value> logits,
+                                              Value negInf, Value zero) {
+  Value noKey = kb.cmpf(arith::CmpFPredicate::OEQ, newMax, negInf);
+  Value finiteMax = kb.select(noKey, zero, newMax);
+  SoftmaxRow row;
+  row.alpha = exp2(kb.fsub(oldMax, finiteMax));
+  row.sum = kb.fmul(oldSum, row.alpha);
+  for (Value x : logits) {
+    Value w = exp2(kb.fsub(x, finiteMax));
+    row.sum = kb.fadd(row.sum, w);
+    row.weights.push_back(w);
+  }
+  return row;
+}
+
 Value MmaBuilder::exp2(Value x) {
   return LLVM::CallIntrinsicOp::create(
              kb.b, kb.loc, kb.b.getF32Type(),
              kb.b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
       .getResult(0);
+}
+
+void CpAsyncRing::issueIf(Value needed, function_ref<void()> copy) {
+  kb.ifThen(needed, copy);
+  NVVM::CpAsyncCommitGroupOp::create(kb.b, kb.loc);
+}
+
+void CpAsyncRing::issue(Value tile, function_ref<void()> copy) {
+  issueIf(kb.cmpi(arith::CmpIPredicate::slt, tile, tileCount), copy);
+}
+
+void CpAsyncRing::land(int32_t newerPending) {
+  NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, newerPending);
+  kb.barrier();
 }

@@ -7,8 +7,8 @@
 // The warp-level pieces the tensor-core kernels (Decode/XqaPaged*.cpp,
 // Decode/XqaMla*.cpp) are built from: mma.sync.m16n8k16 with fp32
 // accumulation over f16 or bf16 operands, ldmatrix from shared memory,
-// operand packing, warp shuffles and the base-2 exponential of the online
-// softmax.
+// operand packing, warp shuffles, the base-2 online softmax of one mma C
+// row, and the cp.async ring.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,12 +47,57 @@ public:
                                           mlir::Value column, int64_t tiles,
                                           bool transpose);
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
+  /// The largest `v` among the four lanes of this lane's quad: the lanes
+  /// that hold one row of an mma C fragment.
+  mlir::Value quadMax(mlir::Value v);
   /// 2^x (ex2.approx: the logits are kept in base 2).
   mlir::Value exp2(mlir::Value x);
+
+  /// One row of the online softmax over a tile, in base 2: the row's
+  /// running maximum goes from `oldMax` to `newMax` (both -inf while the
+  /// row has seen no key), its running sum decays by `alpha` and takes the
+  /// tile's weights 2^(logit - max).
+  struct SoftmaxRow {
+    mlir::Value alpha, sum;
+    llvm::SmallVector<mlir::Value> weights; ///< one per logit, in order
+  };
+  /// The exponents subtract a finite maximum (0 while the row has seen no
+  /// key), so a masked logit (-inf) and a row's first maximum (old -inf)
+  /// both give exactly 0 without a select per element: ex2.approx(-inf)
+  /// = +0. `negInf` and `zero` are the kernel's f32 constants.
+  SoftmaxRow softmaxRow(mlir::Value oldMax, mlir::Value newMax,
+                        mlir::Value oldSum, llvm::ArrayRef<mlir::Value> logits,
+                        mlir::Value negInf, mlir::Value zero);
 
   KernelBuilder &kb;
   /// bf16 operands (else f16).
   bool bf16;
+};
+
+/// A ring of shared-memory slots that cp.async fills, one commit group per
+/// tile: the tensor-core decodes' pipeline. Every tile closes its group,
+/// copied or not (past the last tile), so that "at most n newer groups
+/// pending" always means "this tile has landed". The kernels keep their own
+/// schedule (how far ahead they copy, which slot a tile takes); the ring
+/// keeps the group discipline.
+class CpAsyncRing {
+public:
+  CpAsyncRing(KernelBuilder &kb, mlir::Value tileCount)
+      : kb(kb), tileCount(tileCount) {}
+
+  /// Copies with `copy` where `needed`, then closes the tile's group.
+  void issueIf(mlir::Value needed, llvm::function_ref<void()> copy);
+  /// Copies tile `tile` (i32) where it is below the tile count, then
+  /// closes its group.
+  void issue(mlir::Value tile, llvm::function_ref<void()> copy);
+  /// Waits until at most `newerPending` groups younger than the awaited
+  /// tile's are in flight, then a block barrier makes every thread's copies
+  /// visible to all.
+  void land(int32_t newerPending);
+
+private:
+  KernelBuilder &kb;
+  mlir::Value tileCount;
 };
 
 } // namespace pattn

@@ -12,9 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H
-#define PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_PLANNING_DECODEPLAN_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_PLANNING_DECODEPLAN_H
 
+#include "Kernels/Kernels.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
 #include "pattn/Target/TargetDescription.h"
@@ -70,8 +71,18 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 /// without spilling, but a fourth block measured 4-5% slower at B32 L8K on
 /// the H200: more splits, more partial results to write and merge). The
 /// warpgroup kernel: one (256 threads holding 128 fp32 accumulators each).
-int64_t xqaMlaResidentBlocks(pattn::XqaMlaPlanAttr plan,
+int64_t xqaMlaResidentBlocks(pattn::XqaMlaKernel kernel, int64_t sharedBytes,
                              llvm::ArrayRef<Chip> chips);
+
+/// The XQA paged plan's split bounds: a split has at least 4 tiles, and a
+/// launch at most 64 splits.
+inline constexpr int64_t kXqaLeastTilesPerSplit = 4;
+inline constexpr int64_t kXqaMostSplits = 64;
+/// The tensor-core MLA plans': an MLA tile is 32 keys, and a block's tile
+/// costs more than a paged one, so a short sequence spreads over more
+/// splits.
+inline constexpr int64_t kXqaMlaLeastTilesPerSplit = 2;
+inline constexpr int64_t kXqaMlaMostSplits = 128;
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
@@ -145,11 +156,17 @@ struct XqaMlaPlans {
 };
 XqaMlaPlans planXqaMlaDecode(pattn::MlaDecodeOp op, llvm::ArrayRef<Chip> chips);
 
+/// The plan of one tensor-core MLA kernel for `op` on `chips`.
+pattn::XqaMlaPlanAttr planXqaMlaKernel(pattn::MlaDecodeOp op,
+                                       pattn::XqaMlaKernel kernel,
+                                       llvm::ArrayRef<Chip> chips);
+
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;
 /// Warps of a tensor-core MLA block: 4 key groups for S, 4 slices of the
 /// latent for P V.
 inline constexpr int64_t kXqaMlaWarps = 4;
+inline constexpr int64_t kXqaMlaThreads = 32 * kXqaMlaWarps;
 
 /// Query heads per block of the tensor-core MLA kernel: one m16 tile.
 inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
@@ -161,8 +178,9 @@ inline constexpr int64_t kXqaMlaWarpgroupThreads = 256;
 
 /// The portable plan of a paged_attention or mla_decode op.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
-                                           int64_t keysPerSplit);
+                                           int64_t keysPerSplit,
+                                           llvm::ArrayRef<Chip> chips);
 
 } // namespace pattn
 
-#endif // PATTN_DIALECT_PATTN_TRANSFORMS_DECODEPLAN_H
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_PLANNING_DECODEPLAN_H

@@ -5,15 +5,16 @@
 //===----------------------------------------------------------------------===//
 //
 // This file implements --pattn-plan-decode: after the backend choice, each
-// attention op gets the plan its kernels are built from (DecodePlan.h), so
-// the decision lives in IR, where lit tests can see it, and the lowering
-// only obeys it.
+// attention op gets the plan its kernels are built from, made by the kernel
+// family that will build them (DecodeFamilies.h), so the decision lives in
+// IR, where lit tests can see it, and the lowering only obeys it.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Planning/DecodeFamilies.h"
+#include "Planning/DecodePlan.h"
+#include "pattn/Conversion/PAttnToGPU.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
-#include "pattn/Dialect/PAttn/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -24,7 +25,7 @@
 
 namespace pattn {
 #define GEN_PASS_DEF_PATTNPLANDECODE
-#include "pattn/Dialect/PAttn/Transforms/Passes.h.inc"
+#include "pattn/Conversion/Passes.h.inc"
 } // namespace pattn
 
 using namespace mlir;
@@ -98,58 +99,68 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   return text;
 }
 
+/// "sm_80, sm_90a".
+static std::string chipNames(ArrayRef<::pattn::Chip> chips) {
+  SmallVector<StringRef> names;
+  for (::pattn::Chip chip : chips)
+    names.push_back(::pattn::stringifyChip(chip));
+  return llvm::join(names, ", ");
+}
+
 void PlanDecodePass::runOnOperation() {
   Operation *root = getOperation();
+  ::pattn::DecodePlanOptions options;
+  options.portableKeysPerSplit = keysPerSplit;
+  options.xqaMaxKeysPerSplit = xqaKeysPerSplit;
   bool ok = true;
-  auto plan = [&](Operation *op, std::optional<Backend> backend,
-                  function_ref<Attribute()> xqa) {
+  auto plan = [&](Operation *op, std::optional<Backend> backend) {
     if (!backend) {
       op->emitOpError() << "has no backend; run --pattn-select-backend "
                            "before --pattn-plan-decode";
       ok = false;
       return;
     }
-    Attribute chosen = *backend == Backend::xqa
-                           ? xqa()
-                           : ::pattn::planPortableDecode(op, keysPerSplit);
-    LDBG() << op->getName() << " at " << op->getLoc() << ": " << chosen;
-    op->setAttr("plan", chosen);
+    if (*backend == Backend::portable) {
+      op->setAttr("plan",
+                  ::pattn::portableFamilyOf(op).plan(op, targets, options));
+      return;
+    }
+    // The selector may have been asked about other chips: the tensor-core
+    // family must serve every chip planned for.
+    const ::pattn::DecodeFamily &family = ::pattn::tensorCoreFamilyOf(op);
+    SmallVector<std::string> rejections = family.rejections(op, targets);
+    if (!rejections.empty()) {
+      op->emitOpError() << "has backend xqa, but " << family.name
+                        << " cannot serve it on " << chipNames(targets) << ": "
+                        << llvm::join(rejections, "; ")
+                        << "; select the backend for these chips or use "
+                           "force=portable";
+      ok = false;
+      return;
+    }
+    auto mla = dyn_cast<MlaDecodeOp>(op);
+    if (!mla) {
+      Attribute chosen = family.plan(op, targets, options);
+      LDBG() << op->getName() << " at " << op->getLoc() << ": " << chosen;
+      op->setAttr("plan", chosen);
+      return;
+    }
+    // Which of the two tensor-core kernels on which chips, and why not the
+    // warpgroup one (pattn-compile --remarks shows it next to the backend).
+    ::pattn::XqaMlaPlans plans = ::pattn::planXqaMlaDecode(mla, targets);
+    if (plans.chipPlans)
+      mla.setChipPlansAttr(plans.chipPlans);
+    mla.emitRemark() << describeMlaPlans(plans, targets);
+    LDBG() << op->getName() << " at " << op->getLoc() << ": " << plans.plan;
+    mla.setPlanAttr(plans.plan);
   };
   root->walk([&](Operation *op) {
     if (auto attention = dyn_cast<PagedAttentionOp>(op))
-      plan(op, attention.getBackend(), [&]() -> Attribute {
-        return ::pattn::planXqaDecode(attention, targets, xqaKeysPerSplit);
-      });
+      plan(op, attention.getBackend());
     else if (auto mla = dyn_cast<MlaDecodeOp>(op)) {
-      // Set again below where the tensor-core plans need them.
+      // Set again where the tensor-core plans need them.
       mla.removeChipPlansAttr();
-      plan(op, mla.getBackend(), [&]() -> Attribute {
-        // The selector checked one chip; the tile must fit every chip
-        // built for (a large custom record may not fit a 99 KiB one).
-        // Which of the two tensor-core kernels on which chips, and why not
-        // the warpgroup one (pattn-compile --remarks shows it next to the
-        // backend).
-        ::pattn::XqaMlaPlans plans = ::pattn::planXqaMlaDecode(mla, targets);
-        if (plans.chipPlans)
-          mla.setChipPlansAttr(plans.chipPlans);
-        mla.emitRemark() << describeMlaPlans(plans, targets);
-        for (::pattn::Chip chip : targets) {
-          int64_t limit =
-              ::pattn::getTargetDescription(chip).sharedMemoryPerBlock;
-          int64_t shared = plans.planFor(chip).getSharedBytes();
-          if (shared > limit) {
-            mla.emitOpError()
-                << "has backend xqa, but its tensor-core tile needs " << shared
-                << " bytes of shared memory > " << limit << " on "
-                << ::pattn::stringifyChip(chip)
-                << "; select the backend for that chip or use "
-                   "force=portable";
-            ok = false;
-            break;
-          }
-        }
-        return plans.plan;
-      });
+      plan(op, mla.getBackend());
     }
   });
   if (!ok)

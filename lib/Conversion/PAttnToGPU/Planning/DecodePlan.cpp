@@ -20,14 +20,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "Planning/DecodePlan.h"
+#include "Planning/DecodeFamilies.h"
 
-#include <limits>
+#include "llvm/ADT/StringExtras.h"
 
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace mlir;
 using ::pattn::Backend;
@@ -128,10 +130,35 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
   return std::max<int64_t>(blocks, 1);
 }
 
-int64_t xqaMlaResidentBlocks(XqaMlaPlanAttr plan, ArrayRef<Chip> chips) {
-  if (plan.getKernel() == XqaMlaKernel::wgmma)
+int64_t xqaMlaResidentBlocks(XqaMlaKernel kernel, int64_t sharedBytes,
+                             ArrayRef<Chip> chips) {
+  if (kernel == XqaMlaKernel::wgmma)
     return 1;
-  return std::min<int64_t>(3, xqaResidentBlocks(plan.getSharedBytes(), chips));
+  return std::min<int64_t>(3, xqaResidentBlocks(sharedBytes, chips));
+}
+
+/// The 16-bit type of the XQA kernel's mma operands.
+static Type xqaOperandType(PagedAttentionOp op) {
+  Type activation = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  Builder builder(op.getContext());
+  if (xqaUsesBf16(activation, op.getKey().getType(), op.getValue().getType()))
+    return builder.getBF16Type();
+  return builder.getF16Type();
+}
+
+/// An XQA plan of `op` for `chips` with the given tiling; the schedule's
+/// split bounds are the defaults (DecodePlan.h).
+static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
+                               int64_t rows, int64_t tile, int64_t stages,
+                               int64_t keyWarps, int64_t valueWarps,
+                               int64_t split, int64_t sharedBytes) {
+  SmallVector<int64_t> resident;
+  for (Chip chip : chips)
+    resident.push_back(xqaResidentBlocks(sharedBytes, chip));
+  return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
+                          stages, keyWarps, valueWarps, split, sharedBytes,
+                          resident, kBlockThreads, kXqaLeastTilesPerSplit,
+                          kXqaMostSplits, chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -179,15 +206,15 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   }
   if (bestTile) {
     int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
-    return XqaPlanAttr::get(op.getContext(), rows, bestTile, bestStages,
-                            keyWarps, valueWarps, split, bestBytes);
+    return makeXqaPlan(op, chips, rows, bestTile, bestStages, keyWarps,
+                       valueWarps, split, bestBytes);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =
       layoutXqaShared(key, value, rows, minTile, 2, keyWarps);
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
-  return XqaPlanAttr::get(op.getContext(), rows, minTile, 2, keyWarps,
-                          valueWarps, split, layout.total);
+  return makeXqaPlan(op, chips, rows, minTile, 2, keyWarps, valueWarps, split,
+                     layout.total);
 }
 
 MlaRecordLayout describeMlaRecord(RecordType record) {
@@ -378,20 +405,28 @@ XqaMlaPlanAttr XqaMlaPlans::planFor(Chip chip) const {
   return plan;
 }
 
-XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
+XqaMlaPlanAttr planXqaMlaKernel(MlaDecodeOp op, XqaMlaKernel kernel,
+                                ArrayRef<Chip> chips) {
   MlaRecordLayout record =
       describeMlaRecord(op.getCache().getType().getRecord());
-  int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
+  bool wgmma = kernel == XqaMlaKernel::wgmma;
+  int64_t shared =
+      wgmma ? layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total
+            : layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total;
+  SmallVector<int64_t> resident;
+  for (Chip chip : chips)
+    resident.push_back(xqaMlaResidentBlocks(kernel, shared, chip));
+  return XqaMlaPlanAttr::get(
+      op.getContext(), kernel,
+      wgmma ? kXqaMlaWarpgroupHeads : kXqaMlaHeadsPerBlock, kXqaMlaKeysPerTile,
+      shared, resident, wgmma ? kXqaMlaWarpgroupThreads : kXqaMlaThreads,
+      kXqaMlaLeastTilesPerSplit, kXqaMlaMostSplits, chips);
+}
+
+XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   MLIRContext *context = op.getContext();
-  auto warpgroupPlan = [&] {
-    return XqaMlaPlanAttr::get(
-        context, XqaMlaKernel::wgmma, kXqaMlaWarpgroupHeads, kXqaMlaKeysPerTile,
-        layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total);
-  };
   XqaMlaPlans plans;
-  plans.plan = XqaMlaPlanAttr::get(
-      context, XqaMlaKernel::mma_sync, kXqaMlaHeadsPerBlock, kXqaMlaKeysPerTile,
-      layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total);
+  plans.plan = planXqaMlaKernel(op, XqaMlaKernel::mma_sync, chips);
   // The warpgroup kernel serves the chips with wgmma or none of them; in a
   // build for chips with and without it, the former take it in a kernel
   // module of their own.
@@ -399,24 +434,28 @@ XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   for (Chip chip : chips)
     if (getTargetDescription(chip).has(MmaKind::WgmmaM64NNK16))
       wgmmaChips.push_back(chip);
-  plans.notWarpgroup = xqaMlaWarpgroupRejection(record, numHeads, wgmmaChips);
+  plans.notWarpgroup = llvm::join(
+      decodeFamily(DecodeFamilyKind::XqaMlaWgmma).rejections(op, wgmmaChips),
+      "; ");
   if (!plans.notWarpgroup.empty())
     return plans;
+  XqaMlaPlanAttr warpgroup =
+      planXqaMlaKernel(op, XqaMlaKernel::wgmma, wgmmaChips);
   if (wgmmaChips.size() == chips.size()) {
-    plans.plan = warpgroupPlan();
+    plans.plan = warpgroup;
     return plans;
   }
   plans.notWarpgroup = "no wgmma";
-  XqaMlaPlanAttr own = warpgroupPlan();
   SmallVector<NamedAttribute> entries;
   for (Chip chip : wgmmaChips)
-    entries.push_back(
-        NamedAttribute(StringAttr::get(context, stringifyChip(chip)), own));
+    entries.push_back(NamedAttribute(
+        StringAttr::get(context, stringifyChip(chip)), warpgroup));
   plans.chipPlans = DictionaryAttr::get(context, entries);
   return plans;
 }
 
-PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit) {
+PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit,
+                                    ArrayRef<Chip> chips) {
   int64_t group = 1;
   if (auto attention = dyn_cast<PagedAttentionOp>(op))
     group = static_cast<int64_t>(attention.getNumHeads()) /
@@ -424,7 +463,7 @@ PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit) {
   else if (auto mla = dyn_cast<MlaDecodeOp>(op))
     group = static_cast<int64_t>(mla.getNumHeads());
   return PortablePlanAttr::get(op->getContext(), portableHeadsPerBlock(group),
-                               keysPerSplit);
+                               keysPerSplit, kBlockThreads, chips);
 }
 
 } // namespace pattn

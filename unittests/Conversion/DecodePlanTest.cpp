@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pattn/Dialect/PAttn/Transforms/DecodePlan.h"
+#include "Planning/DecodePlan.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 #include "pattn/Dialect/PAttn/Transforms/Eligibility.h"
 #include "pattn/Target/TargetDescription.h"
