@@ -113,6 +113,13 @@ std::optional<Chip> pattn::chipForDevice(llvm::ArrayRef<Chip> built,
   return best;
 }
 
+std::string pattn::joinChipNames(llvm::ArrayRef<Chip> chips) {
+  llvm::SmallVector<llvm::StringRef> names;
+  for (Chip chip : chips)
+    names.push_back(stringifyChip(chip));
+  return llvm::join(names, ", ");
+}
+
 std::string pattn::parseChipList(llvm::ArrayRef<std::string> names,
                                  llvm::SmallVectorImpl<Chip> &chips) {
   chips.clear();

@@ -47,6 +47,8 @@ unsigned computeCapability(Chip chip);
 llvm::ArrayRef<Chip> supportedChips();
 /// "sm_80, sm_86, ..., sm_120a", for diagnostics.
 std::string supportedChipList();
+/// "sm_80, sm_90a": `chips` for messages.
+std::string joinChipNames(llvm::ArrayRef<Chip> chips);
 
 /// The matrix-multiply instructions of a chip, as the kernels use them
 /// (flags of TargetDescription::mmaKinds).

@@ -85,11 +85,11 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   }
   // chip_plans hold the warpgroup plan on the chips with wgmma.
   auto chipsWhere = [&](bool own) {
-    SmallVector<StringRef> names;
+    SmallVector<::pattn::Chip> chips;
     for (::pattn::Chip chip : targets)
       if (bool(plans.chipPlans.get(::pattn::stringifyChip(chip))) == own)
-        names.push_back(::pattn::stringifyChip(chip));
-    return llvm::join(names, ", ");
+        chips.push_back(chip);
+    return ::pattn::joinChipNames(chips);
   };
   kernel(cast<::pattn::XqaMlaPlanAttr>(plans.chipPlans.begin()->getValue()));
   os << ", on " << chipsWhere(true) << "; ";
@@ -97,14 +97,6 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   os << ", on " << chipsWhere(false);
   why();
   return text;
-}
-
-/// "sm_80, sm_90a".
-static std::string chipNames(ArrayRef<::pattn::Chip> chips) {
-  SmallVector<StringRef> names;
-  for (::pattn::Chip chip : chips)
-    names.push_back(::pattn::stringifyChip(chip));
-  return llvm::join(names, ", ");
 }
 
 void PlanDecodePass::runOnOperation() {
@@ -131,7 +123,8 @@ void PlanDecodePass::runOnOperation() {
     SmallVector<std::string> rejections = family.rejections(op, targets);
     if (!rejections.empty()) {
       op->emitOpError() << "has backend xqa, but " << family.name
-                        << " cannot serve it on " << chipNames(targets) << ": "
+                        << " cannot serve it on "
+                        << ::pattn::joinChipNames(targets) << ": "
                         << llvm::join(rejections, "; ")
                         << "; select the backend for these chips or use "
                            "force=portable";

@@ -49,14 +49,6 @@ struct SelectBackendPass
 };
 } // namespace
 
-/// "sm_80, sm_90a".
-static std::string chipNames(ArrayRef<::pattn::Chip> chips) {
-  SmallVector<StringRef> names;
-  for (::pattn::Chip chip : chips)
-    names.push_back(::pattn::stringifyChip(chip));
-  return llvm::join(names, ", ");
-}
-
 template <typename OpTy> bool SelectBackendPass::decide(OpTy op) {
   SmallVector<std::string> failures =
       ::pattn::tensorCoreFamilyOf(op).rejections(op, targets);
@@ -72,12 +64,12 @@ template <typename OpTy> bool SelectBackendPass::decide(OpTy op) {
     reason = "portable: forced";
   } else if (forced == ::pattn::ForceBackend::Xqa && !eligibility.isXqa()) {
     op.emitError() << "force=xqa, but the op is not eligible for XQA on "
-                   << chipNames(targets) << ": "
+                   << ::pattn::joinChipNames(targets) << ": "
                    << llvm::join(eligibility.failures, "; ");
     return false;
   }
   if (backend == Backend::xqa) {
-    reason = "xqa: eligible on " + chipNames(targets);
+    reason = "xqa: eligible on " + ::pattn::joinChipNames(targets);
     ++numXqa;
   } else {
     ++numPortable;

@@ -78,14 +78,12 @@ static Attribute planFor(Operation *op, Chip chip) {
 static LogicalResult verifyPlanOnChip(Operation *op, Attribute plan,
                                       Chip chip) {
   const TargetDescription &target = getTargetDescription(chip);
-  if (!llvm::is_contained(targetsOf(plan), chip)) {
-    InFlightDiagnostic diag = op->emitOpError() << "has a plan made for [";
-    llvm::interleaveComma(targetsOf(plan), diag,
-                          [&](Chip made) { diag << stringifyChip(made); });
-    return diag << "], but is lowered for " << target.name
-                << ": plan it for the chips it is lowered for "
-                   "(--pattn-plan-decode=chips=...)";
-  }
+  if (!llvm::is_contained(targetsOf(plan), chip))
+    return op->emitOpError()
+           << "has a plan made for [" << joinChipNames(targetsOf(plan))
+           << "], but is lowered for " << target.name
+           << ": plan it for the chips it is lowered for "
+              "(--pattn-plan-decode=chips=...)";
   // A plan names its chips; these hold the plan to what they have, should
   // its numbers not fit them.
   int64_t shared = sharedBytesOf(plan);

@@ -69,6 +69,20 @@ void DecodeSignature::addRun(DecodeArg role, ValueRange run) {
   llvm::append_range(argumentTypes, run.getTypes());
 }
 
+void DecodeSignature::addSequences(Value query, Value blockTable, Value seqLens,
+                                   Value queryStart) {
+  add(DecodeArg::Query, query);
+  add(DecodeArg::BlockTable, blockTable);
+  add(DecodeArg::SeqLens, seqLens);
+  add(DecodeArg::QueryStart, queryStart);
+}
+
+auto DecodeSignature::sequenceArgs() const -> SequenceArgs {
+  return {arg(DecodeArg::Query),      arg(DecodeArg::BlockTable),
+          arg(DecodeArg::SeqLens),    arg(DecodeArg::QueryStart),
+          arg(DecodeArg::PartialOut), arg(DecodeArg::PartialStats)};
+}
+
 void DecodeSignature::addWorkspace(MLIRContext *context, int64_t valueDim) {
   slots.push_back({DecodeArg::PartialOut, unsigned(argumentTypes.size()), 1});
   argumentTypes.push_back(workspaceOutputType(context, valueDim));

@@ -78,6 +78,10 @@ public:
   void add(DecodeArg role, mlir::Value value);
   /// Appends `values` as one run of arguments, `role`.
   void addRun(DecodeArg role, mlir::ValueRange values);
+  /// Appends the operands every decode starts with: the query, the block
+  /// table, the sequence lengths and (where present) the query starts.
+  void addSequences(mlir::Value query, mlir::Value blockTable,
+                    mlir::Value seqLens, mlir::Value queryStart);
   /// Appends the split-KV workspace: partial outputs of `valueDim`
   /// channels, then their statistics.
   void addWorkspace(mlir::MLIRContext *context, int64_t valueDim);
@@ -92,6 +96,12 @@ public:
   void bind(mlir::gpu::GPUFuncOp kernel) { this->kernel = kernel; }
   mlir::Value arg(DecodeArg role) const;
   mlir::ValueRange run(DecodeArg role) const;
+  /// The arguments addSequences added, and the workspace's.
+  struct SequenceArgs {
+    mlir::Value query, blockTable, seqLens, queryStart;
+    mlir::Value partialOut, partialStats;
+  };
+  SequenceArgs sequenceArgs() const;
 
 private:
   struct Slot {

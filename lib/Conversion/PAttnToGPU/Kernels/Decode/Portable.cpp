@@ -142,10 +142,7 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   Type f32 = Float32Type::get(context), i32 = IntegerType::get(context, 32);
   // Kernel arguments: the op's buffers, the source's, then the workspace.
   DecodeSignature signature;
-  signature.add(DecodeArg::Query, p.query);
-  signature.add(DecodeArg::BlockTable, p.blockTable);
-  signature.add(DecodeArg::SeqLens, p.seqLens);
-  signature.add(DecodeArg::QueryStart, p.queryStart);
+  signature.addSequences(p.query, p.blockTable, p.seqLens, p.queryStart);
   signature.add(DecodeArg::Guard, p.guard);
   signature.add(DecodeArg::QueryExponents, p.queryExponents);
   signature.addRun(DecodeArg::Source, source.hostOperands);
@@ -175,15 +172,16 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   kb.hardwareFp4 = kernels.hardwareFp4;
 
   signature.bind(kernel);
-  query = signature.arg(DecodeArg::Query);
-  blockTable = signature.arg(DecodeArg::BlockTable);
-  seqLens = signature.arg(DecodeArg::SeqLens);
-  queryStart = signature.arg(DecodeArg::QueryStart);
+  DecodeSignature::SequenceArgs sequence = signature.sequenceArgs();
+  query = sequence.query;
+  blockTable = sequence.blockTable;
+  seqLens = sequence.seqLens;
+  queryStart = sequence.queryStart;
+  partialOut = sequence.partialOut;
+  partialStats = sequence.partialStats;
   guard = signature.arg(DecodeArg::Guard);
   queryExponents = signature.arg(DecodeArg::QueryExponents);
   source.bind(signature.run(DecodeArg::Source));
-  partialOut = signature.arg(DecodeArg::PartialOut);
-  partialStats = signature.arg(DecodeArg::PartialStats);
   querySmem = kernel.getWorkgroupAttributions()[0];
   scores = kernel.getWorkgroupAttributions()[1];
   pages = kernel.getWorkgroupAttributions()[2];

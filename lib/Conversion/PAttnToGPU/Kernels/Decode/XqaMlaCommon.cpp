@@ -149,16 +149,32 @@ void XqaMlaBuilder::divideLatent(int64_t ownerChannels,
   valueBlocks = warpChannels / blockChannels;
 }
 
+gpu::GPUFuncOp XqaMlaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
+  describeRecord();
+  layOut();
+  gpu::GPUFuncOp kernel = createKernel(kernelName(), hostOperands);
+  createViews(logitSlots());
+  BlockPosition block = locateBlock();
+  Value nonEmpty = startBlock(block);
+  loadQueryRows(block.token, block.firstHead);
+  loadScales();
+  SmallVector<Value> init = initialState();
+  Value firstRow =
+      kb.add(kb.mul(block.token, index(numHeads)), block.firstHead);
+  SmallVector<Value> state = runTiles(init, nonEmpty);
+  writeRows(state, block.split, firstRow);
+  gpu::ReturnOp::create(builder, kb.loc);
+  return kernel;
+}
+
 gpu::GPUFuncOp
 XqaMlaBuilder::createKernel(StringRef name,
                             SmallVectorImpl<Value> &hostOperands) {
   Location loc = op.getLoc();
   // Kernel arguments: the op's buffers, the records, then the workspace.
   DecodeSignature signature;
-  signature.add(DecodeArg::Query, op.getQuery());
-  signature.add(DecodeArg::BlockTable, op.getBlockTable());
-  signature.add(DecodeArg::SeqLens, op.getSeqLens());
-  signature.add(DecodeArg::QueryStart, op.getQueryStart());
+  signature.addSequences(op.getQuery(), op.getBlockTable(), op.getSeqLens(),
+                         op.getQueryStart());
   signature.add(DecodeArg::OuterScale, op.getOuterScale());
   signature.add(DecodeArg::Records, cache.storage);
   signature.addWorkspace(op.getContext(), latent);
@@ -170,14 +186,15 @@ XqaMlaBuilder::createKernel(StringRef name,
   setLaunchBounds(kernel, blockThreads,
                   plan.getResidentBlocksOn(kernels.chips));
   signature.bind(kernel);
-  query = signature.arg(DecodeArg::Query);
-  blockTable = signature.arg(DecodeArg::BlockTable);
-  seqLens = signature.arg(DecodeArg::SeqLens);
-  queryStart = signature.arg(DecodeArg::QueryStart);
+  DecodeSignature::SequenceArgs sequence = signature.sequenceArgs();
+  query = sequence.query;
+  blockTable = sequence.blockTable;
+  seqLens = sequence.seqLens;
+  queryStart = sequence.queryStart;
+  partialOut = sequence.partialOut;
+  partialStats = sequence.partialStats;
   outerScale = signature.arg(DecodeArg::OuterScale);
   storage = signature.arg(DecodeArg::Records);
-  partialOut = signature.arg(DecodeArg::PartialOut);
-  partialStats = signature.arg(DecodeArg::PartialStats);
   return kernel;
 }
 

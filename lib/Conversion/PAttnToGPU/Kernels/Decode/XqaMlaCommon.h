@@ -103,7 +103,35 @@ public:
         blockThreads(plan.getThreads()) {}
   virtual ~XqaMlaBuilder() = default;
 
+  /// Where the block stands: its split, query token and first head.
+  struct BlockPosition {
+    mlir::Value split, token, firstHead;
+  };
+
+  /// The kernel, in the steps both kinds share: the record and the
+  /// latent's division, the signature, the shared views, the block's
+  /// position and split, the query rows, the scales, the tile loop, the
+  /// partial rows. Each kind fills in the hooks below.
+  mlir::gpu::GPUFuncOp build(llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+
 protected:
+  /// The kernel's family name.
+  virtual llvm::StringRef kernelName() const = 0;
+  /// Slots of logits in shared memory.
+  virtual int64_t logitSlots() const = 0;
+  /// How the warps divide the latent in P V, and the shared layout.
+  virtual void layOut() = 0;
+  /// The block's warps set up and its split cut; whether it has keys.
+  virtual mlir::Value startBlock(const BlockPosition &block) = 0;
+  /// The block's query rows into shared memory.
+  virtual void loadQueryRows(mlir::Value token, mlir::Value firstHead) = 0;
+  /// The tile loop from `init`; the final state.
+  virtual llvm::SmallVector<mlir::Value>
+  runTiles(llvm::ArrayRef<mlir::Value> init, mlir::Value nonEmpty) = 0;
+  /// The rows' unnormalized outputs and statistics into the workspace.
+  virtual void writeRows(llvm::ArrayRef<mlir::Value> state, mlir::Value split,
+                         mlir::Value firstRow) = 0;
+
   KernelModule &kernels;
   pattn::MlaDecodeOp op;
   pattn::XqaMlaPlanAttr plan;
@@ -187,10 +215,6 @@ protected:
                llvm::SmallVectorImpl<mlir::Value> &hostOperands);
   /// The views of dynamic shared memory; `logitSlots` slots of logits.
   void createViews(int64_t logitSlots);
-  /// Where the block stands: its split, query token and first head.
-  struct BlockPosition {
-    mlir::Value split, token, firstHead;
-  };
   BlockPosition locateBlock();
   /// The block's token's keys, cut to its split (first, last, tileCount);
   /// returns whether the split has any.

@@ -53,9 +53,27 @@ public:
                  const RecordBuffers &cache)
       : XqaMlaBuilder(kernels, op, plan, cache) {}
 
-  gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
-
 private:
+  StringRef kernelName() const override { return "pattn_xqa_mla_decode"; }
+  int64_t logitSlots() const override { return 1; }
+  void layOut() override {
+    int64_t channels = latent / kXqaMlaWarps;
+    divideLatent(channels, std::min(latentGroup, channels));
+    layout = layoutXqaMlaShared(record, tileKeys);
+  }
+  Value startBlock(const BlockPosition &block) override {
+    return cutSplit(block);
+  }
+  void loadQueryRows(Value token, Value firstHead) override {
+    loadQuery(token, firstHead);
+  }
+  SmallVector<Value> runTiles(ArrayRef<Value> init, Value nonEmpty) override {
+    return tileLoop(init, nonEmpty);
+  }
+  void writeRows(ArrayRef<Value> state, Value split, Value firstRow) override {
+    writePartials(state, split, firstRow);
+  }
+
   /// The warp's 16 rows are the block's.
   Value rowOf(int64_t h) override { return kb.add(groupId, index(8 * h)); }
   /// body(item) for this lane's items lane, lane + 32, ... below `count`
@@ -520,26 +538,6 @@ void MmaSyncBuilder::writePartials(ArrayRef<Value> s, Value split,
       }
     }
   }
-}
-
-gpu::GPUFuncOp MmaSyncBuilder::build(SmallVectorImpl<Value> &hostOperands) {
-  describeRecord();
-  int64_t channels = latent / kXqaMlaWarps;
-  divideLatent(channels, std::min(latentGroup, channels));
-  layout = layoutXqaMlaShared(record, tileKeys);
-  gpu::GPUFuncOp kernel = createKernel("pattn_xqa_mla_decode", hostOperands);
-  createViews(/*logitSlots=*/1);
-  BlockPosition block = locateBlock();
-  Value nonEmpty = cutSplit(block);
-  loadQuery(block.token, block.firstHead);
-  loadScales();
-  SmallVector<Value> init = initialState();
-  Value firstRow =
-      kb.add(kb.mul(block.token, index(numHeads)), block.firstHead);
-  SmallVector<Value> state = tileLoop(init, nonEmpty);
-  writePartials(state, block.split, firstRow);
-  gpu::ReturnOp::create(builder, kb.loc);
-  return kernel;
 }
 
 gpu::GPUFuncOp

@@ -37,9 +37,29 @@ public:
                const RecordBuffers &cache)
       : XqaMlaBuilder(kernels, op, plan, cache) {}
 
-  gpu::GPUFuncOp build(SmallVectorImpl<Value> &hostOperands);
-
 private:
+  StringRef kernelName() const override { return "pattn_xqa_mla_wgmma_decode"; }
+  /// A slot of partial logits per warpgroup.
+  int64_t logitSlots() const override { return 2; }
+  void layOut() override {
+    // A warpgroup owns half the latent in P V.
+    divideLatent(latent / 2, xqaMlaWarpgroupBlockChannels(record));
+    layout = layoutXqaMlaWarpgroupShared(record, tileKeys);
+  }
+  Value startBlock(const BlockPosition &block) override {
+    assignWarpgroups();
+    return cutSplit(block);
+  }
+  void loadQueryRows(Value token, Value firstHead) override {
+    loadQueryWarpgroup(token, firstHead);
+  }
+  SmallVector<Value> runTiles(ArrayRef<Value> init, Value) override {
+    return tileLoopWarpgroup(init);
+  }
+  void writeRows(ArrayRef<Value> state, Value split, Value firstRow) override {
+    writePartialsWarpgroup(state, split, firstRow);
+  }
+
   /// The warp's warpgroup, and the first of its 16 rows (warp % 4).
   Value wgIndex, warpRowBase;
   /// The shared-window address of dynamic shared memory (i64), and the
@@ -59,16 +79,17 @@ private:
   /// tile (and of the query tile) holds: the decoders' pair order.
   SmallVector<int64_t> decodedOrder(const OperandLane &l) const;
   /// A wgmma descriptor of the core matrices at byte `offset` (index) of
-  /// dynamic shared memory: no swizzle, `leading` bytes between core
-  /// matrices along K, `stride` bytes along M or N.
-  Value descriptor(Value offset, int64_t leading, int64_t stride);
-  /// `descriptor` moved by `bytes` (a multiple of 16).
-  Value advance(Value descriptor, int64_t bytes);
-  /// D (m64 x n fp32, n / 2 per thread) = A B (+ D when `acc` is given):
-  /// one wgmma.mma_async, f16 or bf16 operands, B K-major unless
-  /// `transposeB` (B stored MN-major).
+  /// dynamic shared memory (TensorCore.h).
+  Value descriptor(Value offset, int64_t leading, int64_t stride) {
+    return WgmmaOps(kb).descriptor(smemAddress, offset, leading, stride);
+  }
+  Value advance(Value descriptor, int64_t bytes) {
+    return WgmmaOps(kb).advance(descriptor, bytes);
+  }
   SmallVector<Value> wgmma(Value descA, Value descB, ArrayRef<Value> acc,
-                           int64_t n, bool bf16, bool transposeB);
+                           int64_t n, bool bf16, bool transposeB) {
+    return WgmmaOps(kb).mma(descA, descB, acc, n, bf16, transposeB);
+  }
   /// The 64 query rows into the query tile as wgmma's A (core matrices),
   /// normalized into f16 for quantized lanes, in decoded order.
   void loadQueryWarpgroup(Value token, Value firstHead);
@@ -174,53 +195,6 @@ SmallVector<int64_t> WgmmaBuilder::decodedOrder(const OperandLane &l) const {
       order.push_back(w * l.wordChannels + high);
     }
   return order;
-}
-
-Value WgmmaBuilder::descriptor(Value offset, int64_t leading, int64_t stride) {
-  // Bits [0, 14): the start address / 16; [16, 30): the leading byte
-  // offset / 16; [32, 46): the stride byte offset / 16; swizzle mode 0.
-  Value address = kb.add(smemAddress, kb.toI64(offset));
-  Value start = kb.shru(address, kb.i64(4));
-  start = kb.andi(start, kb.i64(0x3FFF));
-  int64_t fields = (leading >> 4) << 16 | (stride >> 4) << 32;
-  return kb.ori(start, kb.i64(fields));
-}
-
-Value WgmmaBuilder::advance(Value descriptor, int64_t bytes) {
-  assert(bytes % 16 == 0 && "wgmma operands start on 16 bytes");
-  if (bytes == 0)
-    return descriptor;
-  return kb.add(descriptor, kb.i64(bytes / 16));
-}
-
-SmallVector<Value> WgmmaBuilder::wgmma(Value descA, Value descB,
-                                       ArrayRef<Value> acc, int64_t n,
-                                       bool bf16, bool transposeB) {
-  MLIRContext *context = builder.getContext();
-  Location loc = kb.loc;
-  Type f32 = builder.getF32Type();
-  auto structType =
-      LLVM::LLVMStructType::getLiteral(context, SmallVector<Type>(n / 2, f32));
-  Value inout = LLVM::UndefOp::create(builder, loc, structType);
-  for (auto [i, value] : llvm::enumerate(acc))
-    inout = LLVM::InsertValueOp::create(builder, loc, inout, value,
-                                        ArrayRef<int64_t>{int64_t(i)});
-  NVVM::WGMMATypes type = bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
-  // Without accumulators D = A B (scale-d 0).
-  NVVM::WGMMAScaleOut scaleD =
-      acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one;
-  NVVM::MMALayout layoutB =
-      transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col;
-  auto shape = NVVM::MMAShapeAttr::get(context, 64, int(n), 16);
-  Value d = NVVM::WgmmaMmaAsyncOp::create(
-      builder, loc, structType, inout, descA, descB, shape, type, type,
-      NVVM::WGMMATypes::f32, scaleD, NVVM::WGMMAScaleIn::one,
-      NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, layoutB,
-      NVVM::MMAIntOverflowAttr());
-  SmallVector<Value> result;
-  for (int64_t i = 0; i < n / 2; ++i)
-    result.push_back(LLVM::ExtractValueOp::create(builder, loc, d, i));
-  return result;
 }
 
 void WgmmaBuilder::loadQueryWarpgroup(Value token, Value firstHead) {
@@ -678,29 +652,6 @@ void WgmmaBuilder::writePartialsWarpgroup(ArrayRef<Value> s, Value split,
         kb.store(value, partialOut, {split, outRow, channel});
       }
   }
-}
-
-gpu::GPUFuncOp WgmmaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
-  describeRecord();
-  // A warpgroup owns half the latent in P V.
-  divideLatent(latent / 2, xqaMlaWarpgroupBlockChannels(record));
-  layout = layoutXqaMlaWarpgroupShared(record, tileKeys);
-  gpu::GPUFuncOp kernel =
-      createKernel("pattn_xqa_mla_wgmma_decode", hostOperands);
-  // A slot of partial logits per warpgroup.
-  createViews(/*logitSlots=*/2);
-  BlockPosition block = locateBlock();
-  assignWarpgroups();
-  cutSplit(block);
-  loadQueryWarpgroup(block.token, block.firstHead);
-  loadScales();
-  SmallVector<Value> init = initialState();
-  Value firstRow =
-      kb.add(kb.mul(block.token, index(numHeads)), block.firstHead);
-  SmallVector<Value> state = tileLoopWarpgroup(init);
-  writePartialsWarpgroup(state, block.split, firstRow);
-  gpu::ReturnOp::create(builder, kb.loc);
-  return kernel;
 }
 
 gpu::GPUFuncOp

@@ -534,10 +534,8 @@ void XqaBuilder::computeFacts() {
 DecodeSignature XqaBuilder::signatureOf() {
   // Kernel arguments: the op's buffers, each side's, then the workspace.
   DecodeSignature signature;
-  signature.add(DecodeArg::Query, op.getQuery());
-  signature.add(DecodeArg::BlockTable, op.getBlockTable());
-  signature.add(DecodeArg::SeqLens, op.getSeqLens());
-  signature.add(DecodeArg::QueryStart, op.getQueryStart());
+  signature.addSequences(op.getQuery(), op.getBlockTable(), op.getSeqLens(),
+                         op.getQueryStart());
   signature.add(DecodeArg::Guard, op.getGuard());
   signature.add(DecodeArg::QueryExponents, op.getQueryExponents());
   signature.add(DecodeArg::KeyStorage, keyBuffers.storage);
@@ -586,14 +584,15 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
   resident = plan.getResidentBlocksOn(kernels.chips);
   setLaunchBounds(kernel, plan.getThreads(), resident);
   signature.bind(kernel);
-  args.query = signature.arg(DecodeArg::Query);
-  blockTable = signature.arg(DecodeArg::BlockTable);
-  args.seqLens = signature.arg(DecodeArg::SeqLens);
-  args.queryStart = signature.arg(DecodeArg::QueryStart);
+  DecodeSignature::SequenceArgs sequence = signature.sequenceArgs();
+  args.query = sequence.query;
+  blockTable = sequence.blockTable;
+  args.seqLens = sequence.seqLens;
+  args.queryStart = sequence.queryStart;
+  args.partialOut = sequence.partialOut;
+  args.partialStats = sequence.partialStats;
   args.guard = signature.arg(DecodeArg::Guard);
   queryExponents = signature.arg(DecodeArg::QueryExponents);
-  args.partialOut = signature.arg(DecodeArg::PartialOut);
-  args.partialStats = signature.arg(DecodeArg::PartialStats);
 
   describeSide(key, keyBuffers, true, signature);
   describeSide(value, valueBuffers, false, signature);

@@ -136,3 +136,51 @@ void CpAsyncRing::land(int32_t newerPending) {
   NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, newerPending);
   kb.barrier();
 }
+
+Value WgmmaOps::descriptor(Value sharedBase, Value offset, int64_t leading,
+                           int64_t stride) {
+  // Bits [0, 14): the start address / 16; [16, 30): the leading byte
+  // offset / 16; [32, 46): the stride byte offset / 16; swizzle mode 0.
+  Value address = kb.add(sharedBase, kb.toI64(offset));
+  Value start = kb.shru(address, kb.i64(4));
+  start = kb.andi(start, kb.i64(0x3FFF));
+  int64_t fields = (leading >> 4) << 16 | (stride >> 4) << 32;
+  return kb.ori(start, kb.i64(fields));
+}
+
+Value WgmmaOps::advance(Value descriptor, int64_t bytes) {
+  assert(bytes % 16 == 0 && "wgmma operands start on 16 bytes");
+  if (bytes == 0)
+    return descriptor;
+  return kb.add(descriptor, kb.i64(bytes / 16));
+}
+
+SmallVector<Value> WgmmaOps::mma(Value descA, Value descB, ArrayRef<Value> acc,
+                                 int64_t n, bool bf16, bool transposeB) {
+  OpBuilder &builder = kb.b;
+  MLIRContext *context = builder.getContext();
+  Location loc = kb.loc;
+  Type f32 = builder.getF32Type();
+  auto structType =
+      LLVM::LLVMStructType::getLiteral(context, SmallVector<Type>(n / 2, f32));
+  Value inout = LLVM::UndefOp::create(builder, loc, structType);
+  for (auto [i, value] : llvm::enumerate(acc))
+    inout = LLVM::InsertValueOp::create(builder, loc, inout, value,
+                                        ArrayRef<int64_t>{int64_t(i)});
+  NVVM::WGMMATypes type = bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  // Without accumulators D = A B (scale-d 0).
+  NVVM::WGMMAScaleOut scaleD =
+      acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one;
+  NVVM::MMALayout layoutB =
+      transposeB ? NVVM::MMALayout::row : NVVM::MMALayout::col;
+  auto shape = NVVM::MMAShapeAttr::get(context, 64, int(n), 16);
+  Value d = NVVM::WgmmaMmaAsyncOp::create(
+      builder, loc, structType, inout, descA, descB, shape, type, type,
+      NVVM::WGMMATypes::f32, scaleD, NVVM::WGMMAScaleIn::one,
+      NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, layoutB,
+      NVVM::MMAIntOverflowAttr());
+  SmallVector<Value> result;
+  for (int64_t i = 0; i < n / 2; ++i)
+    result.push_back(LLVM::ExtractValueOp::create(builder, loc, d, i));
+  return result;
+}

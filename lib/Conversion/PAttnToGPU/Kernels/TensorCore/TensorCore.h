@@ -8,7 +8,7 @@
 // Decode/XqaMla*.cpp) are built from: mma.sync.m16n8k16 with fp32
 // accumulation over f16 or bf16 operands, ldmatrix from shared memory,
 // operand packing, warp shuffles, the base-2 online softmax of one mma C
-// row, and the cp.async ring.
+// row, wgmma with its descriptors, and the cp.async ring.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,6 +72,31 @@ public:
   KernelBuilder &kb;
   /// bf16 operands (else f16).
   bool bf16;
+};
+
+/// wgmma.mma_async (sm_90a): shared-memory matrix descriptors and the
+/// m64nNk16 instruction with fp32 accumulators.
+class WgmmaOps {
+public:
+  explicit WgmmaOps(KernelBuilder &kb) : kb(kb) {}
+
+  /// A descriptor of the core matrices at byte `offset` (index) past
+  /// `sharedBase` (the i64 shared address of dynamic shared memory): no
+  /// swizzle, `leading` bytes between core matrices along K, `stride`
+  /// bytes along M or N.
+  mlir::Value descriptor(mlir::Value sharedBase, mlir::Value offset,
+                         int64_t leading, int64_t stride);
+  /// `descriptor` moved by `bytes` (a multiple of 16).
+  mlir::Value advance(mlir::Value descriptor, int64_t bytes);
+  /// D (m64 x n fp32, n / 2 per thread) = A B (+ D when `acc` is given):
+  /// one wgmma.mma_async, f16 or bf16 operands, B K-major unless
+  /// `transposeB` (B stored MN-major).
+  llvm::SmallVector<mlir::Value> mma(mlir::Value descA, mlir::Value descB,
+                                     llvm::ArrayRef<mlir::Value> acc, int64_t n,
+                                     bool bf16, bool transposeB);
+
+private:
+  KernelBuilder &kb;
 };
 
 /// A ring of shared-memory slots that cp.async fills, one commit group per
