@@ -743,6 +743,19 @@ class PortablePlan(_Plan):
     DEFAULTS = {"threads": 128}
 
 
+def _tensor_core_plan(plan: _Plan, where: str, ints: Dict[str, object],
+                      resident_blocks: object, targets: object,
+                      **fields: object) -> _Plan:
+    """`plan` with its int fields checked, one count of resident blocks per
+    chip of `targets`, and `fields` as given."""
+    chips = _chips(where, targets)
+    plan._set(resident_blocks=_residency(where, resident_blocks, chips),
+              targets=chips, **fields,
+              **{name: _int(where, name, value)
+                 for name, value in ints.items()})
+    return plan
+
+
 @_rejects_bad_calls(IRTypeError, "ir.xqa_plan")
 def xqa_plan(*, rows: int, keys_per_tile: int, stages: int, key_warps: int,
              value_warps: int, keys_per_split: int, shared_bytes: int,
@@ -756,19 +769,13 @@ def xqa_plan(*, rows: int, keys_per_tile: int, stages: int, key_warps: int,
     if operand not in ("f16", "bf16"):
         raise IRTypeError(f"{where}: operand must be f16 or bf16, got "
                           f"{operand!r}")
-    chips = _chips(where, targets)
-    plan = XqaPlan()
     ints = dict(rows=rows, keys_per_tile=keys_per_tile, stages=stages,
                 key_warps=key_warps, value_warps=value_warps,
                 keys_per_split=keys_per_split, shared_bytes=shared_bytes,
                 threads=threads, least_tiles_per_split=least_tiles_per_split,
                 most_splits=most_splits)
-    plan._set(operand=operand,
-              resident_blocks=_residency(where, resident_blocks, chips),
-              targets=chips,
-              **{name: _int(where, name, value)
-                 for name, value in ints.items()})
-    return plan
+    return _tensor_core_plan(XqaPlan(), where, ints, resident_blocks,
+                             targets, operand=operand)
 
 
 @_rejects_bad_calls(IRTypeError, "ir.xqa_mla_plan")
@@ -787,18 +794,12 @@ def xqa_mla_plan(*, heads_per_block: int, keys_per_tile: int,
                           f"{', '.join(XqaMlaPlan.KERNELS)}, got {kernel!r}")
     if threads is None:
         threads = 256 if kernel == "wgmma" else 128
-    chips = _chips(where, targets)
-    plan = XqaMlaPlan()
     ints = dict(heads_per_block=heads_per_block, keys_per_tile=keys_per_tile,
                 shared_bytes=shared_bytes, threads=threads,
                 least_tiles_per_split=least_tiles_per_split,
                 most_splits=most_splits)
-    plan._set(kernel=kernel,
-              resident_blocks=_residency(where, resident_blocks, chips),
-              targets=chips,
-              **{name: _int(where, name, value)
-                 for name, value in ints.items()})
-    return plan
+    return _tensor_core_plan(XqaMlaPlan(), where, ints, resident_blocks,
+                             targets, kernel=kernel)
 
 
 @_rejects_bad_calls(IRTypeError, "ir.portable_plan")

@@ -1,0 +1,63 @@
+// RUN: pattn-opt %s --split-input-file --verify-diagnostics
+
+// The rules of a plan's targets and schedule (PAttnDialect.cpp,
+// verifySchedule and the plans' verifiers): one case each.
+
+// expected-error @below {{targets must name at least one chip}}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = []>}
+
+// -----
+
+// expected-error @below {{targets name sm_90a twice}}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a, sm_90a]>}
+
+// -----
+
+// expected-error @below {{'h100' is not a chip}}
+// expected-error @below {{failed to parse PAttn_PortablePlanAttr parameter 'targets'}}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [h100]>}
+
+// -----
+
+// expected-error @below {{threads 256 must be 128 (the portable kernels' block)}}
+func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, threads = 256, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{operand 'f32' must be f16 or bf16}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f32, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{threads 256 must be 128 (the XQA block's four warps)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 256, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{resident_blocks has 1 counts for 2 targets (one per chip)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_80, sm_90a]>}
+
+// -----
+
+// expected-error @below {{resident_blocks 0 not in [1, 32]}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [0], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{least_tiles_per_split 0 must be positive}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], least_tiles_per_split = 0, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{most_splits 0 not in [1, 1024]}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], most_splits = 0, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{threads 128 must be 256 for kernel wgmma}}
+func.func private @f() attributes {a = #pattn.xqa_mla_plan<kernel = wgmma, heads_per_block = 64, keys_per_tile = 32, shared_bytes = 1024, resident_blocks = [1], threads = 128, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{struct is missing required parameter: targets}}
+func.func private @f() attributes {a = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 1024, resident_blocks = [1]>}
