@@ -398,13 +398,6 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
   return reason;
 }
 
-XqaMlaPlanAttr XqaMlaPlans::planFor(Chip chip) const {
-  if (chipPlans)
-    if (auto own = chipPlans.getAs<XqaMlaPlanAttr>(stringifyChip(chip)))
-      return own;
-  return plan;
-}
-
 XqaMlaPlanAttr planXqaMlaKernel(MlaDecodeOp op, XqaMlaKernel kernel,
                                 ArrayRef<Chip> chips) {
   MlaRecordLayout record =

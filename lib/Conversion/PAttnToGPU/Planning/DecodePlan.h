@@ -150,9 +150,6 @@ struct XqaMlaPlans {
   /// xqaMlaWarpgroupRejection's reason on `chips` (empty when `plan` is the
   /// warpgroup kernel).
   std::string notWarpgroup;
-
-  /// The plan the kernels built for `chip` obey.
-  pattn::XqaMlaPlanAttr planFor(Chip chip) const;
 };
 XqaMlaPlans planXqaMlaDecode(pattn::MlaDecodeOp op, llvm::ArrayRef<Chip> chips);
 
