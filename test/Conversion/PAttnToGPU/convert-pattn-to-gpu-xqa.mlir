@@ -48,7 +48,7 @@
 // Interior steps skip the masks (a warp vote over the keys' liveness);
 // the softmax runs in base 2 on ex2.approx and rescales only on a vote.
 // CHECK:     nvvm.vote.sync  all
-// CHECK:     llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK:     llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:     nvvm.vote.sync  any
 // P V: V codes by ldmatrix.trans, decoded in registers.
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<64x40xf16

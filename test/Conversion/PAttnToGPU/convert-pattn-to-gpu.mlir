@@ -103,8 +103,9 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}({{.*}}) workgroup(%{{.*}} : memref<8256xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<128xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 4 : i32}
 // CHECK:   gpu.barrier
 // Without hardware fp8 (sm_80), e4m3 bytes q and q + 2 become one f16 pair:
-// magnitudes (& 0x007F007F) shifted into place, times 2^8 in f16x2.
-// CHECK:   arith.andi %{{.*}}, %c8323199_i32
+// magnitudes shifted into place and masked (0x3F803F80) with the sign or'ed
+// in by one lop3, times 2^8 in f16x2.
+// CHECK:   llvm.inline_asm "lop3.b32 $0, $1, $2, $3, 0xEA;", "=r,r,n,r" %{{.*}}, %c1065369472_i32
 // CHECK:   arith.mulf %{{.*}}, %cst{{.*}} : vector<2xf16>
 // CHECK:   math.exp
 // CHECK:   vector.load %{{.*}} : memref<?x16x8x128xi8>, vector<16xi8>

@@ -13,7 +13,6 @@
 #include "Kernels/Codecs/Codecs.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <algorithm>
@@ -56,7 +55,7 @@ static Value fieldOf(KernelBuilder &kb, Value word, int64_t shift, Type type) {
 static Value magicPair(KernelBuilder &kb, Value word, int64_t shift,
                        int32_t mask, float bias) {
   Value shifted = shift ? kb.shru(word, kb.i32(shift)) : word;
-  Value bits = kb.ori(kb.andi(shifted, kb.i32(mask)), kb.i32(0x64006400));
+  Value bits = kb.maskThenOr(shifted, mask, kb.i32(0x64006400));
   return arith::SubFOp::create(kb.b, kb.loc, f16PairOf(kb, bits),
                                f16Splat(kb, bias));
 }
@@ -68,11 +67,18 @@ static Value magicPair(KernelBuilder &kb, Value word, int64_t shift,
 static Value minifloatPair(KernelBuilder &kb, Value codes,
                            int32_t magnitudeMask, int64_t magnitudeShift,
                            int32_t signMask, int64_t signShift, float scale) {
-  Value bits =
-      kb.shl(kb.andi(codes, kb.i32(magnitudeMask)), kb.i32(magnitudeShift));
-  if (signMask)
-    bits = kb.ori(bits,
-                  kb.shl(kb.andi(codes, kb.i32(signMask)), kb.i32(signShift)));
+  // Shifted first and masked after, so that a shift of the caller's folds
+  // into these; the magnitude's mask and the or are one lop3.
+  Value magnitude = kb.shl(codes, kb.i32(magnitudeShift));
+  int32_t placedMask = int32_t(uint32_t(magnitudeMask) << magnitudeShift);
+  Value bits;
+  if (signMask) {
+    Value sign = kb.shl(codes, kb.i32(signShift));
+    sign = kb.andi(sign, kb.i32(int32_t(uint32_t(signMask) << signShift)));
+    bits = kb.maskThenOr(magnitude, placedMask, sign);
+  } else {
+    bits = kb.andi(magnitude, kb.i32(placedMask));
+  }
   Value pair = f16PairOf(kb, bits);
   if (scale != 1.0f)
     pair = arith::MulFOp::create(kb.b, kb.loc, pair, f16Splat(kb, scale));
@@ -215,12 +221,12 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
             {magicPair(kb, source, 0, 0x000F000F, 1032.0f), p, p + 4});
         continue;
       }
-      Value masked = kb.andi(source, kb.i32(0x00F000F0));
-      Value bits = kb.ori(masked, kb.i32(0x64006400));
+      Value bits = kb.maskThenOr(source, 0x00F000F0, kb.i32(0x64006400));
       Value sixteenths = f16Splat(kb, 1.0f / 16.0f);
       Value bias = f16Splat(kb, -72.0f);
-      Value pair = math::FmaOp::create(kb.b, kb.loc, f16PairOf(kb, bits),
-                                       sixteenths, bias);
+      // llvm.intr.fma is one fma.rn.f16x2; math.fma would become two
+      // libdevice fp32 calls and conversions.
+      Value pair = kb.fma(f16PairOf(kb, bits), sixteenths, bias);
       pairs.push_back({pair, p, p + 4});
     }
     return pairs;

@@ -257,6 +257,19 @@ Value KernelBuilder::blockId(gpu::Dimension dimension) {
 
 void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
 
+Value KernelBuilder::maskThenOr(Value a, int32_t mask, Value bits) {
+  // lop3's table 0xEA is (x & y) | z for x = 0xF0, y = 0xCC, z = 0xAA.
+  // No side effects: LLVM may merge or hoist it like any arithmetic.
+  return LLVM::InlineAsmOp::create(
+             b, loc, b.getI32Type(), ValueRange{a, i32(mask), bits},
+             b.getStringAttr("lop3.b32 $0, $1, $2, $3, 0xEA;"),
+             b.getStringAttr("=r,r,n,r"), /*has_side_effects=*/UnitAttr(),
+             /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
+             /*asm_dialect=*/LLVM::AsmDialectAttr(),
+             /*operand_attrs=*/ArrayAttr())
+      .getResult(0);
+}
+
 //===----------------------------------------------------------------------===//
 // Element formats
 //===----------------------------------------------------------------------===//

@@ -84,6 +84,10 @@ public:
   mlir::Value threadId();
   mlir::Value blockId(mlir::gpu::Dimension dimension);
   void barrier();
+  /// (a & mask) | bits in one lop3.b32: ptxas does not fuse an and and an
+  /// or whose second operands are both immediates, and the decoders' magic
+  /// numbers are that (`bits` lives in a register, hoisted out of loops).
+  mlir::Value maskThenOr(mlir::Value a, int32_t mask, mlir::Value bits);
 
   // Element formats.
   /// The saturating RNE code (sign bit included) of the fp32 value `x`,

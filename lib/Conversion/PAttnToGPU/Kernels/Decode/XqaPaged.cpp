@@ -253,14 +253,16 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   SmallVector<Value> logits = kb.ifElse(
       unmasked, logitTypes,
       [&]() -> SmallVector<Value> {
-        SmallVector<Value> plain(mTiles * 8);
+        SmallVector<Value> plain(mTiles * 8, negInf);
         for (int64_t at = 0; at < mTiles * 8; ++at)
-          plain[at] = logitOf(
-              at, logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
+          if (at % 4 / 2 < rowHalves)
+            plain[at] = logitOf(
+                at,
+                logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
         return plain;
       },
       [&]() -> SmallVector<Value> {
-        SmallVector<Value> masked(mTiles * 8);
+        SmallVector<Value> masked(mTiles * 8, negInf);
         for (int64_t nt = 0; nt < 2; ++nt)
           for (int64_t e2 = 0; e2 < 2; ++e2) {
             Value n = kb.add(n0, index(8 * nt + e2));
@@ -270,7 +272,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
             Value flag = kb.load(liveKeys, {liveAt});
             Value live = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
             for (int64_t mt = 0; mt < mTiles; ++mt)
-              for (int64_t h = 0; h < 2; ++h) {
+              for (int64_t h = 0; h < rowHalves; ++h) {
                 Value row = kb.add(groupId, index(mt * 16 + 8 * h));
                 Value token = kb.toI32(kb.divs(row, index(group)));
                 Value queryPos = kb.add(firstQueryPos, token);
@@ -301,9 +303,15 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
   SmallVector<SmallVector<Value>> pOperands(mTiles);
   SmallVector<Value> alphas(2 * mTiles);
   Value rescale = kb.boolean(false);
+  Value one = kb.f32(1.0f);
   for (int64_t mt = 0; mt < mTiles; ++mt) {
-    SmallVector<Value> p(8);
+    SmallVector<Value> p(8, zeroF32);
     for (int64_t h = 0; h < 2; ++h) {
+      if (h >= rowHalves) {
+        // Padding rows: P = 0, their state stays as it started.
+        alphas[maxAt(mt, h)] = one;
+        continue;
+      }
       auto atOf = [&](int64_t nt, int64_t e2) {
         return (mt * 2 + nt) * 4 + 2 * h + e2;
       };
@@ -348,7 +356,9 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
           for (int64_t nt = 0; nt < nTiles; ++nt)
             for (int64_t e = 0; e < 4; ++e)
               decayed.push_back(
-                  kb.fmul(s[accAt(mt, nt, e)], alphas[maxAt(mt, e / 2)]));
+                  e / 2 < rowHalves
+                      ? kb.fmul(s[accAt(mt, nt, e)], alphas[maxAt(mt, e / 2)])
+                      : s[accAt(mt, nt, e)]);
         return decayed;
       },
       [&]() -> SmallVector<Value> {
@@ -436,7 +446,7 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
       kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
   Value writesStats = kb.land(firstOfQuad, firstValueGroup);
   for (int64_t mt = 0; mt < mTiles; ++mt)
-    for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t h = 0; h < rowHalves; ++h) {
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
       Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
       Value base = kb.mul(groupRow, index(mergeStride));
@@ -523,6 +533,7 @@ void XqaBuilder::computeFacts() {
   window = static_cast<int64_t>(op.getWindow());
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / valueWarps / 8;
+  rowHalves = group * static_cast<int64_t>(op.getMaxQueryLen()) <= 8 ? 1 : 2;
   bf16 = plan.getOperand().isBF16();
   tc.bf16 = bf16;
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,

@@ -68,6 +68,10 @@ private:
   XqaSide key, value;
 
   int64_t window = 0, nTiles = 0; ///< nTiles: this warp's 8-channel tiles
+  /// The row halves (g, then g + 8) of an m-tile that can hold a real row:
+  /// 1 when g x max_query_len <= 8, whose upper half is always padding, so
+  /// that its logits, softmax and P rows are never computed.
+  int64_t rowHalves = 2;
   float softcap = 0.0f;
 
   // Kernel values.

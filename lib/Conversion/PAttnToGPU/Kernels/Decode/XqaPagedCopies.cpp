@@ -172,6 +172,10 @@ void XqaBuilder::loadRowScales() {
   // rows past the sequence's tokens (zeros in the tile) keep exponent 0.
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t h = 0; h < 2; ++h) {
+      if (h >= rowHalves) { // padding rows: never read
+        rowScales.push_back(softmaxScale);
+        continue;
+      }
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
       Value token = kb.divs(row, index(group));
       Value firstHead = kb.mul(kvHead, index(group));
