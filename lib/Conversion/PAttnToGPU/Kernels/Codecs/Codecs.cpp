@@ -60,20 +60,27 @@ static Value magicPair(KernelBuilder &kb, Value word, int64_t shift,
                                f16Splat(kb, bias));
 }
 
-/// Two minifloat codes at bits [15:0] and [31:16] of `codes` as one f16
-/// pair: `(codes & magnitudeMask) << magnitudeShift | (codes & signMask) <<
-/// signShift` are their f16 bit patterns up to the exponent bias, which one
-/// f16x2 multiply by `scale` (a power of two, exact) restores.
-static Value minifloatPair(KernelBuilder &kb, Value codes,
+/// `word` shifted left by `by` bits (right when negative).
+static Value shiftBy(KernelBuilder &kb, Value word, int64_t by) {
+  if (by == 0)
+    return word;
+  return by > 0 ? kb.shl(word, kb.i32(by)) : kb.shru(word, kb.i32(-by));
+}
+
+/// Two minifloat codes at bits [at + 15 : at] and [at + 31 : at + 16] of
+/// `word` as one f16 pair: `(code & magnitudeMask) << magnitudeShift |
+/// (code & signMask) << signShift` are their f16 bit patterns up to the
+/// exponent bias, which one f16x2 multiply by `scale` (a power of two,
+/// exact) restores. Each field is one shift of `word` and a mask; the
+/// magnitude's mask and the or are one lop3.
+static Value minifloatPair(KernelBuilder &kb, Value word, int64_t at,
                            int32_t magnitudeMask, int64_t magnitudeShift,
                            int32_t signMask, int64_t signShift, float scale) {
-  // Shifted first and masked after, so that a shift of the caller's folds
-  // into these; the magnitude's mask and the or are one lop3.
-  Value magnitude = kb.shl(codes, kb.i32(magnitudeShift));
+  Value magnitude = shiftBy(kb, word, magnitudeShift - at);
   int32_t placedMask = int32_t(uint32_t(magnitudeMask) << magnitudeShift);
   Value bits;
   if (signMask) {
-    Value sign = kb.shl(codes, kb.i32(signShift));
+    Value sign = shiftBy(kb, word, signShift - at);
     sign = kb.andi(sign, kb.i32(int32_t(uint32_t(signMask) << signShift)));
     bits = kb.maskThenOr(magnitude, placedMask, sign);
   } else {
@@ -161,8 +168,8 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
     // bit 15, then one f16x2 multiply by 2^(15 - 7).
     for (int64_t q = 0; q < 2; ++q)
-      pairs.push_back({minifloatPair(kb, q ? kb.shru(word, kb.i32(8)) : word,
-                                     0x007F007F, 7, 0x00800080, 8, 256.0f),
+      pairs.push_back({minifloatPair(kb, word, 8 * q, 0x007F007F, 7,
+                                     0x00800080, 8, 256.0f),
                        q, q + 2});
     return pairs;
   case Encoding::f8e5m2: {
@@ -186,8 +193,7 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     // under fp4Subnormal).
     for (int64_t p = 0; p < 4; ++p)
       pairs.push_back(
-          {minifloatPair(kb, p ? kb.shru(word, kb.i32(4 * p)) : word,
-                         0x00070007, 9, 0x00080008, 12,
+          {minifloatPair(kb, word, 4 * p, 0x00070007, 9, 0x00080008, 12,
                          kb.fp4Subnormal ? 1.0f : kFp4SubnormalScale),
            p, p + 4});
     return pairs;

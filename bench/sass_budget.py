@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Static instruction budget of the XQA decode, without a GPU.
+
+For each benchmark row and cache given, emits the module that
+bench_decode.py times, compiles it to a cubin (pattn-compile --emit=cubin),
+disassembles it (cuobjdump -sass) and prints, for the XQA decode kernel,
+the SASS instructions of its tile loop (the backward branch around the most
+HMMA), by opcode, and the branch-off stretches inside it (the masked-logit
+path and the accumulator rescale, which a typical tile skips). Each loop
+iteration is one tile: keys_per_tile / (16 x key_warps) key steps a warp.
+
+A static count, not ncu's executed count: it is the quick check of a codec
+or copy change before a device run (PERF.md's "instructions per step").
+
+  pip install nvidia-cuda-cuobjdump   # cuobjdump, if the toolkit lacks it
+  python3 bench/sass_budget.py --shapes B4-32/8-D128-L32K --caches f16,i4
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+import bench_decode  # noqa: E402
+
+ir = bench_decode.ir
+
+INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+BRANCH = re.compile(r"\bBRA\s+`?\(?0x([0-9a-f]+)")
+
+
+def cuobjdump() -> str:
+    """cuobjdump from PATH, the CUDA toolkit, or the pip package."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    candidates = ["/usr/local/cuda/bin/cuobjdump"]
+    for site in sys.path:
+        candidates += glob.glob(os.path.join(site, "nvidia", "*", "bin",
+                                             "cuobjdump"))
+    for path in candidates:
+        if os.access(path, os.X_OK):
+            return path
+    sys.exit("sass_budget: no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+
+
+def opcode(text: str) -> str:
+    text = re.sub(r"^@!?U?P\w+\s+", "", text)
+    return text.split()[0].split(".")[0]
+
+
+def kernels(sass: str) -> dict[str, list[tuple[int, str]]]:
+    """The instructions of each function of a cuobjdump listing."""
+    result = {}
+    for part in sass.split("Function : ")[1:]:
+        name = part.split()[0]
+        result[name] = [(int(m.group(1), 16), m.group(2))
+                        for m in map(INSTRUCTION.match, part.splitlines())
+                        if m]
+    return result
+
+
+def tile_loop(code: list[tuple[int, str]]):
+    """(start, end) of the backward branch that spans the most HMMA."""
+    best = None
+    for at, text in code:
+        m = BRANCH.search(text)
+        if not m or int(m.group(1), 16) >= at:
+            continue
+        start = int(m.group(1), 16)
+        mma = sum(1 for a, t in code
+                  if start <= a <= at and opcode(t).startswith("HMMA"))
+        if best is None or mma > best[2]:
+            best = (start, at, mma)
+    return best[:2] if best else None
+
+
+def report(name: str, code: list[tuple[int, str]]) -> str:
+    loop = tile_loop(code)
+    if loop is None:
+        return f"{name}: no tile loop found"
+    start, end = loop
+    body = [(a, t) for a, t in code if start <= a <= end]
+    counts = collections.Counter(opcode(t) for _, t in body)
+    lines = [f"{name}: {len(code)} instructions, tile loop {len(body)}"]
+    lines.append("  " + ", ".join(f"{k} {v}"
+                                  for k, v in counts.most_common(20)))
+    # Forward branches inside the loop: the stretch each one skips.
+    for at, text in body:
+        m = BRANCH.search(text)
+        if m and at < int(m.group(1), 16) <= end:
+            skipped = sum(1 for a, _ in body
+                          if at < a < int(m.group(1), 16))
+            lines.append(f"  {hex(at)} {text}: skips {skipped}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shapes", default="B4-32/8-D128-L32K")
+    parser.add_argument("--caches", default=",".join(bench_decode.CACHES))
+    parser.add_argument("--chip", default="sm_90a")
+    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--layout", default="nhd", choices=("nhd", "hnd"))
+    parser.add_argument("--compiler",
+                        default=os.environ.get(
+                            "PATTN_COMPILE",
+                            str(REPO / "build" / "bin" / "pattn-compile")))
+    args = parser.parse_args(argv)
+    shapes = {s.name: s for s in bench_decode.SHAPES}
+    dump = cuobjdump()
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape_name in args.shapes.split(","):
+            for cache in args.caches.split(","):
+                config = bench_decode.bench_config(
+                    shapes[shape_name], cache, args.block_size, args.layout)
+                source = pathlib.Path(tmp, "module.mlir")
+                source.write_text(ir.emit_paged(config).text)
+                out = pathlib.Path(tmp, "module")
+                subprocess.run([args.compiler, f"--chips={args.chip}",
+                                "--emit=cubin", str(source), "-o", str(out)],
+                               check=True)
+                sass = subprocess.run(
+                    [dump, "-sass", f"{out}.{args.chip}.cubin"], check=True,
+                    capture_output=True, text=True).stdout
+                print(f"## {shape_name} {cache}")
+                for name, code in kernels(sass).items():
+                    if "xqa_decode" in name:
+                        print(report(name, code))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
