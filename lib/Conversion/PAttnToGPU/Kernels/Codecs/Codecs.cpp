@@ -168,9 +168,9 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
     // Bytes q and q + 2 at once: magnitude bits to f16 bits [14:7], sign to
     // bit 15, then one f16x2 multiply by 2^(15 - 7).
     for (int64_t q = 0; q < 2; ++q)
-      pairs.push_back({minifloatPair(kb, word, 8 * q, 0x007F007F, 7,
-                                     0x00800080, 8, 256.0f),
-                       q, q + 2});
+      pairs.push_back(
+          {minifloatPair(kb, word, 8 * q, 0x007F007F, 7, 0x00800080, 8, 256.0f),
+           q, q + 2});
     return pairs;
   case Encoding::f8e5m2: {
     // e5m2 is the top byte of an f16: one prmt puts bytes q and q + 2 over

@@ -181,8 +181,7 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
             Value byte = kb.toI32(kb.divs(threadInGroup, index(2)));
             byte = kb.add(byte, kb.i32(int32_t(2 * (s % 2))));
             Value keyIndex = kb.add(n0, kb.add(groupId, index(8 * nt)));
-            Value word =
-                groupScaleWord(key, stageBase, keyIndex, index(s / 2));
+            Value word = groupScaleWord(key, stageBase, keyIndex, index(s / 2));
             scale = groupScalePair(word, word, byte);
           }
           pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
@@ -269,8 +268,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
         for (int64_t at = 0; at < mTiles * 8; ++at)
           if (at % 4 / 2 < rowHalves)
             plain[at] = logitOf(
-                at,
-                logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
+                at, logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
         return plain;
       },
       [&]() -> SmallVector<Value> {

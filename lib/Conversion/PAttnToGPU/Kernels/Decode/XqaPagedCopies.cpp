@@ -206,11 +206,13 @@ void XqaBuilder::flattenStorage(XqaSide &side) {
   // pointer (collapse_shape would need expand-strided-metadata first).
   Value pages = memref::DimOp::create(builder, kb.loc, side.storage, 0);
   Value bytes = kb.mul(pages, index(blockSize * heads * rowBytes));
-  auto flatType = MemRefType::get({ShapedType::kDynamic},
-                                  builder.getIntegerType(8));
+  auto flatType =
+      MemRefType::get({ShapedType::kDynamic}, builder.getIntegerType(8));
   side.flat = memref::ReinterpretCastOp::create(
-      builder, kb.loc, flatType, side.storage, /*offset=*/OpFoldResult(builder.getIndexAttr(0)),
-      /*sizes=*/{OpFoldResult(bytes)}, /*strides=*/{OpFoldResult(builder.getIndexAttr(1))});
+      builder, kb.loc, flatType, side.storage,
+      /*offset=*/OpFoldResult(builder.getIndexAttr(0)),
+      /*sizes=*/{OpFoldResult(bytes)},
+      /*strides=*/{OpFoldResult(builder.getIndexAttr(1))});
   side.pageStride = blockSize * heads * rowBytes;
   bool hnd = side.type.getLayout() == Layout::hnd;
   side.tokenStride = hnd ? rowBytes : heads * rowBytes;
@@ -311,7 +313,7 @@ XqaBuilder::PassChunk XqaBuilder::passChunk(const CopyGroup &group,
 }
 
 std::pair<Value, Value> XqaBuilder::passPage(ValueRange pages, int64_t group,
-                                            int64_t pass, Value keyPos) {
+                                             int64_t pass, Value keyPos) {
   const CopyGroup &copy = copyGroups[group];
   if (pageAlignedPasses) {
     // Tiles start on a page, and pass p's keys are p x keysPerPass + the
