@@ -246,7 +246,7 @@ void XqaBuilder::prepareCopies() {
       Value head = kb.mul(kvHead, index(side->headStride));
       group.pageBytes.push_back(kb.add(head, group.byte));
       Value row = kb.mul(group.keyInPass, index(side->rowStride));
-      Value stage = kb.add(index(layout.ring + side->rows), row);
+      Value stage = kb.add(index(side->rows), row);
       group.stageBytes.push_back(kb.add(stage, group.byte));
     }
     copyGroups.push_back(group);
@@ -306,7 +306,7 @@ XqaBuilder::PassChunk XqaBuilder::passChunk(const CopyGroup &group,
     Value head = kb.mul(kvHead, index(side->headStride));
     chunk.pageBytes.push_back(kb.add(head, byte));
     Value row = kb.mul(chunk.key, index(side->rowStride));
-    Value stage = kb.add(index(layout.ring + side->rows), row);
+    Value stage = kb.add(index(side->rows), row);
     chunk.stageBytes.push_back(kb.add(stage, byte));
   }
   return chunk;
