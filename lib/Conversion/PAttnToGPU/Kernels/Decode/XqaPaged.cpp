@@ -406,15 +406,16 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
           // Channels 32 s + 4g + j of segment s = segment + sigma: group
           // 2 s + g / 4, byte 2 (s % 2) + g / 4 of word s / 2.
           Value s = kb.add(segment, index(sigma));
-          Value byte = kb.mul(kb.rems(s, index(2)), index(2));
+          Value parity = kb.rems(s, index(2));
+          Value byte = kb.mul(parity, index(2));
           byte = kb.toI32(kb.add(byte, kb.divs(groupId, index(4))));
           Value word = kb.divs(s, index(2));
           Value keyLow = kb.add(n0, index(8 * h));
           keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
           Value keyHigh = kb.add(keyLow, index(1));
-          scale = groupScalePair(
-              groupScaleWord(value, stageBase, keyLow, word),
-              groupScaleWord(value, stageBase, keyHigh, word), byte);
+          Value low = groupScaleWord(value, stageBase, keyLow, word);
+          Value high = groupScaleWord(value, stageBase, keyHigh, word);
+          scale = groupScalePair(low, high, byte);
         }
         halves[h] = decodeHalves(value, word, scale);
         if (value.tokenOffset >= 0) {
