@@ -36,7 +36,8 @@ import bench_decode  # noqa: E402
 ir = bench_decode.ir
 
 INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-BRANCH = re.compile(r"\bBRA\s+`?\(?0x([0-9a-f]+)")
+# BRA 0x..., @P0 BRA 0x..., and uniform branches: BRA.U !UP0, 0x...
+BRANCH = re.compile(r"\bBRA(?:\.\w+)*\s+(?:!?U?P\w+,\s*)?`?\(?0x([0-9a-f]+)")
 
 
 def cuobjdump() -> str:

@@ -244,27 +244,38 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
 SmallVector<Value> decodeWordHalves(KernelBuilder &kb, Encoding encoding,
                                     Value word) {
   int64_t half = std::max<int64_t>(elementsPerWord(encoding) / 2, 1);
+  // The chips' conversions pair adjacent elements: with them the word is
+  // first permuted so that adjacent elements are j and j + n/2 (Codecs.h,
+  // kHalvesByteOrder). cvt.rn.f16x2.e2m1x2's values are exact, so it
+  // serves only callers that want them (not under fp4Subnormal).
+  bool hardwareBytes = encoding == Encoding::f8e4m3 && kb.hardwareFp8;
+  bool hardwareNibbles =
+      encoding == Encoding::nvfp4 && kb.hardwareFp4 && !kb.fp4Subnormal;
   Value source = word;
-  bool savedFp4 = kb.hardwareFp4;
-  if (encoding == Encoding::f8e4m3 && kb.hardwareFp8) {
-    // cvt pairs adjacent bytes: bytes [0, 2, 1, 3] make them 0|2 and 1|3.
+  if (hardwareBytes || hardwareNibbles) {
     // (prmt's default mode takes two sources; the second is unused here.)
-    Value selector = kb.i32(0x3120);
+    Value selector = kb.i32(kHalvesByteOrder);
     source =
         NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), word, word,
                                 selector, NVVM::PermuteMode::DEFAULT);
   }
-  // cvt.rn.f16x2.e2m1x2 pairs the nibbles of a byte, never j and j + 4.
-  if (encoding == Encoding::nvfp4)
-    kb.hardwareFp4 = false;
+  if (hardwareNibbles) {
+    // Nibbles 1 and 2 of each half trade places: byte q = nibbles q, q + 4.
+    Value down = kb.shru(source, kb.i32(4));
+    Value differs = kb.xori(source, down);
+    Value delta = kb.andi(differs, kb.i32(kMiddleNibbles));
+    Value up = kb.shl(delta, kb.i32(4));
+    source = kb.xori(kb.xori(source, delta), up);
+  }
+  bool savedFp4 = kb.hardwareFp4;
+  kb.hardwareFp4 = hardwareNibbles;
   SmallVector<ChannelPair> pairs = decodeWordPairs(kb, encoding, source);
   kb.hardwareFp4 = savedFp4;
   SmallVector<Value> halves(half);
   for (const ChannelPair &pair : pairs) {
-    // After the permute, the hardware fp8 pairs (0, 1), (2, 3) of `source`
-    // are the elements (0, 2), (1, 3) of `word`.
-    int64_t j = encoding == Encoding::f8e4m3 && kb.hardwareFp8 ? pair.low / 2
-                                                               : pair.low;
+    // After the permutation, the adjacent pairs (0, 1), (2, 3), ... of
+    // `source` are the elements (j, j + n/2) of `word`, j = low / 2.
+    int64_t j = hardwareBytes || hardwareNibbles ? pair.low / 2 : pair.low;
     assert(j < half && "not a pair across halves");
     halves[j] = pair.pair;
   }

@@ -56,6 +56,24 @@ wordPairOrder(pattn::Encoding encoding, bool hardwareFp8, bool hardwareFp4);
 llvm::SmallVector<mlir::Value>
 decodeWordHalves(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);
 
+/// How decodeWordHalves feeds the chips' pair conversions, which take
+/// adjacent elements (two bytes, or the two nibbles of a byte): one prmt
+/// puts bytes [0, 2, 1, 3] in order (selector kHalvesByteOrder), which for
+/// e4m3 already pairs element j with j + 2; for e2m1 a delta swap of
+/// nibbles 1 and 2 of each half (mask kMiddleNibbles, shift 4) then makes
+/// byte q hold nibbles q and q + 4.
+inline constexpr int32_t kHalvesByteOrder = 0x3120;
+inline constexpr int32_t kMiddleNibbles = 0x00F000F0;
+
+/// The same permutation on the host, for tests: bits of the word that
+/// decodeWordHalves hands cvt.rn.f16x2.e2m1x2, byte by byte.
+constexpr uint32_t nibblesForHalves(uint32_t word) {
+  uint32_t bytes = (word & 0xFF0000FFu) | (word >> 8 & 0x0000FF00u) |
+                   (word << 8 & 0x00FF0000u);
+  uint32_t delta = (bytes ^ bytes >> 4) & uint32_t(kMiddleNibbles);
+  return bytes ^ delta ^ delta << 4;
+}
+
 /// The same as fp32 values in element order.
 llvm::SmallVector<mlir::Value>
 decodeWord(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);

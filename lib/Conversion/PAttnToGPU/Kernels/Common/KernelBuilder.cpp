@@ -62,6 +62,9 @@ Value ScalarBuilder::rems(Value a, Value c) {
 Value ScalarBuilder::andi(Value a, Value c) {
   return arith::AndIOp::create(b, loc, a, c);
 }
+Value ScalarBuilder::xori(Value a, Value c) {
+  return arith::XOrIOp::create(b, loc, a, c);
+}
 Value ScalarBuilder::ori(Value a, Value c) {
   return arith::OrIOp::create(b, loc, a, c);
 }

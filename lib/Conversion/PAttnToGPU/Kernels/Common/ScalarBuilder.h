@@ -47,6 +47,7 @@ public:
   mlir::Value divs(mlir::Value a, mlir::Value c);
   mlir::Value rems(mlir::Value a, mlir::Value c);
   mlir::Value andi(mlir::Value a, mlir::Value c);
+  mlir::Value xori(mlir::Value a, mlir::Value c);
   mlir::Value ori(mlir::Value a, mlir::Value c);
   mlir::Value shl(mlir::Value a, mlir::Value c);
   mlir::Value shru(mlir::Value a, mlir::Value c);
