@@ -34,7 +34,8 @@ tools = [
               command=os.path.join(config.pattn_tools_dir, "pattn-capi-test")),
 ]
 llvm_config.add_tool_substitutions(tools, [config.pattn_tools_dir])
-llvm_config.add_tool_substitutions(["FileCheck", "not", "count", "llvm-nm"],
+llvm_config.add_tool_substitutions(["FileCheck", "not", "count", "llvm-nm",
+                                    "split-file"],
                                    [config.llvm_tools_dir])
 config.substitutions.append(("%pattn_lib_dir",
                              os.path.join(config.pattn_obj_root, "lib")))

@@ -55,6 +55,14 @@ static std::string findCudaToolkit() {
 auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
                                       const CompileOptions &options,
                                       std::string &error) -> LogicalResult {
+  // `chips=` with nothing after it is a mistake, not a request for the
+  // default chips (which leaving the option out gives).
+  if (options.chips.hasValue() && options.chips.empty()) {
+    error = "chips= names no chip; name at least one (" +
+            joinChipNames(defaultCompileChips()) +
+            ", ...) or leave the option out for those";
+    return failure();
+  }
   SmallVector<Chip> chips;
   error = parseChipList(options.chips, chips);
   if (!error.empty())

@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -91,6 +92,9 @@ Error openDriver(Driver &driver) {
   return {};
 }
 
+/// Set by an exit handler: from then on the driver may be torn down.
+std::atomic<bool> exiting{false};
+
 const DriverLoad &driverLoad() {
   // Never destroyed: artifacts' global destructors unload modules after
   // this library's statics are gone.
@@ -99,6 +103,9 @@ const DriverLoad &driverLoad() {
   std::call_once(once, [] {
     load = new DriverLoad;
     load->error = openDriver(load->driver);
+    // Registered after the driver was opened (and initialized), so it runs
+    // before the driver's own exit handlers and static destructors.
+    std::atexit([] { exiting.store(true); });
   });
   return *load;
 }
@@ -158,6 +165,8 @@ const PrimaryContext &primaryContext(const Driver &cu) {
 //===----------------------------------------------------------------------===//
 // Public to the runtime
 //===----------------------------------------------------------------------===//
+
+bool processIsExiting() { return exiting.load(); }
 
 const Driver *loadDriver(Error &error) {
   const DriverLoad &load = driverLoad();

@@ -160,6 +160,13 @@ std::string currentChip(const Driver &cu);
 /// `error` with the same failure on every call if any step failed.
 const Driver *loadDriver(Error &error);
 
+/// Whether the process has begun to exit (an exit handler registered when
+/// the driver was loaded has run). Artifacts' global destructors unload
+/// their modules after that, when the driver's contexts and the driver
+/// itself may be gone: teardown then makes no driver calls, and the
+/// process's end releases the modules.
+bool processIsExiting();
+
 /// The calling thread's current context, or null if it has none. Requires a
 /// loaded driver.
 CUcontext currentContext(const Driver &cu);

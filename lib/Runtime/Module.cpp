@@ -158,6 +158,11 @@ Kernel *Module::getKernel(const Driver &cu, CUcontext context, const char *name,
 }
 
 Module::~Module() {
+  // At exit (an artifact's global destructor) the driver may already have
+  // destroyed its contexts, or be unloaded; the process's end frees the
+  // modules anyway.
+  if (processIsExiting())
+    return;
   for (const Instance &instance : instances) {
     if (!instance.module)
       continue;

@@ -124,6 +124,9 @@ std::string pattn::parseChipList(llvm::ArrayRef<std::string> names,
                                  llvm::SmallVectorImpl<Chip> &chips) {
   chips.clear();
   for (const std::string &name : names) {
+    if (name.empty())
+      return "the chip list has an empty name; supported chips: " +
+             supportedChipList();
     std::optional<Chip> chip = parseChip(name);
     if (!chip)
       return "unsupported chip '" + name +

@@ -81,7 +81,8 @@ static cl::opt<std::string>
                   "(after the fold, the backend choice and "
                   "convert-pattn-to-gpu), llvm (LLVM IR of the host code "
                   "with the embedded fatbin), ptx, cubin (one file per "
-                  "chip: <output>.<chip>.cubin)"));
+                  "chip: <output>.<chip>.cubin; -o - writes a one-chip "
+                  "build's cubin to stdout)"));
 static cl::opt<std::string>
     runtimeDir("runtime-dir", cl::cat(toolCategory),
                cl::desc("Directory of libpattn_runtime.so (default: ../lib "
@@ -229,6 +230,38 @@ static llvm::SmallDenseSet<unsigned> writtenArguments(func::FuncOp function) {
   return indices;
 }
 
+/// The element types loaders pass (python/pattn/_loader.py's dtypes), as
+/// the manifest spells them.
+static constexpr llvm::StringLiteral kLoaderElementTypes[] = {
+    "f16", "bf16", "f32", "i8", "i32", "i64", "f8E4M3FN", "f8E5M2"};
+
+/// Checks what a loader can pass for entry argument `index`: an element
+/// type it has, a contiguous layout (loaders pass contiguous tensors and
+/// describe them with identity strides) and a size within 64-bit bytes.
+static LogicalResult checkEntryBuffer(func::FuncOp function, unsigned index,
+                                      MemRefType type) {
+  Location loc = function.getArgument(index).getLoc();
+  if (!llvm::is_contained(kLoaderElementTypes,
+                          elementName(type.getElementType())))
+    return emitError(loc) << "entry point argument #" << index << " has type "
+                          << type << "; loaders pass buffers of "
+                          << llvm::join(ArrayRef<llvm::StringLiteral>(
+                                            kLoaderElementTypes),
+                                        ", ")
+                          << " elements";
+  if (!type.getLayout().isIdentity())
+    return emitError(loc)
+           << "entry point argument #" << index << " has type " << type
+           << "; loaders pass contiguous buffers: take it with an identity "
+              "layout and make the view inside the function";
+  if (::pattn::exceedsInt64Bytes(type))
+    return emitError(loc) << "entry point argument #" << index << " of type "
+                          << type
+                          << " spans more than 2^63 - 1 bytes; pattn "
+                             "addresses buffers with 64-bit byte offsets";
+  return success();
+}
+
 /// The entry points and their argument buffers, read before lowering: each
 /// argument's name (argumentName), element type, shape, and whether the
 /// function may write it (loaders declare those buffers mutated).
@@ -260,6 +293,8 @@ buildManifest(ModuleOp module, ArrayRef<std::string> chipNames,
                << "entry point argument #" << index << " has type " << type
                << "; pattn entry points take buffers (memrefs) only: pass "
                   "a scalar as a one-element memref";
+      if (failed(checkEntryBuffer(function, index, memref)))
+        return failure();
       llvm::json::Array shape;
       for (int64_t dim : memref.getShape())
         shape.push_back(ShapedType::isDynamic(dim) ? -1 : dim);
@@ -382,6 +417,62 @@ static LogicalResult mergeIntoFatbins(ModuleOp module, StringRef tempDir,
   return result;
 }
 
+/// Writes the kernel objects of --emit=ptx (all of them, to `os`) or
+/// --emit=cubin (one file per chip, <output>.<chip>.cubin; with `-o -` the
+/// one cubin of a one-chip build, to `os`).
+static LogicalResult writeKernelObjects(ModuleOp module, raw_ostream &os,
+                                        std::string &error) {
+  SmallVector<std::pair<gpu::BinaryOp, gpu::ObjectAttr>> objects;
+  module.walk([&](gpu::BinaryOp binary) {
+    for (Attribute attr : binary.getObjects())
+      objects.emplace_back(binary, cast<gpu::ObjectAttr>(attr));
+  });
+  if (emit == "ptx") {
+    for (auto [binary, object] : objects)
+      os << "// pattn-compile: " << binary.getSymName() << " for "
+         << chipOf(object) << "\n"
+         << object.getObject().getValue() << "\n";
+    return success();
+  }
+  if (outputFile == "-") {
+    if (objects.size() != 1) {
+      error = "--emit=cubin -o - writes one cubin to stdout, and this build "
+              "has " +
+              std::to_string(objects.size()) +
+              "; give -o <path> (one <path>.<chip>.cubin each)";
+      return failure();
+    }
+    os << objects.front().second.getObject().getValue();
+    return success();
+  }
+  for (auto [binary, object] : objects) {
+    std::string path = outputFile + "." + chipOf(object) + ".cubin";
+    std::error_code ec;
+    llvm::raw_fd_ostream file(path, ec);
+    if (ec) {
+      error = "cannot write " + path + ": " + ec.message();
+      return failure();
+    }
+    file << object.getObject().getValue();
+  }
+  return success();
+}
+
+/// Whether the module has entry points; a library without any is an error,
+/// the inspection forms (--emit=mlir, llvm, ptx, cubin) only warn.
+static LogicalResult checkHasEntryPoints(ModuleOp module,
+                                         const llvm::json::Object &manifest) {
+  const llvm::json::Array *functions = manifest.getArray("functions");
+  if (functions && !functions->empty())
+    return success();
+  StringRef what = "no function in the module uses pattn ops";
+  if (emit == "so")
+    return emitError(module.getLoc())
+           << what << ", so the library would have no entry points";
+  emitWarning(module.getLoc()) << what << ": the output has no entry points";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Driver
 //===----------------------------------------------------------------------===//
@@ -458,6 +549,11 @@ int main(int argc, char **argv) {
                 "; expected so, mlir, llvm, ptx or cubin");
   if (emit == "so" && outputFile == "-")
     return fail("a shared library needs -o <path>");
+  if (emit == "cubin" && outputFile == "-" && chipNames.size() > 1)
+    return fail("--emit=cubin -o - writes one cubin to stdout, and " +
+                llvm::Twine(chipNames.size()) +
+                " chips are built: give one chip (--chips=sm_90a) or -o "
+                "<path> (one <path>.<chip>.cubin each)");
 
   ::pattn::CompileOptions options;
   options.chips = chipNames;
@@ -471,6 +567,8 @@ int main(int argc, char **argv) {
                  ? ::pattn::buildPAttnToGPUPipeline(pm, options, errorMessage)
                  : ::pattn::buildCompilePipeline(pm, options, errorMessage)))
     return fail(errorMessage);
+  if (failed(checkHasEntryPoints(*module, manifest)))
+    return 1;
   if (failed(pm.run(*module)))
     return 1;
 
@@ -489,25 +587,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (emit == "ptx" || emit == "cubin") {
-    bool ok = true;
-    module->walk([&](gpu::BinaryOp binary) {
-      for (Attribute attr : binary.getObjects()) {
-        auto object = cast<gpu::ObjectAttr>(attr);
-        if (emit == "ptx") {
-          output->os() << "// pattn-compile: " << binary.getSymName() << " for "
-                       << chipOf(object) << "\n"
-                       << object.getObject().getValue() << "\n";
-          continue;
-        }
-        std::string path = outputFile + "." + chipOf(object) + ".cubin";
-        std::error_code ec;
-        llvm::raw_fd_ostream os(path, ec);
-        ok &= !ec;
-        os << object.getObject().getValue();
-      }
-    });
-    if (!ok)
-      return fail("cannot write the cubins next to " + outputFile);
+    if (failed(writeKernelObjects(*module, output->os(), errorMessage)))
+      return fail(errorMessage);
     output->keep();
     return 0;
   }

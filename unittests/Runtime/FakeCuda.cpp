@@ -14,6 +14,8 @@
 #include "FakeCuda.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -21,15 +23,41 @@ using namespace fakecuda;
 
 namespace {
 
+// Set when this library's statics are destroyed (at exit, or when it is
+// unloaded): a call after that would use the destroyed state below, as a
+// call into the real driver after its teardown would use torn-down
+// contexts. Trivially destructible, so it stays readable to the end.
+bool tornDown = false;
+
 State state;
 std::mutex logMutex;
 thread_local std::vector<void *> pushedContexts;
+
+// Constructed after the state, so destroyed before it.
+struct TeardownSentinel {
+  ~TeardownSentinel() { tornDown = true; }
+} sentinel;
+
+/// Ends the process, saying who called, if the fake is being torn down
+/// (tests expect exit status 0 from processes that exit with the runtime
+/// loaded).
+void requireAlive(const char *name) {
+  if (!tornDown)
+    return;
+  std::fprintf(stderr,
+               "fake CUDA driver: %s called after the driver's statics were "
+               "destroyed\n",
+               name);
+  std::fflush(stderr);
+  std::_Exit(86);
+}
 
 unsigned long long bits(const void *pointer) {
   return reinterpret_cast<uintptr_t>(pointer);
 }
 
 void log(const char *name, std::vector<unsigned long long> args = {}) {
+  requireAlive(name);
   std::lock_guard<std::mutex> lock(logMutex);
   state.calls.push_back({name, std::move(args)});
 }
@@ -67,6 +95,7 @@ extern "C" {
 State *fakeCudaState() { return &state; }
 
 int cuGetErrorName(int result, const char **name) {
+  requireAlive("cuGetErrorName");
   const ErrorName *entry = findError(result);
   if (!entry)
     return kInvalidValue;
@@ -75,6 +104,7 @@ int cuGetErrorName(int result, const char **name) {
 }
 
 int cuGetErrorString(int result, const char **text) {
+  requireAlive("cuGetErrorString");
   const ErrorName *entry = findError(result);
   if (!entry)
     return kInvalidValue;
@@ -94,6 +124,7 @@ int cuDeviceGet(int *device, int ordinal) {
 }
 
 int cuDeviceGetAttribute(int *value, int attribute, int /*device*/) {
+  requireAlive("cuDeviceGetAttribute");
   switch (attribute) {
   case 75:
     *value = state.computeMajor;
@@ -119,12 +150,14 @@ int cuDevicePrimaryCtxRetain(void **context, int device) {
 }
 
 int cuCtxGetCurrent(void **context) {
+  requireAlive("cuCtxGetCurrent");
   *context =
       pushedContexts.empty() ? state.currentContext : pushedContexts.back();
   return kSuccess;
 }
 
 int cuCtxGetDevice(int *device) {
+  requireAlive("cuCtxGetDevice");
   *device = 0;
   return kSuccess;
 }

@@ -766,8 +766,8 @@ protected:
     ASSERT_NE(library, nullptr) << dlerror();
   }
 
-  // Closed by each test: its destructor unloads its kernel module through
-  // the fake, which must still be alive (at exit it may not be).
+  // Closed by each test, so that each test sees its own module unload
+  // (at exit the runtime skips the unload: ExitingWithAnArtifactLoaded...).
   void TearDown() override {
     if (library)
       dlclose(library);
@@ -904,6 +904,31 @@ TEST_F(HostSizeChecks, QueryTokensAgainstSequences) {
               HasSubstr("query dim 0 must equal block_table dim 0 (one query "
                         "token per sequence), got 3 against 4"));
   EXPECT_TRUE(callsNamed("cuLaunchKernel").empty());
+}
+
+//===----------------------------------------------------------------------===//
+// Exit
+//===----------------------------------------------------------------------===//
+
+// An artifact left loaded at exit is unloaded by its global destructor,
+// which runs after the driver's exit handlers and statics (the fake's state
+// here, the contexts with the real driver): that teardown must make no
+// driver call. The fake ends a process that calls it then with status 86.
+TEST_F(HostSizeChecks, ExitingWithAnArtifactLoadedCallsNoDriver) {
+  EXPECT_EXIT(
+      {
+        // First a launch that went through, then a call the host checks
+        // refuse (2^40 pages, which no buffer of this test has).
+        appendArguments(4, 4).call<31>(entry("append"));
+        EntryArguments huge;
+        huge.memref({int64_t(1) << 40, 16, 2, 64})
+            .memref({4, 2, 64})
+            .memref({4})
+            .memref({1});
+        huge.call<31>(entry("append"));
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 } // namespace

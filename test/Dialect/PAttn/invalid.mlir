@@ -427,6 +427,69 @@ func.func @f(%s: memref<4x16x128xi8>) {
   return
 }
 
+// -----
+
+// ... also through a full subview or a reinterpret_cast of the same pages.
+!token = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+!tensor = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, tensor>>
+func.func @f(%s: memref<8x64x368xi8>) {
+  // expected-error @below {{binds storage that is also bound as '!pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope>>'}}
+  %w = pattn.bind_cache storage(%s : memref<8x64x368xi8>) : !token
+  %v = memref.subview %s[0, 0, 0] [8, 64, 368] [1, 1, 1] : memref<8x64x368xi8> to memref<8x64x368xi8, strided<[23552, 368, 1]>>
+  %c = memref.cast %v : memref<8x64x368xi8, strided<[23552, 368, 1]>> to memref<8x64x368xi8>
+  %r = pattn.bind_cache storage(%c : memref<8x64x368xi8>) : !tensor
+  return
+}
+
+// -----
+
+!token = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, token>>
+!tensor = !pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope, tensor>>
+func.func @f(%s: memref<8x64x368xi8>) {
+  // expected-error @below {{binds storage that is also bound as '!pattn.record_cache<block_size = 64, record = !pattn.record<nvfp4_ds_mla_fp8_rope>>'}}
+  %w = pattn.bind_cache storage(%s : memref<8x64x368xi8>) : !token
+  %c = memref.reinterpret_cast %s to offset: [0], sizes: [8, 64, 368], strides: [23552, 368, 1] : memref<8x64x368xi8> to memref<8x64x368xi8>
+  %r = pattn.bind_cache storage(%c : memref<8x64x368xi8>) : !tensor
+  return
+}
+
+// -----
+
+// Subviews that share pages 3 and 4 (at static offsets).
+!i8 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+!e4 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>
+func.func @f(%pages: memref<8x16x2x64xi8>) {
+  %lo = memref.subview %pages[0, 0, 0, 0] [5, 16, 2, 64] [1, 1, 1, 1] : memref<8x16x2x64xi8> to memref<5x16x2x64xi8, strided<[2048, 128, 64, 1]>>
+  %lo_pages = memref.cast %lo : memref<5x16x2x64xi8, strided<[2048, 128, 64, 1]>> to memref<5x16x2x64xi8>
+  %hi = memref.subview %pages[3, 0, 0, 0] [5, 16, 2, 64] [1, 1, 1, 1] : memref<8x16x2x64xi8> to memref<5x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 6144>>
+  %hi_any = memref.cast %hi : memref<5x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 6144>> to memref<5x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>>
+  %hi_pages = memref.cast %hi_any : memref<5x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>> to memref<5x16x2x64xi8>
+  // expected-error @below {{binds storage that is also bound as '!pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>'}}
+  %a = pattn.bind_cache storage(%lo_pages : memref<5x16x2x64xi8>) : !i8
+  %b = pattn.bind_cache storage(%hi_pages : memref<5x16x2x64xi8>) : !e4
+  return
+}
+
+// -----
+
+// Static sizes past 2^63 - 1 bytes (2^62 pages of 2048 bytes; 2^60 tokens
+// of 256 bytes) would wrap the generated offsets and grid.
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+func.func @f(%pages: memref<4611686018427387904x16x2x64xi8>) {
+  // expected-error @below {{operand #0 of type 'memref<4611686018427387904x16x2x64xi8>' spans more than 2^63 - 1 bytes}}
+  %c = pattn.bind_cache storage(%pages : memref<4611686018427387904x16x2x64xi8>) : !c
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+func.func @f(%c: !c, %v: memref<1152921504606846976x2x64xf16>, %s: memref<1152921504606846976xi64>, %k: memref<1xf32>) {
+  // expected-error @below {{'pattn.write_cache' op operand #0 of type 'memref<1152921504606846976x2x64xf16>' spans more than 2^63 - 1 bytes}}
+  pattn.write_cache values(%v : memref<1152921504606846976x2x64xf16>) into(%c : !c) slots(%s : memref<1152921504606846976xi64>) scale(%k : memref<1xf32>)
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // pattn.write_cache
 //===----------------------------------------------------------------------===//

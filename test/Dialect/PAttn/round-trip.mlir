@@ -209,8 +209,9 @@ func.func private @backend_attrs() attributes {a = #pattn.backend<xqa>, b = #pat
 // -----
 
 // Distinct page pools carved from one allocation (memref.view at byte
-// offsets) may hold different cache types: only casts and reshapes of the
-// whole buffer count as the same storage.
+// offsets, subviews of disjoint pages, reinterpret_casts at disjoint
+// offsets) may hold different cache types: only overlapping bytes must keep
+// one type.
 // CHECK-LABEL: func.func @pools_in_one_allocation
 // CHECK-COUNT-2: pattn.bind_cache
 func.func @pools_in_one_allocation(%all: memref<16384xi8>) {
@@ -220,6 +221,34 @@ func.func @pools_in_one_allocation(%all: memref<16384xi8>) {
   %hi = memref.view %all[%c8192][] : memref<16384xi8> to memref<4x16x2x64xi8>
   %k = pattn.bind_cache storage(%lo : memref<4x16x2x64xi8>) : !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
   %v = pattn.bind_cache storage(%hi : memref<4x16x2x64xi8>) : !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>
+  return
+}
+
+// CHECK-LABEL: func.func @disjoint_views_of_one_pool
+// CHECK-COUNT-5: pattn.bind_cache
+!i8_cache = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i8, scale = tensor>
+!e4_cache = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f8e4m3, scale = tensor>
+func.func @disjoint_views_of_one_pool(%pages: memref<8x16x2x64xi8>, %dynamic: index) {
+  // Pages 0-3 as i8.
+  %lo = memref.subview %pages[0, 0, 0, 0] [4, 16, 2, 64] [1, 1, 1, 1] : memref<8x16x2x64xi8> to memref<4x16x2x64xi8, strided<[2048, 128, 64, 1]>>
+  %lo_pages = memref.cast %lo : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1]>> to memref<4x16x2x64xi8>
+  %a = pattn.bind_cache storage(%lo_pages : memref<4x16x2x64xi8>) : !i8_cache
+  // Pages 4-7 as e4m3, through a subview and through a reinterpret_cast.
+  %hi = memref.subview %pages[4, 0, 0, 0] [4, 16, 2, 64] [1, 1, 1, 1] : memref<8x16x2x64xi8> to memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 8192>>
+  %hi_any = memref.cast %hi : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 8192>> to memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>>
+  %hi_pages = memref.cast %hi_any : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>> to memref<4x16x2x64xi8>
+  %b = pattn.bind_cache storage(%hi_pages : memref<4x16x2x64xi8>) : !e4_cache
+  %re = memref.reinterpret_cast %pages to offset: [8192], sizes: [4, 16, 2, 64], strides: [2048, 128, 64, 1] : memref<8x16x2x64xi8> to memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 8192>>
+  %re_any = memref.cast %re : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 8192>> to memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>>
+  %re_pages = memref.cast %re_any : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>> to memref<4x16x2x64xi8>
+  %c = pattn.bind_cache storage(%re_pages : memref<4x16x2x64xi8>) : !e4_cache
+  // Back at offset 0 (reinterpret_cast offsets are absolute): %a's bytes, as i8.
+  %base = memref.reinterpret_cast %re to offset: [0], sizes: [4, 16, 2, 64], strides: [2048, 128, 64, 1] : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: 8192>> to memref<4x16x2x64xi8>
+  %d = pattn.bind_cache storage(%base : memref<4x16x2x64xi8>) : !i8_cache
+  // A dynamic offset proves nothing: the caller's contract.
+  %dyn = memref.subview %pages[%dynamic, 0, 0, 0] [4, 16, 2, 64] [1, 1, 1, 1] : memref<8x16x2x64xi8> to memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>>
+  %dyn_pages = memref.cast %dyn : memref<4x16x2x64xi8, strided<[2048, 128, 64, 1], offset: ?>> to memref<4x16x2x64xi8>
+  %e = pattn.bind_cache storage(%dyn_pages : memref<4x16x2x64xi8>) : !e4_cache
   return
 }
 

@@ -202,24 +202,6 @@ addEffects(Operation *op, ArrayRef<OpOperand *> written,
 // BindCacheOp
 //===----------------------------------------------------------------------===//
 
-/// The buffer `value` views in full: through casts and reshapes, which keep
-/// every byte where it is. Views of a part (subview, view, reinterpret_cast)
-/// are not followed: distinct page pools carved from one allocation are
-/// legal, and two subviews of the same range are the caller's contract.
-static Value sameMemoryRoot(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (auto cast = dyn_cast<memref::CastOp>(op))
-      value = cast.getSource();
-    else if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
-      value = expand.getSrc();
-    else if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op))
-      value = collapse.getSrc();
-    else
-      break;
-  }
-  return value;
-}
-
 LogicalResult BindCacheOp::verify() {
   Operation *op = getOperation();
   auto isByte = [](Type t) { return t.isSignlessInteger(8); };
@@ -277,28 +259,10 @@ LogicalResult BindCacheOp::verify() {
 
   // One storage has one meaning: bytes written as one cache type (say an
   // nvfp4 record with per-token scales) must never be read as another, also
-  // when one binding goes through a cast or reshape of the same buffer.
-  // The bindings of the same memory are the users of its root and of the
-  // full views (casts, reshapes) made from it.
-  SmallVector<Value> views = {sameMemoryRoot(getStorage())};
-  BindCacheOp clash;
-  for (size_t i = 0; i < views.size() && !clash; ++i)
-    for (Operation *user : views[i].getUsers()) {
-      if (isa<memref::CastOp, memref::ExpandShapeOp, memref::CollapseShapeOp>(
-              user)) {
-        views.push_back(user->getResult(0));
-        continue;
-      }
-      auto other = dyn_cast<BindCacheOp>(user);
-      if (other && other != *this && other.getStorage() == views[i] &&
-          other.getType() != getType()) {
-        clash = other;
-        break;
-      }
-    }
-  if (clash)
+  // when a binding goes through a view of the same bytes.
+  if (Operation *clash = findBindingOfOverlappingBytes(op))
     return emitOpError() << "binds storage that is also bound as "
-                         << clash.getType()
+                         << clash->getResult(0).getType()
                          << "; a cache is read with the type it was written "
                             "with";
   return success();

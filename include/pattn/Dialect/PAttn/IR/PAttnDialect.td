@@ -33,7 +33,13 @@ def PAttn_Dialect : Dialect {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+// Every memref operand's static size fits 64-bit byte offsets
+// (pattn/Dialect/PAttn/IR/BufferRules.h).
+def PAttn_BuffersFitInt64 : NativeOpTrait<"BuffersFitInt64"> {
+  let cppNamespace = "::pattn";
+}
+
 class PAttn_Op<string mnemonic, list<Trait> traits = []>
-    : Op<PAttn_Dialect, mnemonic, traits>;
+    : Op<PAttn_Dialect, mnemonic, !listconcat(traits, [PAttn_BuffersFitInt64])>;
 
 #endif // PATTN_DIALECT_PATTN_IR_PATTNDIALECT_TD

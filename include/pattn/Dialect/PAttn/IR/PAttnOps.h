@@ -10,6 +10,7 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "pattn/Dialect/PAttn/IR/BufferRules.h"
 #include "pattn/Dialect/PAttn/IR/PAttnDialect.h"
 
 #define GET_OP_CLASSES

@@ -30,8 +30,11 @@ def PAttn_BindCacheOp : PAttn_Op<"bind_cache",
     - `token_scales`: f32 [blocks, block_size, kv_heads], required exactly
       for `token` granularity.
 
-    Binding the same storage as records of two different types (e.g. a
-    per-token nvfp4 record read in tensor mode) is an error.
+    Binding overlapping bytes as two different cache types (e.g. a
+    per-token nvfp4 record read in tensor mode) is an error. Overlap is
+    followed through views of one buffer: casts and reshapes, and subviews
+    and reinterpret_casts at static offsets (views at dynamic offsets are
+    the caller's contract).
 
     Example:
     ```mlir
