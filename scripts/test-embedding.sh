@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The installed package, as a compiler that embeds pattn uses it: installs
 # the build into a fresh prefix, configures test/embedding against it with
-# clang-22 and with GCC 12, builds it, and FileChecks its output on the
-# bundled example. Run by scripts/test.sh.
+# clang-22 and with GCC 12, builds it (pattn-embed, and the README's
+# example as pattn-readme), and FileChecks their output on the bundled
+# example. Run by scripts/test.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -29,5 +30,7 @@ for compiler in clang++-22 g++-12; do
   ninja -C "$consumer" >/dev/null
   "$consumer/pattn-embed" "$root/examples/decode_int4.mlir" |
     "$filecheck" "$root/test/embedding/pattn-embed.check"
+  "$consumer/pattn-readme" "$root/examples/decode_int4.mlir" |
+    "$filecheck" "$root/test/embedding/pattn-readme.check"
   echo "test-embedding: the consumer built with $compiler against $prefix passes"
 done

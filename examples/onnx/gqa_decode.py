@@ -55,11 +55,13 @@ past_k, past_v = torch.randn(B, KV, S, D, **f16), torch.randn(B, KV, S, D, **f16
 seqlens_k = torch.tensor([10, 200, 3000, 4095], dtype=torch.int32, device="cuda")  # total - 1
 query, key, value = (torch.randn(B, 1, n * D, **f16) for n in (H, KV, KV))
 out = torch.empty(B, 1, H * D, **f16)
-b = torch.arange(B, dtype=torch.int32, device="cuda")
-lib.attn(query=query.view(B, H, D), key=key.view(B, KV, D), value=value.view(B, KV, D),
-         past_key_values_0_key=past_k.view(torch.int8), past_key_values_0_value=past_v.view(torch.int8),
-         block_table=b.view(B, 1), slots=b * S + seqlens_k, total_seqlens=seqlens_k + 1,
-         attn_out=out.view(B, H, D))       # names from manifest["functions"][0]["args"]
+# The ONNX tensors, by name, become the function's arguments: views of the
+# same buffers, plus block_table, slots and total_seqlens computed from
+# seqlens_k (docs/ONNX.md, "Calling an imported function").
+args = pattn.onnx.call_arguments(manifest["functions"][0], {
+    "query": query, "key": key, "value": value, "past_key_values.0.key": past_k,
+    "past_key_values.0.value": past_v, "seqlens_k": seqlens_k, "attn_out": out})
+lib.attn(**args)
 # The same step in torch, over the cache the call just wrote the new token into.
 q = query.view(B, H, 1, D).float()
 k, v = (c.repeat_interleave(H // KV, 1).float() for c in (past_k, past_v))

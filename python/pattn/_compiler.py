@@ -52,7 +52,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 from ._errors import (CacheWarning, CompileError, _CompileArgumentError,
                       _CompileArgumentTypeError, _rejects_bad_calls)
 from ._loader import (_BadElf, _inspect_elf, checksum_problem, file_sha256,
-                      write_checksum)
+                      give_umask_mode, write_checksum)
 from ._version import __version__
 
 try:
@@ -407,6 +407,7 @@ def _write_sidecar(entry: str, identity: _Identity, source: PathLike,
             with os.fdopen(handle, "w", encoding="utf-8") as file:
                 json.dump(record, file, indent=1, sort_keys=True)
                 file.write("\n")
+            give_umask_mode(temporary)
             os.replace(temporary, target)
         finally:
             _remove(temporary)
@@ -481,6 +482,7 @@ def _publish(temporary: str, target: str) -> None:
     reader ever sees a partial file (a reader between the two renames sees
     a mismatch and waits on the entry's lock)."""
     _fsync(temporary)
+    give_umask_mode(temporary, executable=True)  # as a linker makes a .so
     digest = file_sha256(temporary)
     write_checksum(target, digest)
     os.replace(temporary, target)

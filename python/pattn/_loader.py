@@ -401,6 +401,28 @@ def file_sha256(path: "os.PathLike[str] | str") -> str:
     return digest.hexdigest()
 
 
+def process_umask() -> int:
+    """The process's umask, read without changing it where Linux reports
+    it (/proc/self/status), else by setting and restoring it."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def give_umask_mode(path: str, executable: bool = False) -> None:
+    """Gives ``path`` (a temporary file about to be renamed into place) the
+    mode a file created under the umask would have: 0666, or 0777 for
+    ``executable``, less the umask. ``tempfile.mkstemp`` makes files 0600,
+    which would keep a cache filled by one account (a build machine)
+    unreadable by another (a serving account)."""
+    os.chmod(path, (0o777 if executable else 0o666) & ~process_umask())
+
+
 def write_checksum(path: "os.PathLike[str] | str",
                    digest: Optional[str] = None) -> str:
     """Writes ``<path>.sha256`` atomically (a temporary file renamed over
@@ -416,6 +438,7 @@ def write_checksum(path: "os.PathLike[str] | str",
             file.write(f"{digest}  {os.path.basename(path)}\n")
             file.flush()
             os.fsync(file.fileno())
+        give_umask_mode(temporary)
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):

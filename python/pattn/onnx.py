@@ -40,9 +40,10 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import ir
 from ._errors import ArgumentError
+from ._onnx_arguments import call_arguments
 
 __all__ = ["AttentionNode", "Reason", "UnsupportedNodeError", "analyze",
-           "import_model", "main", "write_outputs"]
+           "call_arguments", "import_model", "main", "write_outputs"]
 
 DOMAIN = "com.microsoft"
 OP_TYPES = ("PagedAttention", "GroupQueryAttention")
@@ -601,11 +602,16 @@ class _Builder:
             "aliases": why})
 
     def computed_arg(self, name: str, type: ir.Type, sources: Sequence[str],
-                     formula: str) -> ir.Value:
-        """An argument the caller computes from ONNX inputs."""
+                     formula: str, rule: dict) -> ir.Value:
+        """An argument the caller computes from ONNX inputs: ``formula``
+        says how in words, ``rule`` names it for call_arguments
+        (pattn/_onnx_arguments.py), with its constants."""
         value = self.f.arg(self._name(name, None), type)
         self.computed.append({"arg": value.name, "arg_type": str(type),
-                              "from": list(sources), "formula": formula})
+                              "from": list(sources),
+                              "from_onnx": {slot: self.node.inputs.get(slot)
+                                            for slot in sources},
+                              "formula": formula, "rule": rule})
         return value
 
     def constant(self, slot: str, values: list, shape: Sequence[int],
@@ -971,7 +977,7 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
                                                     "length"],
         "past_seqlens[b] + cumulative_sequence_length[b+1] - "
         "cumulative_sequence_length[b] (pattn's seq_lens count the new "
-        "tokens)")
+        "tokens)", {"rule": "past_plus_new"})
     block_table = b.onnx_arg("block_table", ir.memref([None, None], "i32"))
     if "slot_mapping" in n.inputs:
         slots = b.onnx_arg("slot_mapping", ir.memref([tokens], "i32"),
@@ -984,7 +990,8 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
             "cumulative_sequence_length[b+1]-cumulative_sequence_length[b]),"
             " p = past_seqlens[b] + i, slot = block_table[b][p // "
             f"{k_type.block_size}] * {k_type.block_size} + p % "
-            f"{k_type.block_size}, as ONNX Runtime derives it")
+            f"{k_type.block_size}, as ONNX Runtime derives it",
+            {"rule": "slots_after_past", "block_size": k_type.block_size})
     b.notes["past_seqlens"] = ("not an argument: it enters through "
                                f"{total.name}" + (
                                    " and slot_mapping"
@@ -1215,9 +1222,12 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                              _bytes_view(n.tensor("past_value"), storage) +
                              "; page b is sequence b", written=True)
         block_table = b.computed_arg(
-            "block_table", ir.memref([batch, 1], "i32"), [],
+            "block_table", ir.memref([batch, 1], "i32"), ["seqlens_k"],
             "torch.arange(batch_size, dtype=torch.int32).view(-1, 1): "
-            "sequence b is page b (compute once)")
+            "sequence b is page b (compute once)",
+            {"rule": "page_per_sequence"})
+        slots_rule = {"rule": "sequence_page_slots", "page_tokens": cache_seq,
+                      "query_tokens": seq}
         slots_formula = (f"b * {cache_seq} + seqlens_k[b] + 1 - {seq} + i "
                          f"for the token i < {seq} of sequence b (the "
                          "position ONNX Runtime appends at)")
@@ -1231,13 +1241,18 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
             f"a paged copy of past_key: pages[block_table[b][s // {block}],"
             f" s % {block}, h, :] = past_key[b, h, s, :] (the bytes of a "
             f"{act} [num_blocks, {block}, {kv_heads}, {head_dim}] tensor); "
-            "the caller keeps this paged cache instead of the BNSH buffer")
+            "the caller keeps this paged cache instead of the BNSH buffer",
+            {"rule": "caller_held"})
         v_pages = b.computed_arg(
             "past_value_pages", storage, ["past_value"],
-            "a paged copy of past_value, as past_key_pages")
+            "a paged copy of past_value, as past_key_pages",
+            {"rule": "caller_held"})
         block_table = b.computed_arg(
             "block_table", ir.memref([batch, None], "i32"), [],
-            "the caller's page table of the paged copies")
+            "the caller's page table of the paged copies",
+            {"rule": "caller_held"})
+        slots_rule = {"rule": "paged_copy_slots", "block_size": block,
+                      "query_tokens": seq}
         slots_formula = (f"p = seqlens_k[b] + 1 - {seq} + i, slot = "
                          f"block_table[b][p // {block}] * {block} + p % "
                          f"{block}, for the token i < {seq} of sequence b")
@@ -1246,15 +1261,17 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
         b.notes["past_value"] = ("converted: see past_value_pages; "
                                  "present_value likewise")
     slots = b.computed_arg("slots", ir.memref([tokens], "i32"),
-                           ["seqlens_k"], slots_formula)
+                           ["seqlens_k"], slots_formula, slots_rule)
     total = b.computed_arg("total_seqlens", ir.memref([batch], "i32"),
                            ["seqlens_k"], "seqlens_k + 1 (seqlens_k is "
-                           "each sequence's total length minus one)")
+                           "each sequence's total length minus one)",
+                           {"rule": "total_is_seqlens_k_plus_one"})
     query_start = None
     if seq > 1:
         query_start = b.computed_arg(
-            "query_start", ir.memref([None], "i32"), [],
-            f"torch.arange(batch_size + 1, dtype=torch.int32) * {seq}")
+            "query_start", ir.memref([None], "i32"), ["seqlens_k"],
+            f"torch.arange(batch_size + 1, dtype=torch.int32) * {seq}",
+            {"rule": "uniform_query_start", "query_tokens": seq})
     out = b.output_arg("output", ir.memref([tokens, heads, head_dim], act),
                        f"(batch_size, {seq}, {heads}*{head_dim}) viewed as "
                        f"[batch_size*{seq}, {heads}, {head_dim}]")

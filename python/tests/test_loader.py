@@ -12,6 +12,7 @@ import json
 import math
 import os
 import pathlib
+import shutil
 import stat
 import subprocess
 import sys
@@ -1016,3 +1017,36 @@ def test_artifact_cache_compiles_once_then_needs_no_compiler(fake_compiler,
     # Other chips or another source are other entries.
     other = pattn.compile(MLIR, chips="sm_80", compiler=compiler)
     assert other != first
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_artifact_cache_entries_follow_the_umask(fake_compiler, tmp_path,
+                                                 monkeypatch, umask):
+    """Cache files get the modes files created under the umask get (issue
+    32 §11): a cache filled by one account is readable by another where the
+    umask lets it (they used to be 0600 whatever the umask)."""
+    script, _ = fake_compiler
+    # An install tree: bin/pattn-compile and the lib/libpattn_runtime.so
+    # the cache copies beside its entries.
+    compiler = tmp_path / "tool" / "bin" / "pattn-compile"
+    compiler.parent.mkdir(parents=True)
+    shutil.copy2(script, compiler)
+    (tmp_path / "tool" / "lib").mkdir()
+    (tmp_path / "tool" / "lib" / "libpattn_runtime.so").write_bytes(
+        b"\x7fELF stands in for the runtime")
+    cache = tmp_path / "artifacts"
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(cache))
+    previous = os.umask(umask)
+    try:
+        entry = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    finally:
+        os.umask(previous)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode)
+             for path in cache.iterdir() if not path.name.endswith(".lock")}
+    base = os.path.basename(entry)[:-len(".so")]
+    assert modes[base + ".so"] == 0o777 & ~umask
+    assert modes[base + ".so.sha256"] == 0o666 & ~umask
+    assert modes[base + ".json"] == 0o666 & ~umask
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o777 & ~umask
+    assert modes["libpattn_runtime.so"] == 0o777 & ~umask
+    assert modes["libpattn_runtime.so.sha256"] == 0o666 & ~umask

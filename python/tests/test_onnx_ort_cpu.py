@@ -164,3 +164,28 @@ def test_head_sink_and_softcap():
     assert np.abs(want - out).max() < 2e-3
     without = _attention64(q, pk, pv, total, softcap=5.0)
     assert np.abs(without - out).max() > 1e-2  # the sinks matter here
+
+
+def test_call_arguments_slots_are_where_onnx_runtime_appends():
+    """pattn.onnx.call_arguments' slots and total_seqlens (issue 32 §10),
+    against ONNX Runtime's present_key: slot s is page s // S, token s % S,
+    and that is the row ORT wrote the new key into."""
+    model = _node_model({})
+    feeds, out, pk, pv = _run(model)
+    _, manifest = importer.import_model(model)
+    (entry,) = manifest["functions"]
+    tensors = dict(feeds, output=out.reshape(B, 1, H * D).copy())
+    args = importer.call_arguments(entry, tensors)
+    slots, total = args["slots"], args["total_seqlens"]
+    assert total.tolist() == (feeds["seqlens_k"] + 1).tolist()
+    new_keys = feeds["key"].reshape(B, KV, D)
+    for b in range(B):
+        page, token = divmod(int(slots[b]), S)
+        assert page == b
+        assert np.array_equal(pk[b, :, token], new_keys[b])
+        # The rows before it are the past ones (ORT's CPU present holds
+        # nothing after the total length).
+        assert np.array_equal(pk[b, :, :token], feeds["past_key"][b, :, :token])
+    # The caches are the feeds' buffers, as the pattn call writes them.
+    (k_item,) = [i for i in entry["inputs"] if i["input"] == "past_key"]
+    assert np.shares_memory(args[k_item["arg"]], feeds["past_key"])

@@ -1,6 +1,12 @@
 """Installing the Python package (issue 9 §3): `pip install .` at the
 repository root, with the version from VERSION.
 
+The README's own command, `pip install .` with build isolation (pip fetches
+setuptools from PyPI), runs on a clean copy of the tree (issue 32 §1: it
+failed on a fresh clone, which has no .build-python); it skips, saying
+why, where PyPI cannot be reached, except in CI (CI=true), where it must
+run.
+
 The build runs offline (``--no-index --no-build-isolation``, so the
 installed setuptools builds it) on a copy of what the build reads, so that
 no scratch folder lands in the checkout; it skips, saying why, where
@@ -157,3 +163,56 @@ def test_pip_install_target_imports_outside_the_checkout(source_copy,
                              PATTN_COMPILE=str(tmp_path / "nope"))
     assert "PATTN_COMPILE names" in missing["error"]
     assert "which does not exist" in missing["error"]
+
+
+def _clean_tree_copy(destination: pathlib.Path) -> pathlib.Path:
+    """The files a fresh clone has (tracked, plus new files not ignored),
+    copied from this checkout without its build trees and scratch."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    if listed.returncode != 0:
+        pytest.skip(f"git cannot list the tree: {listed.stderr.decode()[-300:]}")
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = REPO / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+_OFFLINE_SIGNS = ("Could not find a version that satisfies the requirement "
+                  "setuptools", "Failed to establish a new connection",
+                  "Temporary failure in name resolution", "Network is "
+                  "unreachable", "No matching distribution found for "
+                  "setuptools")
+
+
+def test_readme_pip_install_works_on_a_clean_tree(tmp_path):
+    """`pip install .` as the README says it (build isolation, no flags)."""
+    readme = (REPO / "README.md").read_text()
+    assert "pip install ." in readme
+    tree = _clean_tree_copy(tmp_path / "clone")
+    assert not (tree / ".build-python").exists()
+    assert not (tree / "build").exists()
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps",
+         "--disable-pip-version-check", "--no-cache-dir", "--target",
+         str(site), "."], cwd=tree, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, check=False)
+    if result.returncode != 0 and any(sign in result.stdout
+                                      for sign in _OFFLINE_SIGNS):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must reach PyPI to test the README's pip "
+                        "install:\n" + result.stdout[-3000:])
+        pytest.skip("PyPI is unreachable: pip cannot fetch setuptools for "
+                    "an isolated build")
+    assert result.returncode == 0, result.stdout[-4000:]
+    outcome = _run_installed(site, tmp_path)
+    assert outcome["version"] == VERSION
+    assert outcome["file"] == str(site / "pattn" / "__init__.py")
+    # setuptools' scratch went to .build-python and python/, never into a
+    # build/ that would be CMake's.
+    assert not (tree / "build").exists()
