@@ -52,8 +52,7 @@ LogicalResult pattn::verifyBuffersFitInt64(Operation *op) {
     auto type = dyn_cast<MemRefType>(operand.get().getType());
     if (type && exceedsInt64Bytes(type))
       return op->emitOpError()
-             << "operand #" << operand.getOperandNumber() << " of type "
-             << type
+             << "operand #" << operand.getOperandNumber() << " of type " << type
              << " spans more than 2^63 - 1 bytes; pattn addresses buffers "
                 "with 64-bit byte offsets";
   }
@@ -140,11 +139,12 @@ static std::optional<int64_t> beginOf(Operation *user, const View &view,
   if (auto subview = dyn_cast<memref::SubViewOp>(user)) {
     SmallVector<int64_t> strides;
     int64_t offset;
-    if (!view.begin || failed(subview.getSourceType().getStridesAndOffset(
-                           strides, offset)))
+    if (!view.begin ||
+        failed(subview.getSourceType().getStridesAndOffset(strides, offset)))
       return std::nullopt;
     int64_t begin = *view.begin;
-    for (auto [start, stride] : llvm::zip(subview.getStaticOffsets(), strides)) {
+    for (auto [start, stride] :
+         llvm::zip(subview.getStaticOffsets(), strides)) {
       int64_t step;
       if (ShapedType::isDynamic(start) || ShapedType::isDynamic(stride) ||
           llvm::MulOverflow(start, stride, step) ||
@@ -197,8 +197,9 @@ static bool overlap(const Binding &a, const Binding &b) {
 Operation *pattn::findBindingOfOverlappingBytes(Operation *bindCache) {
   auto self = cast<BindCacheOp>(bindCache);
   SmallVector<Binding> bindings = bindingsOf(rootBuffer(self.getStorage()));
-  const Binding *mine = llvm::find_if(
-      bindings, [&](const Binding &binding) { return binding.op == bindCache; });
+  const Binding *mine = llvm::find_if(bindings, [&](const Binding &binding) {
+    return binding.op == bindCache;
+  });
   if (mine == bindings.end())
     return nullptr;
   for (const Binding &other : bindings)
