@@ -2,6 +2,9 @@
 # Configures (once) and builds pattn into build/ (override with BUILD_DIR).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# ccache keys on paths relative to the checkout, so that a fresh clone in
+# another folder (as CI makes one) reuses what an earlier clone compiled.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 build="${BUILD_DIR:-$root/build}"
 
 if [ ! -f "$build/build.ninja" ]; then

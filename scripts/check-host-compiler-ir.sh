@@ -8,6 +8,9 @@
 # without the chips' conversion instructions.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# ccache keys on paths relative to the checkout, so that a fresh clone in
+# another folder (as CI makes one) reuses what an earlier clone compiled.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 clang_build="${BUILD_DIR:-$root/build}"
 gcc_build="${GCC_BUILD_DIR:-$root/build-gcc}"
 

@@ -12,6 +12,9 @@
 # that was reproduced before landing); unset, every run explores afresh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# ccache keys on paths relative to the checkout, so that a fresh clone in
+# another folder (as CI makes one) reuses what an earlier clone compiled.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 seconds="${1:-300}"
 build="$root/build-asan"
 cd "$root"
