@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --split-input-file --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 
 // The instruction budget of the XQA decode's codecs (docs/Lowering.md,
 // "Instructions per key step"). An int4 word decodes as four f16 pairs:
@@ -23,3 +23,45 @@ func.func @decode(%kp: memref<?x16x8x64xi8>, %vp: memref<?x16x8x64xi8>, %q: memr
   return
 }
 
+// -----
+
+// With g x max_query_len <= 8 real rows (g = 4, one token) the upper half
+// of the m16 tile (rows g + 8) is padding and never computed: a step's
+// online softmax takes 5 exponentials per thread (the row's decay and 4
+// weights) instead of 10.
+// CHECK-LABEL: gpu.func @pattn_xqa_decode_{{[0-9a-f]+}}
+// CHECK:   scf.for
+// CHECK:     nvvm.vote.sync  all
+// CHECK-COUNT-5: llvm.nvvm.ex2.approx.ftz.f32
+// CHECK-NOT: llvm.nvvm.ex2.approx.ftz.f32
+// CHECK:     nvvm.vote.sync  any
+// CHECK-LABEL: gpu.func @pattn_merge_{{[0-9a-f]+}}
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @decode(%kp: memref<?x16x8x256xi8>, %vp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !c
+  %v = pattn.bind_cache storage(%vp : memref<?x16x8x256xi8>) : !c
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !c) value(%v : !c)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
+
+// -----
+
+// Four query tokens (16 rows): both halves are real, 10 exponentials.
+// CHECK-LABEL: gpu.func @pattn_xqa_decode_{{[0-9a-f]+}}
+// CHECK:   scf.for
+// CHECK:     nvvm.vote.sync  all
+// CHECK-COUNT-10: llvm.nvvm.ex2.approx.ftz.f32
+// CHECK-NOT: llvm.nvvm.ex2.approx.ftz.f32
+// CHECK:     nvvm.vote.sync  any
+// CHECK-LABEL: gpu.func @pattn_merge_{{[0-9a-f]+}}
+!c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @decode(%kp: memref<?x16x8x256xi8>, %vp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !c
+  %v = pattn.bind_cache storage(%vp : memref<?x16x8x256xi8>) : !c
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !c) value(%v : !c)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 4 : i64}
+  return
+}

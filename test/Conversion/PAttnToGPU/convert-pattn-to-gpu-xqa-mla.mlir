@@ -78,7 +78,7 @@
 // gathered by one prmt into a B register, decoded, f16 mma accumulating
 // straight into the loop's accumulators.
 // CHECK:     nvvm.vote.sync any
-// CHECK:     llvm.nvvm.ex2.approx.f32
+// CHECK:     llvm.nvvm.ex2.approx.ftz.f32
 // CHECK:     arith.cmpi sgt, {{.*}}, %c5_i32 : i32
 // CHECK:     scf.if
 // CHECK:       scf.if

@@ -21,14 +21,16 @@
 // including a key-liveness flag per key of the 4-stage ring of 64-key tiles.
 // CHECK: gpu.func @pattn_xqa_decode_{{[0-9a-f]+}}({{[^)]*}}) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK:   gpu.dynamic_shared_memory
+// CHECK:   memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [%{{.*}}], strides: [1] : memref<?x16x8x128xi8> to memref<?xi8>
 // CHECK:   memref.view {{.*}} to memref<256xi32, #gpu.address_space<workgroup>>
 // The query tile, then the query fragments kept in registers.
 // CHECK:   gpu.barrier
 // CHECK:   nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // The ring's prologue: 16-byte cp.async copies that zero-fill dead keys
 // (a source size operand), nvfp4 group scales (8 bytes a row) and per-token
-// scales, one commit group per stage.
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 16, %{{.*}} {bypassL1} : memref<?x16x8x128xi8> to memref<65792xi8
+// scales, one commit group per stage; the storage is read as one byte
+// array (above), so a thread's copies differ by a page and a constant.
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 16, %{{.*}} {bypassL1} : memref<?xi8> to memref<65792xi8
 // CHECK:   nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} : memref<?x16x8x8xf8E4M3FN> to memref<65792xf8E4M3FN
 // CHECK:   nvgpu.device_async_copy %{{.*}}, 1, %{{.*}} : memref<?x16x8xf32> to memref<16448xf32
 // CHECK:   nvvm.cp.async.commit.group
@@ -48,7 +50,7 @@
 // Interior steps skip the masks (a warp vote over the keys' liveness);
 // the softmax runs in base 2 on ex2.approx and rescales only on a vote.
 // CHECK:     nvvm.vote.sync  all
-// CHECK:     llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// CHECK:     llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:     nvvm.vote.sync  any
 // P V: V codes by ldmatrix.trans, decoded in registers.
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<64x40xf16

@@ -146,6 +146,16 @@ static Type xqaOperandType(PagedAttentionOp op) {
   return builder.getF16Type();
 }
 
+/// The XQA blocks per SM that a plan of `rows` promises: as many as
+/// shared memory allows, but at most 3 with two m-tiles (32 rows), whose
+/// 64 accumulators, 16 scores and two query tiles spilled 160 bytes a
+/// thread under the 128 registers of a fourth block (i4, 8 query tokens).
+static int64_t xqaPlannedBlocks(int64_t rows, int64_t sharedBytes,
+                                ArrayRef<Chip> chips) {
+  int64_t blocks = xqaResidentBlocks(sharedBytes, chips);
+  return rows > 16 ? std::min<int64_t>(blocks, 3) : blocks;
+}
+
 /// An XQA plan of `op` for `chips` with the given tiling; the schedule's
 /// split bounds are the defaults (DecodePlan.h).
 static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -154,7 +164,7 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
                                int64_t split, int64_t sharedBytes) {
   SmallVector<int64_t> resident;
   for (Chip chip : chips)
-    resident.push_back(xqaResidentBlocks(sharedBytes, chip));
+    resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip));
   return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
                           stages, keyWarps, valueWarps, split, sharedBytes,
                           resident, kBlockThreads, kXqaLeastTilesPerSplit,
@@ -192,7 +202,7 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
           layoutXqaShared(key, value, rows, tile, stages, keyWarps);
       if (layout.total > sharedLimit)
         continue;
-      int64_t blocks = xqaResidentBlocks(layout.total, chips);
+      int64_t blocks = xqaPlannedBlocks(rows, layout.total, chips);
       int64_t inFlight = blocks * (stages - 1) * layout.stageBytes;
       if (inFlight > bestInFlight ||
           (inFlight == bestInFlight && blocks > bestBlocks)) {

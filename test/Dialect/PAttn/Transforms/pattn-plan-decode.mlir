@@ -38,9 +38,10 @@ func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt
 }
 
 // 8 query tokens x g = 4: 32 rows, two m-tiles; D256 outputs need the four
-// warps split over the value channels.
+// warps split over the value channels. Two m-tiles hold at most 3 blocks
+// per SM (168 registers; 128 spilled), so the ring takes 64-key tiles.
 // H200-LABEL: func.func @i4_d256_spec
-// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 32, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 54272, resident_blocks = [4], targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 72960, resident_blocks = [3], targets = [sm_90a]>
 // PORT-LABEL: func.func @i4_d256_spec
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>

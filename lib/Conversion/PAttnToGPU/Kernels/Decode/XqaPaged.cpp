@@ -94,19 +94,29 @@ SmallVector<Value> XqaBuilder::decodeHalves(const XqaSide &side, Value word,
   return pairs;
 }
 
-Value XqaBuilder::groupScalePair(const XqaSide &side, Value stageBase,
-                                 Value keyLow, Value keyHigh, Value group) {
-  Value all = view(0, {layout.total}, builder.getIntegerType(8));
-  Value scales = kb.add(stageBase, index(side.groupOffset));
-  scales = kb.add(scales, group);
-  Value lowAt = kb.add(scales, kb.mul(keyLow, index(side.groupStride)));
-  Value highAt = kb.add(scales, kb.mul(keyHigh, index(side.groupStride)));
-  Value low = kb.loadByte(all, {lowAt});
-  Value high = kb.loadByte(all, {highAt});
-  // Bytes 0 and 2 of a word decode as the two halves of one e4m3 pair; the
-  // scale x code products are exact in f16 (4 significant bits).
-  Value word = kb.ori(low, kb.shl(high, kb.i32(16)));
-  return decodeWordHalves(kb, Encoding::f8e4m3, word)[0];
+Value XqaBuilder::groupScaleWord(const XqaSide &side, Value stageBase,
+                                 Value keyIndex, Value word) {
+  // head_dim / 16 bytes per key, a multiple of 4 on XQA (head_dim 64, 128
+  // or 256): word `word` holds groups 4 word ... 4 word + 3.
+  Value scales = view(0, {layout.total / 4}, builder.getI32Type());
+  Value at = kb.add(stageBase, index(side.groupOffset));
+  at = kb.add(at, kb.mul(keyIndex, index(side.groupStride)));
+  at = kb.add(kb.divs(at, index(4)), word);
+  return kb.load(scales, {at});
+}
+
+Value XqaBuilder::groupScalePair(Value low, Value high, Value byte) {
+  // One prmt puts byte `byte` of `low` and of `high` where the e4m3 pair
+  // decoder reads its two halves (bytes 0 and 1 for cvt, 0 and 2 for the
+  // bit trick); the scale x code products are exact in f16 (4 significant
+  // bits). Both selectors are per thread: LLVM hoists them.
+  Value highByte = kb.add(byte, kb.i32(4));
+  int32_t highAt = kb.hardwareFp8 ? 4 : 8;
+  Value selector = kb.ori(byte, kb.shl(highByte, kb.i32(highAt)));
+  Value word =
+      NVVM::PermuteOp::create(builder, kb.loc, builder.getI32Type(), low, high,
+                              selector, NVVM::PermuteMode::DEFAULT);
+  return decodeWordPairs(kb, Encoding::f8e4m3, word).front().pair;
 }
 
 Value XqaBuilder::tokenScalePair(const XqaSide &side, Value stageBase,
@@ -142,6 +152,7 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
                                          Value n0) {
   // S = Q Kᵀ, two K segments (16 to 64 channels) per ldmatrix.
   SmallVector<Value> scores(mTiles * 8, zeroF32);
+
   for (int64_t a = 0; a < key.segments; a += 2) {
     Value segment = index(a);
     SmallVector<Value> words =
@@ -164,14 +175,14 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
         for (int64_t nt = 0; nt < 2; ++nt) {
           Value scale;
           if (key.groupOffset >= 0) {
-            // Key n0 + 8 nt + g, channels from 8t: group
-            // 2 (a + sigma) + t / 2.
-            Value keyIndex = kb.add(n0, index(8 * nt));
-            keyIndex = kb.add(keyIndex, groupId);
-            Value half = kb.divs(threadInGroup, index(2));
-            Value groupIndex = kb.add(half, index(2 * (a + sigma)));
-            scale =
-                groupScalePair(key, stageBase, keyIndex, keyIndex, groupIndex);
+            // Key n0 + 8 nt + g, channels from 8t of segment s = a + sigma:
+            // group 2 s + t / 2, byte 2 (s % 2) + t / 2 of word s / 2.
+            int64_t s = a + sigma;
+            Value byte = kb.toI32(kb.divs(threadInGroup, index(2)));
+            byte = kb.add(byte, kb.i32(int32_t(2 * (s % 2))));
+            Value keyIndex = kb.add(n0, kb.add(groupId, index(8 * nt)));
+            Value word = groupScaleWord(key, stageBase, keyIndex, index(s / 2));
+            scale = groupScalePair(word, word, byte);
           }
           pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
         }
@@ -253,14 +264,15 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   SmallVector<Value> logits = kb.ifElse(
       unmasked, logitTypes,
       [&]() -> SmallVector<Value> {
-        SmallVector<Value> plain(mTiles * 8);
+        SmallVector<Value> plain(mTiles * 8, negInf);
         for (int64_t at = 0; at < mTiles * 8; ++at)
-          plain[at] = logitOf(
-              at, logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
+          if (at % 4 / 2 < rowHalves)
+            plain[at] = logitOf(
+                at, logitScaleAt(at, elementScales[(at / 4 % 2) * 2 + at % 2]));
         return plain;
       },
       [&]() -> SmallVector<Value> {
-        SmallVector<Value> masked(mTiles * 8);
+        SmallVector<Value> masked(mTiles * 8, negInf);
         for (int64_t nt = 0; nt < 2; ++nt)
           for (int64_t e2 = 0; e2 < 2; ++e2) {
             Value n = kb.add(n0, index(8 * nt + e2));
@@ -270,7 +282,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
             Value flag = kb.load(liveKeys, {liveAt});
             Value live = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
             for (int64_t mt = 0; mt < mTiles; ++mt)
-              for (int64_t h = 0; h < 2; ++h) {
+              for (int64_t h = 0; h < rowHalves; ++h) {
                 Value row = kb.add(groupId, index(mt * 16 + 8 * h));
                 Value token = kb.toI32(kb.divs(row, index(group)));
                 Value queryPos = kb.add(firstQueryPos, token);
@@ -301,9 +313,15 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
   SmallVector<SmallVector<Value>> pOperands(mTiles);
   SmallVector<Value> alphas(2 * mTiles);
   Value rescale = kb.boolean(false);
+  Value one = kb.f32(1.0f);
   for (int64_t mt = 0; mt < mTiles; ++mt) {
-    SmallVector<Value> p(8);
+    SmallVector<Value> p(8, zeroF32);
     for (int64_t h = 0; h < 2; ++h) {
+      if (h >= rowHalves) {
+        // Padding rows: P = 0, their state stays as it started.
+        alphas[maxAt(mt, h)] = one;
+        continue;
+      }
       auto atOf = [&](int64_t nt, int64_t e2) {
         return (mt * 2 + nt) * 4 + 2 * h + e2;
       };
@@ -348,7 +366,9 @@ XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
           for (int64_t nt = 0; nt < nTiles; ++nt)
             for (int64_t e = 0; e < 4; ++e)
               decayed.push_back(
-                  kb.fmul(s[accAt(mt, nt, e)], alphas[maxAt(mt, e / 2)]));
+                  e / 2 < rowHalves
+                      ? kb.fmul(s[accAt(mt, nt, e)], alphas[maxAt(mt, e / 2)])
+                      : s[accAt(mt, nt, e)]);
         return decayed;
       },
       [&]() -> SmallVector<Value> {
@@ -383,13 +403,19 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
         }
         Value scale;
         if (value.groupOffset >= 0) {
-          // Channels 32 (segment) + 4g + j: group 2 segment + g / 4.
+          // Channels 32 s + 4g + j of segment s = segment + sigma: group
+          // 2 s + g / 4, byte 2 (s % 2) + g / 4 of word s / 2.
+          Value s = kb.add(segment, index(sigma));
+          Value parity = kb.rems(s, index(2));
+          Value byte = kb.mul(parity, index(2));
+          byte = kb.toI32(kb.add(byte, kb.divs(groupId, index(4))));
+          Value word = kb.divs(s, index(2));
           Value keyLow = kb.add(n0, index(8 * h));
           keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
           Value keyHigh = kb.add(keyLow, index(1));
-          Value groupIndex = kb.mul(kb.add(segment, index(sigma)), index(2));
-          groupIndex = kb.add(groupIndex, kb.divs(groupId, index(4)));
-          scale = groupScalePair(value, stageBase, keyLow, keyHigh, groupIndex);
+          Value low = groupScaleWord(value, stageBase, keyLow, word);
+          Value high = groupScaleWord(value, stageBase, keyHigh, word);
+          scale = groupScalePair(low, high, byte);
         }
         halves[h] = decodeHalves(value, word, scale);
         if (value.tokenOffset >= 0) {
@@ -436,7 +462,7 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
       kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
   Value writesStats = kb.land(firstOfQuad, firstValueGroup);
   for (int64_t mt = 0; mt < mTiles; ++mt)
-    for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t h = 0; h < rowHalves; ++h) {
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
       Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
       Value base = kb.mul(groupRow, index(mergeStride));
@@ -523,6 +549,7 @@ void XqaBuilder::computeFacts() {
   window = static_cast<int64_t>(op.getWindow());
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / valueWarps / 8;
+  rowHalves = group * static_cast<int64_t>(op.getMaxQueryLen()) <= 8 ? 1 : 2;
   bf16 = plan.getOperand().isBF16();
   tc.bf16 = bf16;
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
@@ -618,6 +645,8 @@ Value XqaBuilder::setUpBlock() {
   seq = kb.toI32(kb.divs(sequenceHead, index(kvHeads)));
   kvHead = kb.rems(sequenceHead, index(kvHeads));
 
+  flattenStorage(key);
+  flattenStorage(value);
   // The key-liveness flags of every ring slot.
   liveKeys = view(layout.liveKeys, {stages * tileKeys}, builder.getI32Type());
   return split;
@@ -727,6 +756,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   }
   kb.ifThen(allowed, [&] {
     computeKeyRange(args.seqLens, args.queryStart, split);
+    prepareCopies();
     prepareQuery(args.query);
     SmallVector<Value> aheadPages = startRing();
     prepareSoftmax();

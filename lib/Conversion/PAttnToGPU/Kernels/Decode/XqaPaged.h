@@ -33,6 +33,10 @@ struct XqaSide {
   int64_t perWord = 0, segments = 0;
   int64_t rows = 0, rowStride = 0, groupOffset = -1, groupStride = 0,
           tokenOffset = -1;
+  /// The storage as memref<?xi8>, and the byte strides of its page, token
+  /// and KV-head dimensions (NHD or HND).
+  mlir::Value flat;
+  int64_t pageStride = 0, tokenStride = 0, headStride = 0;
 };
 
 /// The kernel arguments that build hands on to its steps.
@@ -68,12 +72,18 @@ private:
   XqaSide key, value;
 
   int64_t window = 0, nTiles = 0; ///< nTiles: this warp's 8-channel tiles
+  /// The row halves (g, then g + 8) of an m-tile that can hold a real row:
+  /// 1 when g x max_query_len <= 8, whose upper half is always padding, so
+  /// that its logits, softmax and P rows are never computed.
+  int64_t rowHalves = 2;
   float softcap = 0.0f;
 
   // Kernel values.
   mlir::Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
       tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
   mlir::Value blockTable, liveKeys;
+  /// last - first, and the block table's last column (prepareCopies).
+  mlir::Value keySpan, lastBlock;
   /// The block's keys: [first, last) of the sequence, tiles from firstTile.
   mlir::Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
   /// Constants of the softmax; softmaxScale includes log2 e without softcap.
@@ -169,13 +179,51 @@ private:
   void loadQueryTile(mlir::Value query);
   /// The first key position of tile `tileIndex` of the block.
   mlir::Value tileBase(mlir::Value tileIndex);
-  /// The copy passes of a tile: per group of sides with the same segments
-  /// per row (one page lookup serves them all), the passes over its chunks.
-  llvm::SmallVector<std::pair<llvm::SmallVector<XqaSide *>, int64_t>>
-  copyPasses();
-  /// This thread's block-table entries for the keys it copies of tile
-  /// `tileIndex`, one per copy pass (loads only; nothing waits on them).
+  /// The sides whose rows have the same 16-byte segments, so that a thread
+  /// copies the same chunk of each: `passes` passes of 128 chunks cover a
+  /// tile, and pass p gives the thread key keyInPass + p x keysPerPass.
+  struct CopyGroup {
+    llvm::SmallVector<XqaSide *> sides;
+    int64_t segments = 0, passes = 0, keysPerPass = 0;
+    /// 128 threads are whole rows: a thread keeps its segment in every
+    /// pass (else its chunks are computed per pass).
+    bool uniformChunks = true;
+    /// Per thread, set by prepareCopies: the key within a pass (index and
+    /// i32), the chunk's byte in its row, whether it is the row's first.
+    mlir::Value keyInPass, keyInPassI32, byte, firstChunk;
+    /// Per side: the thread's byte in a page of the storage (its KV head
+    /// and chunk) and in a ring stage (its key of pass 0 and chunk).
+    llvm::SmallVector<mlir::Value> pageBytes, stageBytes;
+  };
+  llvm::SmallVector<CopyGroup> copyGroups;
+  /// Whether every pass of every group lies in one page at a position known
+  /// but for keyInPass (tiles are whole pages, a pass at most one page):
+  /// then the block-table entries of a tile are one per page, the same for
+  /// every thread, and a pass's addresses are a constant from its page's.
+  bool pageAlignedPasses = false;
+  /// The copy groups and each thread's part of its addresses (before the
+  /// loop: none of it depends on the tile).
+  void prepareCopies();
+  /// The block-table entries that issueTile reads for tile `tileIndex`
+  /// (loads only; nothing waits on them): one per page of the tile when
+  /// pageAlignedPasses, else this thread's, one per pass of each group.
   llvm::SmallVector<mlir::Value> lookupPages(mlir::Value tileIndex);
+  /// This thread's chunk of pass `pass` of `group`: its key in the tile,
+  /// whether it starts the row, and per side its byte in a page and in a
+  /// ring stage (but for the page and the stage).
+  struct PassChunk {
+    mlir::Value key, keyI32, firstChunk;
+    llvm::SmallVector<mlir::Value> pageBytes, stageBytes;
+  };
+  PassChunk passChunk(const CopyGroup &group, int64_t pass);
+  /// The block-table entry (of lookupPages' result) and the key offset in
+  /// its page of pass `pass` of group `group`, for its key at `keyPos`.
+  std::pair<mlir::Value, mlir::Value> passPage(mlir::ValueRange pages,
+                                               int64_t group, int64_t pass,
+                                               mlir::Value keyPos);
+  /// The storage of each side as one byte array (its rows are contiguous,
+  /// PAttnOps' bind_cache checks that).
+  void flattenStorage(XqaSide &side);
   /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given the
   /// block-table entries `pages` that lookupPages returned for it.
   void issueTile(mlir::Value tileIndex, mlir::Value slot,
@@ -193,11 +241,14 @@ private:
   /// times `groupScale` (a pair) when given.
   llvm::SmallVector<mlir::Value>
   decodeHalves(const XqaSide &side, mlir::Value word, mlir::Value groupScale);
-  /// e4m3 group scales at byte `group` of the rows of keys `keyLow` and
-  /// `keyHigh` in the ring stage at `stageBase`, as one f16 pair.
-  mlir::Value groupScalePair(const XqaSide &side, mlir::Value stageBase,
-                             mlir::Value keyLow, mlir::Value keyHigh,
-                             mlir::Value group);
+  /// Word `word` (groups 4 word ... 4 word + 3) of the e4m3 group scales
+  /// of key `keyIndex` in the ring stage at `stageBase`.
+  mlir::Value groupScaleWord(const XqaSide &side, mlir::Value stageBase,
+                             mlir::Value keyIndex, mlir::Value word);
+  /// Byte `byte` (i32, 0 to 3) of the scale words `low` and `high` as one
+  /// f16 pair: one prmt and one e4m3 pair decode.
+  mlir::Value groupScalePair(mlir::Value low, mlir::Value high,
+                             mlir::Value byte);
   /// The f32 per-token scales of keys `keyLow` and `keyLow` + 1 in the
   /// ring stage at `stageBase`, as a vector<2xf32>.
   mlir::Value tokenScalePair(const XqaSide &side, mlir::Value stageBase,

@@ -172,6 +172,10 @@ void XqaBuilder::loadRowScales() {
   // rows past the sequence's tokens (zeros in the tile) keep exponent 0.
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t h = 0; h < 2; ++h) {
+      if (h >= rowHalves) { // padding rows: never read
+        rowScales.push_back(softmaxScale);
+        continue;
+      }
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
       Value token = kb.divs(row, index(group));
       Value firstHead = kb.mul(kvHead, index(group));
@@ -195,52 +199,134 @@ Value XqaBuilder::tileBase(Value tileIndex) {
   return kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
 }
 
-auto XqaBuilder::copyPasses()
-    -> SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> {
-  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes;
+void XqaBuilder::flattenStorage(XqaSide &side) {
+  int64_t rowBytes = side.type.getRowBytes();
+  int64_t heads = side.type.getKvHeads();
+  // A reinterpret_cast, which the memref lowering turns into the same
+  // pointer (collapse_shape would need expand-strided-metadata first).
+  Value pages = memref::DimOp::create(builder, kb.loc, side.storage, 0);
+  Value bytes = kb.mul(pages, index(blockSize * heads * rowBytes));
+  auto flatType =
+      MemRefType::get({ShapedType::kDynamic}, builder.getIntegerType(8));
+  side.flat = memref::ReinterpretCastOp::create(
+      builder, kb.loc, flatType, side.storage,
+      /*offset=*/OpFoldResult(builder.getIndexAttr(0)),
+      /*sizes=*/{OpFoldResult(bytes)},
+      /*strides=*/{OpFoldResult(builder.getIndexAttr(1))});
+  side.pageStride = blockSize * heads * rowBytes;
+  bool hnd = side.type.getLayout() == Layout::hnd;
+  side.tokenStride = hnd ? rowBytes : heads * rowBytes;
+  side.headStride = hnd ? blockSize * rowBytes : rowBytes;
+}
+
+void XqaBuilder::prepareCopies() {
   SmallVector<SmallVector<XqaSide *>> groups;
   if (key.segments == value.segments)
     groups.push_back({&key, &value});
   else
     groups.assign({{&key}, {&value}});
+  // Passes are page-aligned when tiles are whole pages and each pass's keys
+  // (128 / segments of them) lie in one page.
+  pageAlignedPasses = tileKeys % blockSize == 0;
   for (SmallVector<XqaSide *> &sides : groups) {
-    int64_t chunks = tileKeys * sides.front()->segments;
-    for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass)
-      passes.push_back({sides, pass});
+    CopyGroup group;
+    group.sides = sides;
+    group.segments = sides.front()->segments;
+    group.passes = llvm::divideCeil(tileKeys * group.segments, kBlockThreads);
+    group.keysPerPass = std::max<int64_t>(kBlockThreads / group.segments, 1);
+    group.uniformChunks = kBlockThreads % group.segments == 0;
+    pageAlignedPasses &=
+        group.uniformChunks && blockSize % group.keysPerPass == 0;
+    group.keyInPass = kb.divs(tid, index(group.segments));
+    group.keyInPassI32 = kb.toI32(group.keyInPass);
+    Value segment = kb.rems(tid, index(group.segments));
+    group.byte = kb.mul(segment, index(16));
+    group.firstChunk = kb.cmpi(arith::CmpIPredicate::eq, segment, index(0));
+    for (XqaSide *side : sides) {
+      Value head = kb.mul(kvHead, index(side->headStride));
+      group.pageBytes.push_back(kb.add(head, group.byte));
+      Value row = kb.mul(group.keyInPass, index(side->rowStride));
+      Value stage = kb.add(index(side->rows), row);
+      group.stageBytes.push_back(kb.add(stage, group.byte));
+    }
+    copyGroups.push_back(group);
   }
-  return passes;
-}
-
-// The key of the tile that chunk `chunk` of a row of `segments` chunks
-// belongs to, and the byte of the row it starts at.
-static std::pair<Value, Value> chunkKey(KernelBuilder &kb, Value chunk,
-                                        int64_t segments) {
-  Value n = kb.divs(chunk, kb.index(segments));
-  Value segment = kb.rems(chunk, kb.index(segments));
-  Value byte = kb.mul(segment, kb.index(16));
-  return {n, byte};
+  keySpan = kb.sub(last, first);
+  Value blocks =
+      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
+  lastBlock = kb.sub(blocks, kb.i32(1));
 }
 
 SmallVector<Value> XqaBuilder::lookupPages(Value tileIndex) {
   // The block index is clamped into the table, so every load is in bounds
   // even for keys past the sequence (issueTile masks those).
   Value base = tileBase(tileIndex);
-  Value blocks =
-      kb.toI32(memref::DimOp::create(builder, kb.loc, blockTable, 1));
-  Value lastBlock = kb.sub(blocks, kb.i32(1));
-  SmallVector<Value> pages;
-  for (const auto &group : copyPasses()) {
-    Value chunk = kb.add(tid, index(group.second * kBlockThreads));
-    Value n = chunkKey(kb, chunk, group.first.front()->segments).first;
-    Value keyPos = kb.add(base, kb.toI32(n));
+  Value row = kb.toIndex(seq);
+  auto entryOf = [&](Value keyPos) {
     Value blockIndex =
         kb.mins(kb.divs(keyPos, kb.i32(int32_t(blockSize))), lastBlock);
-    blockIndex = kb.maxs(blockIndex, kb.i32(0));
-    Value row = kb.toIndex(seq);
-    Value column = kb.toIndex(blockIndex);
-    pages.push_back(kb.load(blockTable, {row, column}));
+    return kb.load(blockTable, {row, kb.toIndex(blockIndex)});
+  };
+  SmallVector<Value> pages;
+  if (pageAlignedPasses) {
+    for (int64_t page = 0; page < tileKeys / blockSize; ++page)
+      pages.push_back(entryOf(kb.add(base, kb.i32(int32_t(page * blockSize)))));
+    return pages;
   }
+  for (const CopyGroup &group : copyGroups)
+    for (int64_t pass = 0; pass < group.passes; ++pass)
+      pages.push_back(entryOf(kb.add(base, passChunk(group, pass).keyI32)));
   return pages;
+}
+
+XqaBuilder::PassChunk XqaBuilder::passChunk(const CopyGroup &group,
+                                            int64_t pass) {
+  PassChunk chunk;
+  if (group.uniformChunks) {
+    int64_t passKeys = pass * group.keysPerPass;
+    chunk.key = kb.add(group.keyInPass, index(passKeys));
+    chunk.keyI32 = kb.add(group.keyInPassI32, kb.i32(int32_t(passKeys)));
+    chunk.firstChunk = group.firstChunk;
+    for (auto [s, side] : llvm::enumerate(group.sides)) {
+      chunk.pageBytes.push_back(group.pageBytes[s]);
+      Value constant = index(passKeys * side->rowStride);
+      chunk.stageBytes.push_back(kb.add(group.stageBytes[s], constant));
+    }
+    return chunk;
+  }
+  // Rows of a number of segments that does not divide the block: chunk
+  // tid + 128 pass is key chunk / segments, segment chunk % segments.
+  Value at = kb.add(tid, index(pass * kBlockThreads));
+  chunk.key = kb.divs(at, index(group.segments));
+  chunk.keyI32 = kb.toI32(chunk.key);
+  Value segment = kb.rems(at, index(group.segments));
+  Value byte = kb.mul(segment, index(16));
+  chunk.firstChunk = kb.cmpi(arith::CmpIPredicate::eq, segment, index(0));
+  for (XqaSide *side : group.sides) {
+    Value head = kb.mul(kvHead, index(side->headStride));
+    chunk.pageBytes.push_back(kb.add(head, byte));
+    Value row = kb.mul(chunk.key, index(side->rowStride));
+    Value stage = kb.add(index(side->rows), row);
+    chunk.stageBytes.push_back(kb.add(stage, byte));
+  }
+  return chunk;
+}
+
+std::pair<Value, Value> XqaBuilder::passPage(ValueRange pages, int64_t group,
+                                             int64_t pass, Value keyPos) {
+  const CopyGroup &copy = copyGroups[group];
+  if (pageAlignedPasses) {
+    // Tiles start on a page, and pass p's keys are p x keysPerPass + the
+    // thread's key in the pass: page p x keysPerPass / block_size.
+    int64_t first = pass * copy.keysPerPass;
+    Value offset = kb.add(copy.keyInPass, index(first % blockSize));
+    return {pages[first / blockSize], offset};
+  }
+  int64_t at = pass;
+  for (int64_t g = 0; g < group; ++g)
+    at += copyGroups[g].passes;
+  Value offset = kb.toIndex(kb.rems(keyPos, kb.i32(int32_t(blockSize))));
+  return {pages[at], offset};
 }
 
 void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
@@ -250,46 +336,39 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
   Value base = tileBase(tileIndex);
   Value stageBase = kb.mul(slot, index(layout.stageBytes));
   Value ringBase = kb.add(stageBase, index(layout.ring));
-
-  // Whether key n of the tile, on block-table entry `page`, is live; the
-  // page to read (0 when not) and the key's offset in its page.
-  auto keyInfo = [&](Value n, Value page) -> std::tuple<Value, Value, Value> {
-    Value keyPos = kb.add(base, kb.toI32(n));
-    Value afterFirst = kb.cmpi(arith::CmpIPredicate::sge, keyPos, first);
-    Value beforeLast = kb.cmpi(arith::CmpIPredicate::slt, keyPos, last);
-    Value inRange = kb.land(afterFirst, beforeLast);
-    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, page, kb.i32(0));
-    Value live = kb.land(inRange, mapped);
-    Value offset = kb.rems(keyPos, kb.i32(int32_t(blockSize)));
-    Value safePage = kb.select(live, page, kb.i32(0));
-    return {live, kb.toIndex(safePage), kb.toIndex(offset)};
-  };
+  Value baseFromFirst = kb.sub(base, first);
 
   // Rows are copied 16 bytes per cp.async, consecutive threads on
   // consecutive bytes of a row (coalesced). The thread that copies a key's
   // first 16 bytes also records whether the key is live and copies its
-  // nvfp4 group scales (head_dim / 16 bytes) and per-token scale.
+  // nvfp4 group scales (head_dim / 16 bytes) and per-token scale. Only the
+  // page and the pass's constant differ between a thread's copies.
   Value all = view(0, {layout.total}, builder.getIntegerType(8));
-  // Chunk `chunk` of `sides` (which have the same segments per row, so the
-  // same key and page): one page lookup serves all of them.
-  auto copyChunk = [&](ArrayRef<XqaSide *> sides, Value chunk, Value entry) {
-    Value n, byte;
-    std::tie(n, byte) = chunkKey(kb, chunk, sides.front()->segments);
-    Value live, page, offset;
-    std::tie(live, page, offset) = keyInfo(n, entry);
+  auto copyChunk = [&](int64_t g, int64_t pass) {
+    const CopyGroup &group = copyGroups[g];
+    PassChunk chunk = passChunk(group, pass);
+    Value n = chunk.key, nI32 = chunk.keyI32;
+    Value keyPos = kb.add(base, nI32);
+    auto [entry, offset] = passPage(pages, g, pass, keyPos);
+    // first <= keyPos < last as one unsigned comparison.
+    Value fromFirst = kb.add(baseFromFirst, nI32);
+    Value inRange = kb.cmpi(arith::CmpIPredicate::ult, fromFirst, keySpan);
+    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, entry, kb.i32(0));
+    Value live = kb.land(inRange, mapped);
+    // An unmapped entry reads page 0 (with size 0: nothing is read).
+    Value page = kb.toIndex(kb.select(mapped, entry, kb.i32(0)));
     Value bytes = kb.select(live, index(16), index(0));
-    for (XqaSide *side : sides) {
-      Value dst = kb.add(ringBase, index(side->rows));
-      dst = kb.add(dst, kb.mul(n, index(side->rowStride)));
-      dst = kb.add(dst, byte);
+    for (auto [s, side] : llvm::enumerate(group.sides)) {
+      Value pageStart = kb.mul(page, index(side->pageStride));
+      Value src = kb.add(pageStart, chunk.pageBytes[s]);
+      src = kb.add(src, kb.mul(offset, index(side->tokenStride)));
+      Value dst = kb.add(ringBase, chunk.stageBytes[s]);
       nvgpu::DeviceAsyncCopyOp::create(
-          builder, kb.loc, all, ValueRange{dst}, side->storage,
-          address(*side, page, offset, byte), builder.getIndexAttr(16), bytes,
-          builder.getUnitAttr());
+          builder, kb.loc, all, ValueRange{dst}, side->flat, ValueRange{src},
+          builder.getIndexAttr(16), bytes, builder.getUnitAttr());
     }
-    Value firstChunk = kb.cmpi(arith::CmpIPredicate::eq, byte, index(0));
-    kb.ifThen(firstChunk, [&] {
-      for (XqaSide *side : sides) {
+    kb.ifThen(chunk.firstChunk, [&] {
+      for (XqaSide *side : group.sides) {
         if (side == &key) {
           Value flag = kb.select(live, kb.i32(1), kb.i32(0));
           Value at = kb.add(kb.mul(slot, index(tileKeys)), n);
@@ -324,18 +403,15 @@ void XqaBuilder::issueTile(Value tileIndex, Value slot, ValueRange pages) {
       }
     });
   };
-  SmallVector<std::pair<SmallVector<XqaSide *>, int64_t>> passes = copyPasses();
-  for (size_t i = 0; i < passes.size(); ++i) {
-    ArrayRef<XqaSide *> sides = passes[i].first;
-    int64_t pass = passes[i].second;
-    int64_t chunks = tileKeys * sides.front()->segments;
-    Value chunk = kb.add(tid, index(pass * kBlockThreads));
-    Value entry = pages[i];
-    if ((pass + 1) * kBlockThreads <= chunks) {
-      copyChunk(sides, chunk, entry);
-      continue;
+  for (auto [g, group] : llvm::enumerate(copyGroups))
+    for (int64_t pass = 0; pass < group.passes; ++pass) {
+      int64_t chunks = tileKeys * group.segments;
+      if ((pass + 1) * kBlockThreads <= chunks) {
+        copyChunk(g, pass);
+        continue;
+      }
+      Value chunk = kb.add(tid, index(pass * kBlockThreads));
+      Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
+      kb.ifThen(inTile, [&] { copyChunk(g, pass); });
     }
-    Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
-    kb.ifThen(inTile, [&] { copyChunk(sides, chunk, entry); });
-  }
 }

@@ -119,7 +119,7 @@ MmaBuilder::SoftmaxRow MmaBuilder::softmaxRow(Value oldMax, Value newMax,
 Value MmaBuilder::exp2(Value x) {
   return LLVM::CallIntrinsicOp::create(
              kb.b, kb.loc, kb.b.getF32Type(),
-             kb.b.getStringAttr("llvm.nvvm.ex2.approx.f32"), ValueRange{x})
+             kb.b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
       .getResult(0);
 }
 

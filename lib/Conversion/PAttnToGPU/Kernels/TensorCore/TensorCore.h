@@ -50,7 +50,9 @@ public:
   /// The largest `v` among the four lanes of this lane's quad: the lanes
   /// that hold one row of an mma C fragment.
   mlir::Value quadMax(mlir::Value v);
-  /// 2^x (ex2.approx: the logits are kept in base 2).
+  /// 2^x (ex2.approx.ftz: the logits are kept in base 2; one MUFU, where
+  /// the non-ftz form adds a subnormal range check and two multiplies.
+  /// Weights below 2^-126 of the row's maximum flush to zero.)
   mlir::Value exp2(mlir::Value x);
 
   /// One row of the online softmax over a tile, in base 2: the row's
