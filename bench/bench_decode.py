@@ -196,20 +196,22 @@ def bench_config(shape: Shape, cache: str, block_size: int,
 
 
 def precompile(chip: str, block_size: int, layout: str,
-               backends: list[str]) -> int:
-    """Compiles every benchmark module into $PATTN_ARTIFACT_DIR."""
+               backends: list[str], shapes: list[Shape],
+               caches: list[str]) -> int:
+    """Compiles the benchmark modules of `shapes` x `caches` into
+    $PATTN_ARTIFACT_DIR."""
     import pattn
     if not os.environ.get("PATTN_ARTIFACT_DIR"):
         print("bench_decode: --precompile needs PATTN_ARTIFACT_DIR",
               file=sys.stderr)
         return 2
-    for shape in SHAPES:
-        for cache in CACHES:
+    for shape in shapes:
+        for cache in caches:
             text = ir.emit_paged(bench_config(shape, cache, block_size,
                                               layout)).text
             for backend in backends:
                 pattn.compile(text, chips=[chip], backend=backend)
-    print(f"{len(SHAPES) * len(CACHES) * len(backends)} benchmark modules "
+    print(f"{len(shapes) * len(caches) * len(backends)} benchmark modules "
           f"for {chip}")
     return 0
 
@@ -552,9 +554,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    shapes = SHAPES if args.shapes == "all" else [
+        s for s in SHAPES if s.name in args.shapes.split(",")]
+    caches = [c for c in args.caches.split(",") if c in CACHES]
+    if not shapes or not caches:
+        print("bench_decode: nothing selected", file=sys.stderr)
+        return 2
     if args.precompile:
         return precompile(args.precompile, args.block_size, args.layout,
-                          args.backends.split(","))
+                          args.backends.split(","), shapes, caches)
     try:
         import torch
     except ImportError as error:
@@ -567,12 +575,6 @@ def main(argv=None) -> int:
 
     major, minor = torch.cuda.get_device_capability()
     chip = f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
-    shapes = SHAPES if args.shapes == "all" else [
-        s for s in SHAPES if s.name in args.shapes.split(",")]
-    caches = [c for c in args.caches.split(",") if c in CACHES]
-    if not shapes or not caches:
-        print("bench_decode: nothing selected", file=sys.stderr)
-        return 2
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
