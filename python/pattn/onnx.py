@@ -47,6 +47,9 @@ __all__ = ["AttentionNode", "Reason", "UnsupportedNodeError", "analyze",
 
 DOMAIN = "com.microsoft"
 OP_TYPES = ("PagedAttention", "GroupQueryAttention")
+#: Query tokens per sequence pattn.paged_attention takes (max_query_len):
+#: decode, speculative tokens, prompts and prompt chunks.
+MAX_QUERY_TOKENS = 32768
 
 # ONNX TensorProto element types (onnx.TensorProto.*), so that the tables
 # below do not need onnx imported.
@@ -927,12 +930,12 @@ def _paged_attention(n: _Node, module: ir.Module, function: str,
             max_query_len = bound
     if max_query_len is None:
         max_query_len = 1
-    if not 1 <= max_query_len <= 8:
+    if not 1 <= max_query_len <= MAX_QUERY_TOKENS:
         n.reject("input" if metadata is not None else "attribute",
                  "attention_metadata" if metadata is not None else
                  "max_query_len", max_query_len,
-                 "pattn decodes 1 to 8 query tokens per sequence (the bound "
-                 "is compiled in; --max-query-len)")
+                 f"pattn attends 1 to {MAX_QUERY_TOKENS} query tokens per "
+                 "sequence (the bound is compiled in; --max-query-len)")
     if n.attr("is_causal") not in (0, 1):
         n.reject("attribute", "is_causal", n.attr("is_causal"),
                  "must be 0 or 1")
@@ -1113,7 +1116,8 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
     if q_shape is not None and heads:
         batch = _static(q_shape[0])
         seq = n.static_dim("query", q_shape, 1, "sequence_length "
-                           "(query tokens per sequence, 1 to 8)")
+                           f"(query tokens per sequence, 1 to "
+                           f"{MAX_QUERY_TOKENS})")
         row_heads = heads + 2 * kv_heads if n.packed and kv_heads else \
             heads
         if isinstance(q_shape[2], int):
@@ -1125,10 +1129,11 @@ def _group_query_attention(n: _Node, module: ir.Module, function: str,
                          + " times a head size")
             else:
                 head_dim = q_shape[2] // row_heads
-    if seq is not None and not 1 <= seq <= 8:
+    if seq is not None and not 1 <= seq <= MAX_QUERY_TOKENS:
         n.reject("input", "query", n.tensor("query").shape_text(),
-                 f"sequence_length {seq}: pattn decodes 1 to 8 query tokens "
-                 "per sequence (prompt processing is not in the dialect)")
+                 f"sequence_length {seq}: pattn attends 1 to "
+                 f"{MAX_QUERY_TOKENS} query tokens per sequence (longer "
+                 "prompts go in chunks)")
     causal = n.attr("causal")
     if causal not in (0, 1):
         n.reject("attribute", "causal", causal, "must be 0 or 1")
@@ -1500,7 +1505,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="bind a symbolic dimension (repeatable)")
     parser.add_argument("--max-query-len", type=int,
                         help="PagedAttention's query tokens per sequence "
-                        "bound, 1 to 8 (default: a constant "
+                        f"bound, 1 to {MAX_QUERY_TOKENS} (default: a constant "
                         "attention_metadata's, else 1)")
     parser.add_argument("--gqa-block-size", type=int,
                         help="import GroupQueryAttention's BNSH past KV as a "

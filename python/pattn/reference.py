@@ -887,6 +887,10 @@ def default_softmax_scale(head_dim: int) -> float:
     return float(np.float32(1.0) / np.sqrt(np.float32(head_dim)))
 
 
+#: Query rows the reference scores at once (bounds its memory on prompts).
+_QUERY_ROWS_PER_CHUNK = 64
+
+
 def paged_attention_ref(q, K, V, block_table, seq_lens, query_start=None,
                         num_heads: Optional[int] = None,
                         softmax_scale: Optional[float] = None,
@@ -944,30 +948,39 @@ def paged_attention_ref(q, K, V, block_table, seq_lens, query_start=None,
         key_pos = positions[mapped]
         rows = (blocks[mapped], key_pos % block_size)
         keys, values = K[rows], V[rows]  # [keys, kv_heads, D]
-        for i in range(n):
-            query_pos = length - n + i
-            visible = key_pos <= query_pos
+        # Query rows in chunks (a prompt has thousands): row i sits at
+        # position length - n + i.
+        for low in range(0, n, _QUERY_ROWS_PER_CHUNK):
+            high = min(n, low + _QUERY_ROWS_PER_CHUNK)
+            query_pos = length - n + np.arange(low, high)
+            visible = key_pos[None, :] <= query_pos[:, None]
             if window > 0:
-                visible &= key_pos > query_pos - window
-            if not visible.any():
-                continue  # a fully masked row gives zeros
-            k, v = keys[visible], values[visible]
-            qi = q[first + i].reshape(kv_heads, g, head_dim)
-            logits = scale * np.einsum("hgd,khd->hgk", qi, k)
+                visible &= key_pos[None, :] > (query_pos - window)[:, None]
+            qi = q[first + low:first + high].reshape(-1, kv_heads, g,
+                                                     head_dim)
+            logits = scale * np.einsum("thgd,khd->thgk", qi, keys)
             if softcap > 0:
                 logits = softcap * np.tanh(logits / softcap)
-            m = logits.max(axis=-1, keepdims=True)
+            mask = visible[:, None, None, :]
+            logits = np.where(mask, logits, -np.inf)
+            m = logits.max(axis=-1, keepdims=True, initial=-np.inf)
             if sink is not None:
-                m = np.maximum(m, sink)
-            p = np.exp(logits - m)
+                m = np.maximum(m, sink[None])
+            # A row with no visible key (and no sink) has m = -inf: it gives
+            # zeros, as do all fully masked rows.
+            safe = np.where(np.isfinite(m), m, 0.0)
+            p = np.where(mask, np.exp(logits - safe), 0.0)
             denominator = p.sum(axis=-1, keepdims=True)
             if sink is not None:
-                denominator = denominator + np.exp(sink - m)
-            o = np.einsum("hgk,khd->hgd", p, v) / denominator
+                denominator = denominator + np.exp(sink[None] - safe)
+            o = np.einsum("thgk,khd->thgd", p, values)
+            o = np.divide(o, denominator, out=np.zeros_like(o),
+                          where=denominator > 0)
+            o[~visible.any(axis=1)] = 0.0
             if out_scale is not None:
                 o = o * np.asarray(out_scale, np.float64).reshape(
                     kv_heads, 1, -1)
-            out[first + i] = o.reshape(heads, -1)
+            out[first + low:first + high] = o.reshape(high - low, heads, -1)
     return out
 
 

@@ -241,6 +241,9 @@ GQA_CASES = {
     "gemma2-f16-softcap-window": dict(MODELS["gemma2"], max_seq=4096,
                                       attrs=GEMMA2),
     "llama3_8b-spec-decode": dict(MODELS["llama3_8b"], seq=4, max_seq=1024),
+    # A prompt (or a chunk of one) over the past: S query tokens each.
+    "qwen2_5_7b-prompt": dict(MODELS["qwen2_5_7b"], act=T.BFLOAT16, seq=512,
+                              max_seq=2048),
 }
 
 
@@ -332,6 +335,15 @@ def test_paged_attention_max_query_len(opt):
         paged_model(**MODELS["llama3_8b"]), max_query_len=4)
     module.verify(opt)
     assert module["layers_0_attn"].ops[-1].attributes["max_query_len"] == 4
+    # Prompts: up to 32768 query tokens per sequence.
+    module, manifest = importer.import_model(
+        paged_model(**MODELS["llama3_8b"]), max_query_len=2048)
+    module.verify(opt)
+    assert module["layers_0_attn"].ops[-1].attributes["max_query_len"] == \
+        2048
+    with pytest.raises(importer.UnsupportedNodeError, match="1 to 32768"):
+        importer.import_model(paged_model(**MODELS["llama3_8b"]),
+                              max_query_len=32769)
     # A constant attention_metadata's bound is taken.
     model = paged_model(**MODELS["llama3_8b"])
     model.graph.initializer.append(numpy_helper.from_array(
@@ -768,10 +780,13 @@ REJECTIONS = {
         k_quant_type="PER_TENSOR", v_quant_type="PER_TENSOR")),
         "attribute 'k_quant_type' = 'PER_TENSOR': GroupQueryAttention's "
         "quantized caches are not imported yet"),
-    "gqa-prompt": (lambda: gqa_model(seq=128),
-                   "sequence_length 128: pattn decodes 1 to 8 query tokens"),
+    "gqa-long-prompt": (lambda: gqa_model(seq=32769),
+                        "sequence_length 32769: pattn attends 1 to 32768 "
+                        "query tokens per sequence (longer prompts go in "
+                        "chunks)"),
     "gqa-dynamic-seq": (lambda: gqa_model(seq="sequence_length"),
-                        "sequence_length (query tokens per sequence, 1 to 8)"
+                        "sequence_length (query tokens per sequence, 1 to "
+                        "32768)"
                         " (axis 1) static, but it is 'sequence_length'"),
     "gqa-not-shared": (lambda: gqa_model(max_seq=1024, present_seq=1025),
                        "output 'present_key' (#1) = '(batch_size, 8, 1025, "

@@ -82,8 +82,11 @@ class Config:
 
     The IR depends on everything but the sequence lengths, which only set
     the block table's width (``max_blocks``). ``query_tokens`` > 1 means
-    speculative decode: every sequence has that many query tokens, passed
-    with ``query_start`` and ``max_query_len``.
+    speculative decode (up to 8) or a prompt (more): every sequence has that
+    many query tokens, passed with ``query_start`` and ``max_query_len``;
+    ``query_counts`` gives each sequence its own count instead (a mixed
+    batch of prompt chunks and decode tokens; ``query_tokens`` is then their
+    maximum).
     """
 
     k_encoding: str = "f16"
@@ -103,7 +106,23 @@ class Config:
     sinks: bool = False
     static_tables: bool = False
     softmax_scale: Optional[float] = None
+    query_counts: tuple[int, ...] = ()
     name: str = ""  # a label for named cases; part of the id
+
+    def __post_init__(self):
+        if self.query_counts and (
+                len(self.query_counts) != len(self.seq_lens)
+                or max(self.query_counts) != self.query_tokens
+                or min(self.query_counts) < 0):
+            raise ValueError(f"query_counts {self.query_counts} must give "
+                             f"each of seq_lens {self.seq_lens} a count, the "
+                             f"largest being query_tokens "
+                             f"{self.query_tokens}")
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Query tokens per sequence."""
+        return self.query_counts or (self.query_tokens,) * self.batch
 
     @property
     def num_heads(self) -> int:
@@ -142,6 +161,8 @@ class Config:
         if self.softmax_scale is not None:
             parts.append(f"scale{self.softmax_scale:g}")
         parts.append("L" + "-".join(map(str, self.seq_lens)))
+        if self.query_counts:
+            parts.append("n" + "-".join(map(str, self.query_counts)))
         if self.name:
             parts.insert(0, self.name)
         return ",".join(parts)

@@ -60,7 +60,7 @@ def main() -> int:
     mla_texts = [suite.mla_plan(config).module.text
                  for config in suite.MLA_CASES]
     paged = [] if args.only_mla else \
-        suite.GRID + suite.NAMED + suite.SPECIAL
+        suite.GRID + suite.NAMED + suite.PROMPTS + suite.SPECIAL
     texts = [case.plan().module.text for case in paged] + mla_texts
     if not args.only_mla:
         texts += [case.plan().module.text for case in test_torch_op.CASES]
@@ -72,7 +72,8 @@ def main() -> int:
     # other backend.
     decode_texts = list(dict.fromkeys(
         [case.plan().module.text
-         for case in ([] if args.only_mla else suite.GRID + suite.NAMED)] +
+         for case in ([] if args.only_mla
+                      else suite.GRID + suite.NAMED + suite.PROMPTS)] +
         mla_texts))
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(lambda text: pattn.compile(

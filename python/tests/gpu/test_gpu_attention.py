@@ -324,7 +324,7 @@ def build_block_table(config: ir.Config, rng, holes: bool,
         table[b, :count] = pages[start:start + count]
         start += count
         if config.window > 0:
-            first_query = length - min(n, length)
+            first_query = length - min(config.counts[b], length)
             for j in range(0, count, 2):
                 if (j + 1) * bs - 1 <= first_query - config.window:
                     table[b, j] = -1
@@ -369,7 +369,7 @@ def plan_paged(config: ir.Config, *, k_table=None, k_magnitude=None,
     history_k, history_v, history_slots = [], [], []
     new_k, new_v, new_slots = [], [], []
     for b, length in enumerate(config.seq_lens):
-        first_new = length - min(n, length)
+        first_new = length - min(config.counts[b], length)
         for pos in range(length):
             block = table[b, pos // bs]
             slot = -1 if block < 0 else int(block) * bs + pos % bs
@@ -405,7 +405,7 @@ def plan_paged(config: ir.Config, *, k_table=None, k_magnitude=None,
     v_initial, v_expected = caches(config.v_encoding, config.v_scale,
                                    v_operand, history_v, v_rows)
 
-    tokens = config.batch * n
+    tokens = sum(config.counts)
     shape = (tokens, config.num_heads, D)
     q = query(rng, shape) if query else signed_uniform(rng, shape)
     static = config.static_tables
@@ -420,8 +420,8 @@ def plan_paged(config: ir.Config, *, k_table=None, k_magnitude=None,
         k_new=activation_bits(k_rows, config.dtype),
         v_new=activation_bits(v_rows, config.dtype), slots=slots,
         query=activation_bits(q, config.dtype),
-        query_start=np.arange(config.batch + 1, dtype=np.int32) * n
-        if n > 1 else None,
+        query_start=np.concatenate([[0], np.cumsum(config.counts)]).astype(
+            np.int32) if n > 1 else None,
         sinks=rng.uniform(-1, 2, config.num_heads).astype(np.float32)
         if config.sinks else None,
         softmax_scale=float(np.float32(config.softmax_scale))
@@ -499,8 +499,11 @@ class PagedRun:
     def families(self) -> tuple[str, ...]:
         """The results-table rows this case counts in: its cache encodings."""
         config = self.plan.config
-        return tuple(f"{encoding} cache" for encoding in
-                     sorted({config.k_encoding, config.v_encoding}))
+        families = tuple(f"{encoding} cache" for encoding in
+                         sorted({config.k_encoding, config.v_encoding}))
+        if config.query_tokens > 8:
+            families += ("prompts (> 8 query tokens)",)
+        return families
 
 
 def run_paged(plan: PagedPlan) -> PagedRun:
@@ -535,16 +538,20 @@ def run_paged(plan: PagedPlan) -> PagedRun:
 def visible_tokens(plan: PagedPlan) -> np.ndarray:
     """Per query token: does it see at least one mapped key?"""
     config = plan.config
-    n, bs = config.query_tokens, config.block_size
+    bs = config.block_size
     visible = []
-    for b, length in enumerate(config.seq_lens):
-        for i in range(n):
-            query_pos = length - n + i
-            low = query_pos - config.window + 1 if config.window > 0 else 0
-            positions = range(max(low, 0), min(query_pos, length - 1) + 1)
-            visible.append(any(plan.block_table[b, p // bs] >= 0
-                               for p in positions))
-    return np.array(visible)
+    for b, (length, n) in enumerate(zip(config.seq_lens, config.counts)):
+        positions = np.arange(length)
+        mapped = plan.block_table[b, positions // bs] >= 0
+        # Mapped keys at positions < p: before[p].
+        before = np.concatenate([[0], np.cumsum(mapped)])
+        query_pos = length - n + np.arange(n)
+        high = np.clip(query_pos + 1, 0, length)
+        low = (np.clip(query_pos - config.window + 1, 0, length)
+               if config.window > 0 else np.zeros(n, np.int64))
+        low = np.minimum(low, high)
+        visible.append(before[high] - before[low] > 0)
+    return np.concatenate(visible) if visible else np.zeros(0, bool)
 
 
 # ---------------------------------------------------------------------------
@@ -641,6 +648,48 @@ SKIP_CASES = [
                          (("nvfp4", "tensor"), ("bf16", "none"), "nhd")]
 ]
 
+
+# Prompts (more than 8 query tokens per sequence): whole prompts, chunks of
+# a prompt over a cached prefix, and mixed batches of prompt chunks, decode
+# tokens and empty sequences, over every encoding and both layouts. The
+# portable backend prefills them on both backends (no tensor-core prefill
+# yet); tests below run each through the write, the reference and the
+# other backend like the grid.
+PROMPTS = [Case(config) for config in [
+    ir.Config(name="prompt-f16", kv_heads=1, g=4, query_tokens=4096,
+              seq_lens=(4096,)),
+    ir.Config(name="prompt-i4-channel", k_encoding="i4", k_scale="channel",
+              v_encoding="i4", v_scale="channel", kv_heads=2, g=4,
+              query_tokens=1000, query_counts=(257, 1000, 33),
+              seq_lens=(257, 1000, 33)),
+    ir.Config(name="chunk-nvfp4-hnd", k_encoding="nvfp4", k_scale="token",
+              v_encoding="nvfp4", v_scale="tensor", layout="hnd",
+              dtype="bf16", kv_heads=2, g=4, query_tokens=128,
+              query_counts=(128, 64), seq_lens=(2000, 700)),
+    ir.Config(name="mixed-i8", k_encoding="i8", k_scale="tensor",
+              v_encoding="f8e4m3", v_scale="tensor", kv_heads=2, g=8,
+              query_tokens=300, query_counts=(1, 300, 0, 1, 9),
+              seq_lens=(50, 300, 0, 17, 400)),
+    ir.Config(name="prompt-gpt-oss", k_encoding="f8e5m2", k_scale="token",
+              v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=64,
+              g=8, sinks=True, window=128, query_tokens=500,
+              query_counts=(500, 37), seq_lens=(600, 37)),
+    ir.Config(name="prompt-gemma", k_encoding="bf16", k_scale="none",
+              v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=256,
+              g=2, softcap=30.0, softmax_scale=0.0625, query_tokens=200,
+              query_counts=(200, 90), seq_lens=(200, 90)),
+    ir.Config(name="chunk-i4-token-bs64", k_encoding="i4", k_scale="token",
+              v_encoding="i8", v_scale="channel", block_size=64, g=6,
+              query_tokens=96, query_counts=(96, 96, 12),
+              seq_lens=(1500, 96, 300), static_tables=True),
+    ir.Config(name="prompt-e4m3-window1", k_encoding="f8e4m3",
+              k_scale="channel", v_encoding="f16", v_scale="none",
+              layout="hnd", g=4, window=1, query_tokens=64,
+              seq_lens=(64, 100, 64)),
+]] + [Case(ir.Config(name="prompt-holes", k_encoding="i4", k_scale="token",
+                     v_encoding="nvfp4", v_scale="token", g=4, sinks=True,
+                     query_tokens=100, query_counts=(100, 60),
+                     seq_lens=(100, 200)), dict(holes=True), "holes")]
 
 # The fold at its extremes (SPEC §5). K is i8 with channel scales; the
 # tables and K magnitudes are chosen so that channel 0 has zero codes.
@@ -844,7 +893,8 @@ def _ids(case) -> str:
 def _compile_everything_up_front():
     """Plans every case and starts compiling all modules in the background,
     so that compile time overlaps the first tests."""
-    COMPILER.prefetch(case.plan().module.text for case in GRID + NAMED)
+    COMPILER.prefetch(case.plan().module.text
+                      for case in GRID + NAMED + PROMPTS)
     COMPILER.prefetch(mla_plan(config).module.text for config in MLA_CASES)
     COMPILER.prefetch(case.plan().module.text for case in SPECIAL)
     yield
@@ -856,14 +906,14 @@ def _compile_everything_up_front():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+@pytest.mark.parametrize("case", GRID + NAMED + PROMPTS, ids=_ids)
 def test_write_cache_bit_exact(case):
     run = case.run()
     assert_cache_equal(run.k_cache, run.plan.k_expected, "K cache")
     assert_cache_equal(run.v_cache, run.plan.v_expected, "V cache")
 
 
-@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+@pytest.mark.parametrize("case", GRID + NAMED + PROMPTS, ids=_ids)
 def test_decode_matches_reference(case, gpu_results):
     run = case.run()
     out = run.decode()
@@ -874,7 +924,7 @@ def test_decode_matches_reference(case, gpu_results):
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
 
-@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+@pytest.mark.parametrize("case", GRID + NAMED + PROMPTS, ids=_ids)
 def test_backends_agree(case, gpu_results):
     """The other backend's lowering of the same program, run on the same
     cache bytes and inputs, agrees within SPEC §8 (XQA vs portable where

@@ -205,3 +205,32 @@ func.func @decode_f16(%kp: memref<?x16x8x256xi8>, %vp: memref<?x16x8x256xi8>, %q
       outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
   return
 }
+
+// -----
+
+// A prompt (max_query_len 2048): one split of up to 32768 keys, and the
+// decode kernel's (token, head group) blocks on the grid's x (a 4K-token
+// batch has more of them than y's 65535), the splits on y; the kernel reads
+// its row from blockIdx.x and its split from blockIdx.y.
+// CHECK-LABEL: func.func @prompt
+// CHECK: %[[KEYS:.*]] = arith.muli %{{.*}}, %c16
+// CHECK: %[[SPLITS0:.*]] = arith.ceildivsi %[[KEYS]], %c32768
+// CHECK: %[[SPLITS:.*]] = arith.maxsi %[[SPLITS0]], %c1
+// CHECK: %[[DROWS:.*]] = arith.muli %{{.*}}, %c8
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels::@pattn_decode_{{[0-9a-f]+}} blocks in (%[[DROWS]], %[[SPLITS]], %{{.*}})
+// CHECK: gpu.func @pattn_decode_{{[0-9a-f]+}}
+// CHECK: %[[ROW:.*]] = gpu.block_id  x
+// CHECK: arith.divsi %[[ROW]], %c8
+// CHECK: %[[SPLIT:.*]] = gpu.block_id  y
+// CHECK: %[[SPLIT32:.*]] = arith.index_cast %[[SPLIT]] : index to i32
+// CHECK: arith.muli %[[SPLIT32]], %c32768_i32
+// CHECK: gpu.func @pattn_merge_{{[0-9a-f]+}}
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+func.func @prompt(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64}
+  return
+}

@@ -1007,8 +1007,19 @@ func.func @f(%k: !k, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
-  // expected-error @below {{max_query_len 9 must be in [1, 8] query tokens per sequence}}
-  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 9 : i64}
+  // expected-error @below {{max_query_len 32769 must be in [1, 32768] query tokens per sequence}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 32769 : i64}
+  return
+}
+
+// -----
+
+// A prompt's (token, head group) blocks outgrow the grid's y dimension: only
+// a prompt plan (blocks on x) lowers it.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{max_query_len 512 (a prompt) needs a portable plan with prompt = true, got #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 512 : i64, backend = #pattn.backend<portable>, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}
   return
 }
 
@@ -1016,7 +1027,7 @@ func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
-  // expected-error @below {{max_query_len 0 must be in [1, 8] query tokens per sequence}}
+  // expected-error @below {{max_query_len 0 must be in [1, 32768] query tokens per sequence}}
   pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 0 : i64}
   return
 }
@@ -1177,6 +1188,16 @@ func.func @f(%c: !r, %q: memref<4x16x512xbf16>, %bt: memref<4x8xi32>, %sl: memre
 func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x16x576xbf16>) {
   // expected-error @below {{outs must have shape [4, 16, 512], got 'memref<4x16x576xbf16>'}}
   pattn.mla_decode query(%q : memref<4x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x16x576xbf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+// MLA is decode only: up to 8 speculative tokens per sequence.
+!r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+func.func @f(%c: !r, %q: memref<?x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x16x512xbf16>) {
+  // expected-error @below {{max_query_len 9 must be in [1, 8] query tokens per sequence}}
+  pattn.mla_decode query(%q : memref<?x16x576xbf16>) cache(%c : !r) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x16x512xbf16>) {num_heads = 16 : i64, max_query_len = 9 : i64}
   return
 }
 

@@ -54,8 +54,10 @@ public:
   /// How a decode's blocks cover the work, per split.
   struct DecodeGrid {
     /// Portable: a fixed number of keys per split, and a block per (token,
-    /// head group); 0 for the tensor-core kernels.
+    /// head group); 0 for the tensor-core kernels. A prompt's blocks are on
+    /// the grid's x (more than y's 65535), its splits on y.
     int64_t splitKeys = 0;
+    bool rowsOnX = false;
     /// Tensor-core kernels: as many splits of whole tiles of `tileKeys`
     /// keys as fill the device, given `sharedBytes` per block; a block per
     /// (sequence, KV head) when `blocksPerSequence` is set (paged XQA),
@@ -132,6 +134,7 @@ private:
   /// outputs and statistics, allocated on the stream.
   struct DecodeWorkspace {
     mlir::Value tokens, rows, splits, blocksPerSplit, partialOut, partialStats;
+    bool rowsOnX = false; ///< the grid's (DecodeGrid::rowsOnX)
   };
   DecodeWorkspace allocateWorkspace(mlir::Location loc, mlir::Value tokens,
                                     mlir::Value blockTable, int64_t blockSize,

@@ -107,7 +107,8 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
           splits,
           blocksPerSplit,
           partialOut.getMemref(),
-          partialStats.getMemref()};
+          partialStats.getMemref(),
+          grid.rowsOnX};
 }
 
 void HostRewriter::launchDecode(Location loc, int64_t valueDim,
@@ -120,8 +121,11 @@ void HostRewriter::launchDecode(Location loc, int64_t valueDim,
       workspace.blocksPerSplit
           ? workspace.blocksPerSplit
           : kb.mul(workspace.tokens, kb.index(decode.decodeBlocksPerToken));
-  launch(loc, decode.decode, {workspace.splits, decodeRows, kb.index(1)},
-         decodeOperands, decode.sharedBytes, decode.blockThreads);
+  gpu::KernelDim3 blocks{workspace.splits, decodeRows, kb.index(1)};
+  if (workspace.rowsOnX)
+    std::swap(blocks.x, blocks.y);
+  launch(loc, decode.decode, blocks, decodeOperands, decode.sharedBytes,
+         decode.blockThreads);
   SmallVector<Value> mergeOperands(decode.mergeOperands);
   mergeOperands.append({workspace.partialOut, workspace.partialStats});
   // A merge block per (row, kBlockThreads channels).
@@ -193,7 +197,9 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
     grid.leastTilesPerSplit = mla.getLeastTilesPerSplit();
     grid.mostSplits = mla.getMostSplits();
   } else {
-    grid.splitKeys = cast<PortablePlanAttr>(plan).getKeysPerSplit();
+    auto portable = cast<PortablePlanAttr>(plan);
+    grid.splitKeys = portable.getKeysPerSplit();
+    grid.rowsOnX = portable.getPrompt();
   }
   return grid;
 }

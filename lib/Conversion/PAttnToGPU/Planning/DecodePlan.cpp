@@ -457,16 +457,28 @@ XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   return plans;
 }
 
+/// Keys per split of a prompt's portable plan.
+constexpr int64_t kPromptKeysPerSplit = 32768;
+
 PortablePlanAttr planPortableDecode(Operation *op, int64_t keysPerSplit,
                                     ArrayRef<Chip> chips) {
   int64_t group = 1;
-  if (auto attention = dyn_cast<PagedAttentionOp>(op))
+  bool prompt = false;
+  if (auto attention = dyn_cast<PagedAttentionOp>(op)) {
     group = static_cast<int64_t>(attention.getNumHeads()) /
             attention.getKey().getType().getKvHeads();
-  else if (auto mla = dyn_cast<MlaDecodeOp>(op))
+    prompt = static_cast<int64_t>(attention.getMaxQueryLen()) >
+             kMaxSpeculativeTokens;
+  } else if (auto mla = dyn_cast<MlaDecodeOp>(op)) {
     group = static_cast<int64_t>(mla.getNumHeads());
+  }
+  // A prompt has a block per (token, head group) already, as many as the
+  // splits of a long decode would give: one split (up to 32768 keys) keeps
+  // its workspace to one partial output per row.
+  if (prompt)
+    keysPerSplit = std::max(keysPerSplit, kPromptKeysPerSplit);
   return PortablePlanAttr::get(op->getContext(), portableHeadsPerBlock(group),
-                               keysPerSplit, kBlockThreads, chips);
+                               keysPerSplit, kBlockThreads, prompt, chips);
 }
 
 } // namespace pattn

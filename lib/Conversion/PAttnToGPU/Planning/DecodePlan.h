@@ -173,7 +173,9 @@ inline constexpr int64_t kXqaMlaHeadsPerBlock = 16;
 inline constexpr int64_t kXqaMlaWarpgroupHeads = 64;
 inline constexpr int64_t kXqaMlaWarpgroupThreads = 256;
 
-/// The portable plan of a paged_attention or mla_decode op.
+/// The portable plan of a paged_attention or mla_decode op; a prompt plan
+/// (one split of up to 32768 keys, blocks on the grid's x) for a
+/// paged_attention of more than 8 query tokens per sequence.
 pattn::PortablePlanAttr planPortableDecode(mlir::Operation *op,
                                            int64_t keysPerSplit,
                                            llvm::ArrayRef<Chip> chips);

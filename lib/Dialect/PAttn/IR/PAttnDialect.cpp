@@ -166,7 +166,8 @@ verifySchedule(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 PortablePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          int64_t headsPerBlock, int64_t keysPerSplit,
-                         int64_t threads, ArrayRef<Chip> targets) {
+                         int64_t threads, bool /*prompt*/,
+                         ArrayRef<Chip> targets) {
   if (headsPerBlock < 1 || headsPerBlock > 8)
     return emitError() << "heads_per_block " << headsPerBlock
                        << " not in [1, 8]";

@@ -136,11 +136,14 @@ static LogicalResult checkScaleOperand(Operation *op, StringRef name,
 }
 
 /// The sequence metadata shared by paged_attention and mla_decode: the block
-/// table, the lengths, the optional query starts, and the query-token bound.
+/// table, the lengths, the optional query starts, and the query-token bound
+/// (at most `queryLenLimit`: a prompt's length for paged_attention, the
+/// speculative tokens for mla_decode).
 static LogicalResult checkSequenceOperands(Operation *op, Value query,
                                            Value blockTable, Value seqLens,
                                            Value queryStart,
-                                           int64_t maxQueryLen) {
+                                           int64_t maxQueryLen,
+                                           int64_t queryLenLimit) {
   if (failed(checkShape(op, "block_table", blockTable,
                         {ShapedType::kDynamic, ShapedType::kDynamic})) ||
       failed(checkElement(op, "block_table", blockTable, isI32, "i32")))
@@ -149,9 +152,10 @@ static LogicalResult checkSequenceOperands(Operation *op, Value query,
   if (failed(checkShape(op, "seq_lens", seqLens, {batch})) ||
       failed(checkElement(op, "seq_lens", seqLens, isI32, "i32")))
     return failure();
-  if (maxQueryLen < 1 || maxQueryLen > 8)
-    return op->emitOpError() << "max_query_len " << maxQueryLen
-                             << " must be in [1, 8] query tokens per sequence";
+  if (maxQueryLen < 1 || maxQueryLen > queryLenLimit)
+    return op->emitOpError()
+           << "max_query_len " << maxQueryLen << " must be in [1, "
+           << queryLenLimit << "] query tokens per sequence";
   if (queryStart) {
     int64_t starts =
         ShapedType::isDynamic(batch) ? ShapedType::kDynamic : batch + 1;
@@ -492,6 +496,16 @@ static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
                    ? (mla ? "#pattn.xqa_mla_plan" : "#pattn.xqa_plan")
                    : "#pattn.portable_plan")
            << ", got " << plan;
+  // A prompt has more (token, head group) blocks than a grid's y dimension
+  // holds: only a prompt plan lays them out on x.
+  auto portable = dyn_cast<PortablePlanAttr>(plan);
+  if (auto attention = dyn_cast<PagedAttentionOp>(op);
+      portable && attention && !portable.getPrompt() &&
+      static_cast<int64_t>(attention.getMaxQueryLen()) > kMaxSpeculativeTokens)
+    return op->emitOpError()
+           << "max_query_len " << attention.getMaxQueryLen()
+           << " (a prompt) needs a portable plan with prompt = true, got "
+           << plan;
   return success();
 }
 
@@ -523,9 +537,9 @@ LogicalResult PagedAttentionOp::verify() {
     return emitOpError() << "outs must hold " << queryType.getElementType()
                          << " like the query, got " << outType.getElementType();
 
-  if (failed(checkSequenceOperands(op, getQuery(), getBlockTable(),
-                                   getSeqLens(), getQueryStart(),
-                                   static_cast<int64_t>(getMaxQueryLen()))) ||
+  if (failed(checkSequenceOperands(
+          op, getQuery(), getBlockTable(), getSeqLens(), getQueryStart(),
+          static_cast<int64_t>(getMaxQueryLen()), kMaxPromptTokens)) ||
       failed(checkScaleOperand(op, "k_scale", key, getKScale())) ||
       failed(checkScaleOperand(op, "v_scale", value, getVScale())))
     return failure();
@@ -636,9 +650,9 @@ LogicalResult MlaDecodeOp::verify() {
   if (outElement != queryElement)
     return emitOpError() << "outs must hold " << queryElement
                          << " like the query, got " << outElement;
-  if (failed(checkSequenceOperands(op, getQuery(), getBlockTable(),
-                                   getSeqLens(), getQueryStart(),
-                                   static_cast<int64_t>(getMaxQueryLen()))) ||
+  if (failed(checkSequenceOperands(
+          op, getQuery(), getBlockTable(), getSeqLens(), getQueryStart(),
+          static_cast<int64_t>(getMaxQueryLen()), kMaxSpeculativeTokens)) ||
       failed(checkOuterScale(op, record, getOuterScale())) ||
       failed(checkPlan(op, getBackend(), getPlanAttr())) ||
       failed(checkChipPlans(op, getPlanAttr(), getChipPlansAttr())))

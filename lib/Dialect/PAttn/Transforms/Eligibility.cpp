@@ -179,9 +179,9 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
   if (!isXqaHeadDim(config.headDim))
     fail(llvm::formatv("head_dim {0} not in {{64, 128, 256}", config.headDim));
 
-  // Row 4: query rows per KV head.
+  // Row 4: query rows per KV head (a prompt fails row 8 alone).
   int64_t group = config.kvHeads > 0 ? config.numHeads / config.kvHeads : 0;
-  if (group * config.queryTokens > kMaxRowsPerKvHead)
+  if (config.queryTokens <= 8 && group * config.queryTokens > kMaxRowsPerKvHead)
     fail(llvm::formatv("g x query tokens = {0} x {1} = {2} > {3}", group,
                        config.queryTokens, group * config.queryTokens,
                        kMaxRowsPerKvHead));
@@ -222,8 +222,13 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     fail("V channel scales not moved to the output (run "
          "--pattn-fold-channel-scales)");
 
-  // Row 8: speculative decode up to 8 query tokens per sequence.
-  if (config.queryTokens < 1 || config.queryTokens > 8)
+  // Row 8: speculative decode up to 8 query tokens per sequence; a prompt
+  // is prefilled by the portable kernel.
+  if (config.queryTokens > 8)
+    fail(llvm::formatv("query tokens {0} > 8: a prompt, which the portable "
+                       "kernel prefills (no tensor-core prefill yet)",
+                       config.queryTokens));
+  else if (config.queryTokens < 1)
     fail(llvm::formatv("query tokens {0} not in [1, 8]", config.queryTokens));
 
   // Row 9: softcap is applied to the fp32 logits on both paths.

@@ -71,3 +71,18 @@ func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?
 }
 
 // NOBACKEND: error: 'pattn.paged_attention' op has no backend; run --pattn-select-backend before --pattn-plan-decode
+
+// A prompt (max_query_len > 8) is prefilled by the portable kernel: its
+// (token, head group) blocks go on the grid's x, one split of up to 32768
+// keys each, whatever keys-per-split says.
+// H200-LABEL: func.func @prompt_2048
+// H200: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 32768, prompt = true, targets = [sm_90a]>
+// PORT-LABEL: func.func @prompt_2048
+// PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 32768, prompt = true, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
+func.func @prompt_2048(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !f16c
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !f16c) value(%k : !f16c)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64}
+  return
+}

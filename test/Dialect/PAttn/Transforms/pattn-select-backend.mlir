@@ -266,3 +266,17 @@ func.func @row_several_failures(%k: !pattn.cache<block_size = 16, kv_heads = 1, 
       outs(%o : memref<2x33x96xf16>) {num_heads = 33 : i64}
   return
 }
+
+// -----
+
+// A prompt (up to 32768 query tokens per sequence) has no tensor-core
+// kernel yet: the portable backend prefills it.
+// CHECK-LABEL: func.func @prompt_512
+// CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
+func.func @prompt_512(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>, %q: memref<?x32x128xf16>, %bt: memref<2x64xi32>, %sl: memref<2xi32>, %qs: memref<3xi32>, %s: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  // expected-remark @below {{portable: query tokens 512 > 8: a prompt, which the portable kernel prefills (no tensor-core prefill yet)}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>) value(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>)
+      block_table(%bt : memref<2x64xi32>) seq_lens(%sl : memref<2xi32>) query_start(%qs : memref<3xi32>) k_scale(%s : memref<1xf32>) v_scale(%s : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 512 : i64}
+  return
+}

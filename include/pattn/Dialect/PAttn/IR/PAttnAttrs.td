@@ -175,11 +175,19 @@ def PAttn_PortablePlanAttr : AttrDef<PAttn_Dialect, "PortablePlan"> {
     keys; a merge kernel combines the splits. `targets` are the chips the
     plan was made for; the conversion lowers it for no other.
 
-    Example:
-    `#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_80, sm_90a]>`.
+    `prompt = true` is the plan of an op with more than 8 query tokens per
+    sequence (a prompt or a chunk of one): the grid's x dimension holds the
+    (token, head group) blocks, since a prompt has more of them than the
+    65535 that y allows, and y the splits; the planner gives it 32768 keys
+    per split, so that the split workspace of a prompt is one split.
+
+    Examples:
+    `#pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_80, sm_90a]>`,
+    `#pattn.portable_plan<heads_per_block = 4, keys_per_split = 32768, prompt = true, targets = [sm_90a]>`.
   }];
   let parameters = (ins "int64_t":$heads_per_block, "int64_t":$keys_per_split,
                         DefaultValuedParameter<"int64_t", "128">:$threads,
+                        DefaultValuedParameter<"bool", "false">:$prompt,
                         PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

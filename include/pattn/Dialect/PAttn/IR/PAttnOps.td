@@ -194,7 +194,7 @@ def PAttn_RotaryOp : PAttn_Op<"rotary", [
 def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
-  let summary = "Decode attention over paged, quantized K and V caches";
+  let summary = "Attention of decode tokens and prompts over paged, quantized K and V caches";
   let description = [{
     For each query token t of sequence b and head h (kv head h / g, g =
     num_heads / kv_heads):
@@ -204,9 +204,12 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     with fp32 accumulation, over the `seq_lens[b]` keys found through
     `block_table[b]` (-1 entries are unmapped and masked). Without
     `query_start` each sequence has one query token (tokens == batch); with
-    it, sequence b owns tokens [query_start[b], query_start[b+1]) (1 to
-    `max_query_len` ≤ 8 of them, speculative decode), causal among
-    themselves. `softcap` > 0 turns logits into softcap·tanh(logits/softcap);
+    it, sequence b owns tokens [query_start[b], query_start[b+1]) (0 to
+    `max_query_len` ≤ 32768 of them: speculative decode up to 8, a prompt or
+    a chunk of one beyond; one batch may mix them), causal among
+    themselves: query token i of n sits at position seq_lens[b] − n + i and
+    sees the keys up to it, so a chunk over a cached prefix sees the whole
+    prefix. `softcap` > 0 turns logits into softcap·tanh(logits/softcap);
     `window` W ≥ 1 keeps keys at positions > query position − W; `sinks`
     [num_heads] (f16, bf16 or f32, as ONNX Runtime's T-typed head_sink) add
     exp(sink − max) to the denominator. Zero-length sequences
@@ -241,6 +244,15 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
         block_table(%bt : memref<4x64xi32>) seq_lens(%sl : memref<4xi32>)
         k_scale(%ks : memref<8x128xf32>) v_scale(%vs : memref<1xf32>)
         outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+    ```
+    A prompt of up to 2048 tokens per sequence (or a chunk of one over the
+    cached prefix), the tokens of every sequence packed one after another:
+    ```mlir
+    pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k)
+        value(%k : !k) block_table(%bt : memref<?x?xi32>)
+        seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+        outs(%o : memref<?x32x128xf16>)
+        {num_heads = 32 : i64, max_query_len = 2048 : i64}
     ```
   }];
   let arguments = (ins AnyMemRef:$query, PAttn_CacheType:$key,

@@ -33,6 +33,9 @@ constexpr int32_t kDecodeBlocksPerSM = 4;
 /// the op, its source and its plan.
 struct PortableShape {
   int64_t keysPerSplit, keyDim, valueDim, kvHeads, group, heads, headGroups;
+  /// A prompt plan: the (token, head group) rows on the grid's x, the
+  /// splits on y (a decode has them the other way round).
+  bool prompt;
   /// Each thread reads `elements` consecutive channels of a value row as one
   /// vector; when a row needs fewer than 128 threads, the block reads
   /// `lanes` keys at once and sums the lanes' partial outputs at the end.
@@ -55,6 +58,7 @@ PortableShape shapeOf(KVSource &source, const DecodeParams &p,
                       PortablePlanAttr plan) {
   PortableShape s;
   s.keysPerSplit = plan.getKeysPerSplit();
+  s.prompt = plan.getPrompt();
   s.keyDim = source.keyDim();
   s.valueDim = source.valueDim();
   s.kvHeads = source.kvHeads();
@@ -189,10 +193,11 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
 }
 
 void PortableDecode::locateBlock() {
-  // blockId.y = (token * kvHeads + kvHead) * headGroups + headGroup.
+  // row = (token * kvHeads + kvHead) * headGroups + headGroup: blockId.y
+  // and the split blockId.x, or the other way round for a prompt.
   tid = kb.threadId();
-  split = kb.blockId(gpu::Dimension::x);
-  Value row = kb.blockId(gpu::Dimension::y);
+  split = kb.blockId(s.prompt ? gpu::Dimension::y : gpu::Dimension::x);
+  Value row = kb.blockId(s.prompt ? gpu::Dimension::x : gpu::Dimension::y);
   token = kb.divs(row, kb.index(s.kvHeads * s.headGroups));
   Value kvHeadRow = kb.divs(row, kb.index(s.headGroups));
   kvHead = kb.rems(kvHeadRow, kb.index(s.kvHeads));

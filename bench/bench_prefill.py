@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Prefill benchmark of pattn (issue 30): prompts and prompt chunks over
+pattn's own paged caches, against PyTorch SDPA (causal, contiguous f16
+cache) in the same process.
+
+A row is a pattn.paged_attention with more than 8 query tokens per
+sequence: the last `query_tokens` positions of each sequence attend
+causally to everything before them (a whole prompt when query_tokens ==
+seq_len, a chunk over a cached prefix otherwise). The cache is written by
+pattn's write kernels (bench_decode.PattnCase), every call is timed with
+CUDA events (medians), and
+
+    TFLOPS = 4 * B * H * D * attended pairs / time,
+
+with pairs = n * (L - n) + n * (n + 1) / 2 per sequence (n query tokens,
+L keys), the count FlashInfer's and the issue's tables use.
+
+    python3 bench/bench_prefill.py                    # every shape x cache
+    python3 bench/bench_prefill.py --caches f16,i4 --write-results out.md
+    python3 bench/bench_prefill.py --precompile sm_90a   # no GPU needed
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+
+import bench_decode as decode
+from bench_decode import Shape
+from timing import time_calls
+
+#: Issue 30's rows: B4 x 4K-token prompts and a 512-token chunk over a
+#: 16K-token prefix (B8); 32 query heads over 8 KV heads, head_dim 128.
+SHAPES = [
+    Shape("B4-32/8-D128-P4K", 4, 32, 8, 128, 4096, query_tokens=4096),
+    Shape("B8-32/8-D128-C512-L16K", 8, 32, 8, 128, 16384 + 512,
+          query_tokens=512),
+]
+CACHES = ("f16", "i8", "f8e4m3", "i4", "nvfp4")
+
+
+def attended_pairs(shape: Shape) -> float:
+    """(query, key) pairs of one sequence under the causal mask."""
+    n, length = shape.query_tokens, shape.seq_len
+    return n * (length - n) + n * (n + 1) / 2
+
+
+def tflops(shape: Shape, us: float) -> float:
+    work = 4 * shape.batch * shape.heads * shape.head_dim * \
+        attended_pairs(shape)
+    return work / (us * 1e-6) / 1e12
+
+
+def sdpa_call(torch, shape: Shape):
+    """SDPA over a contiguous f16 cache of the same shape: causal for a
+    whole prompt, an explicit mask for a chunk over a prefix."""
+    B, H, Hkv, D = shape.batch, shape.heads, shape.kv_heads, shape.head_dim
+    n, length = shape.query_tokens, shape.seq_len
+    generator = torch.Generator(device="cuda").manual_seed(7)
+
+    def tensor(*dims):
+        return (torch.rand(dims, device="cuda", generator=generator) * 0.9
+                + 0.1).to(torch.float16)
+
+    q, k, v = tensor(B, H, n, D), tensor(B, Hkv, length, D), \
+        tensor(B, Hkv, length, D)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if n == length:
+        return lambda: sdpa(q, k, v, is_causal=True, enable_gqa=True)
+    mask = torch.ones(n, length, dtype=torch.bool, device="cuda").tril(
+        diagonal=length - n)
+    return lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="all",
+                        help="comma-separated names from: " +
+                        ", ".join(s.name for s in SHAPES))
+    parser.add_argument("--caches", default=",".join(CACHES))
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--precompile", metavar="CHIP",
+                        help="only compile the modules into "
+                        "$PATTN_ARTIFACT_DIR (no GPU needed)")
+    parser.add_argument("--write-results", metavar="PATH")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    shapes = [s for s in SHAPES
+              if args.shapes == "all" or s.name in args.shapes.split(",")]
+    caches = [c for c in args.caches.split(",") if c in CACHES]
+    if not shapes or not caches:
+        print("bench_prefill: nothing selected", file=sys.stderr)
+        return 2
+    if args.precompile:
+        # Prompts lower to the portable kernel on every backend.
+        return decode.precompile(args.precompile, 16, "nhd", ["auto"],
+                                 shapes, caches)
+    import torch
+    import pattn
+    if not torch.cuda.is_available():
+        print("bench_prefill: no CUDA device", file=sys.stderr)
+        return 2
+    major, minor = torch.cuda.get_device_capability()
+    chip = f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
+    lines = [
+        f"pattn prefill benchmark — "
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
+        f"UTC, {torch.cuda.get_device_name()} ({chip}), commit "
+        f"{os.environ.get('PATTN_COMMIT', 'unknown')}, 16-token nhd pages, "
+        f"medians of {args.iters} eager calls; TFLOPS = 4 B H D pairs / "
+        "time", "",
+        "| shape | cache | pattn µs | pattn TFLOPS | SDPA f16 µs | "
+        "SDPA TFLOPS | pattn ÷ SDPA |",
+        "|---|---|---:|---:|---:|---:|---:|"]
+    for shape in shapes:
+        sdpa = time_calls(torch, [sdpa_call(torch, shape)], args.warmup,
+                          args.iters).median_us
+        for cache in caches:
+            case = decode.PattnCase(torch, pattn, chip, shape, cache, 16,
+                                    "nhd", "auto")
+            us = time_calls(torch, case.decoders(), args.warmup,
+                            args.iters).median_us
+            lines.append(
+                f"| {shape.name} | {cache} | {us:.1f} | "
+                f"{tflops(shape, us):.1f} | {sdpa:.1f} | "
+                f"{tflops(shape, sdpa):.1f} | {us / sdpa:.1f}x |")
+            print(lines[-1], file=sys.stderr, flush=True)
+            del case
+            torch.cuda.empty_cache()
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.write_results:
+        with open(args.write_results, "w") as f:
+            f.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
