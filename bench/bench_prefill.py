@@ -7,8 +7,9 @@ A row is a pattn.paged_attention with more than 8 query tokens per
 sequence: the last `query_tokens` positions of each sequence attend
 causally to everything before them (a whole prompt when query_tokens ==
 seq_len, a chunk over a cached prefix otherwise). The cache is written by
-pattn's write kernels (bench_decode.PattnCase), every call is timed with
-CUDA events (medians), and
+pattn's write kernels (bench_decode.PattnCase); each backend is timed
+(auto: the XQA kernel in query tiles; portable: the fp32 kernel), every
+call with CUDA events (medians), and
 
     TFLOPS = 4 * B * H * D * attended pairs / time,
 
@@ -39,6 +40,7 @@ SHAPES = [
           query_tokens=512),
 ]
 CACHES = ("f16", "i8", "f8e4m3", "i4", "nvfp4")
+BACKENDS = ("auto", "portable")
 
 
 def attended_pairs(shape: Shape) -> float:
@@ -98,8 +100,7 @@ def main(argv=None) -> int:
         print("bench_prefill: nothing selected", file=sys.stderr)
         return 2
     if args.precompile:
-        # Prompts lower to the portable kernel on every backend.
-        return decode.precompile(args.precompile, 16, "nhd", ["auto"],
+        return decode.precompile(args.precompile, 16, "nhd", list(BACKENDS),
                                  shapes, caches)
     import torch
     import pattn
@@ -115,24 +116,28 @@ def main(argv=None) -> int:
         f"{os.environ.get('PATTN_COMMIT', 'unknown')}, 16-token nhd pages, "
         f"medians of {args.iters} eager calls; TFLOPS = 4 B H D pairs / "
         "time", "",
-        "| shape | cache | pattn µs | pattn TFLOPS | SDPA f16 µs | "
-        "SDPA TFLOPS | pattn ÷ SDPA |",
-        "|---|---|---:|---:|---:|---:|---:|"]
+        "| shape | cache | XQA (auto) µs | TFLOPS | portable µs | TFLOPS | "
+        "SDPA f16 µs | SDPA TFLOPS | auto ÷ SDPA time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for shape in shapes:
         sdpa = time_calls(torch, [sdpa_call(torch, shape)], args.warmup,
                           args.iters).median_us
         for cache in caches:
-            case = decode.PattnCase(torch, pattn, chip, shape, cache, 16,
-                                    "nhd", "auto")
-            us = time_calls(torch, case.decoders(), args.warmup,
-                            args.iters).median_us
+            times = {}
+            for backend in BACKENDS:
+                case = decode.PattnCase(torch, pattn, chip, shape, cache, 16,
+                                        "nhd", backend)
+                times[backend] = time_calls(torch, case.decoders(),
+                                            args.warmup, args.iters).median_us
+                del case
+                torch.cuda.empty_cache()
+            auto, portable = times["auto"], times["portable"]
             lines.append(
-                f"| {shape.name} | {cache} | {us:.1f} | "
-                f"{tflops(shape, us):.1f} | {sdpa:.1f} | "
-                f"{tflops(shape, sdpa):.1f} | {us / sdpa:.1f}x |")
+                f"| {shape.name} | {cache} | {auto:.1f} | "
+                f"{tflops(shape, auto):.1f} | {portable:.1f} | "
+                f"{tflops(shape, portable):.1f} | {sdpa:.1f} | "
+                f"{tflops(shape, sdpa):.1f} | {auto / sdpa:.2f}x |")
             print(lines[-1], file=sys.stderr, flush=True)
-            del case
-            torch.cuda.empty_cache()
     table = "\n".join(lines) + "\n"
     print(table)
     if args.write_results:

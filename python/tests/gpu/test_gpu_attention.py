@@ -652,8 +652,8 @@ SKIP_CASES = [
 # Prompts (more than 8 query tokens per sequence): whole prompts, chunks of
 # a prompt over a cached prefix, and mixed batches of prompt chunks, decode
 # tokens and empty sequences, over every encoding and both layouts. The
-# portable backend prefills them on both backends (no tensor-core prefill
-# yet); tests below run each through the write, the reference and the
+# auto backend runs the XQA kernel in query tiles, portable its prompt
+# plan; tests below run each through the write, the reference and the
 # other backend like the grid.
 PROMPTS = [Case(config) for config in [
     ir.Config(name="prompt-f16", kv_heads=1, g=4, query_tokens=4096,

@@ -1193,6 +1193,26 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 
 // -----
 
+// A prompt's XQA plan cuts it into query tiles that fit the rows; a
+// decode's has none.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{max_query_len 512 (a prompt) needs an XQA plan whose query_tile x g fits its rows (32), got query_tile 16 for g = 4}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 512 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 113920, resident_blocks = [2], query_tile = 16, targets = [sm_90a]>}
+  return
+}
+
+// -----
+
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{query_tile 8 is a prompt's plan, but max_query_len is 4}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 4 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 113920, resident_blocks = [2], query_tile = 8, targets = [sm_90a]>}
+  return
+}
+
+// -----
+
 // MLA is decode only: up to 8 speculative tokens per sequence.
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<?x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x16x512xbf16>) {

@@ -65,6 +65,9 @@ public:
     /// `residentBlocks` of them fit on an SM.
     int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
     int64_t blocksPerSequence = 0, blocksPerToken = 0;
+    /// Paged XQA on a prompt: a block per (query tile of this many tokens,
+    /// split, KV head), the tiles on the grid's x.
+    int64_t queryTile = 0;
     /// The split search's bounds (the plan's): at least this many tiles per
     /// split, at most this many splits.
     int64_t leastTilesPerSplit = 1;
@@ -135,6 +138,9 @@ private:
   struct DecodeWorkspace {
     mlir::Value tokens, rows, splits, blocksPerSplit, partialOut, partialStats;
     bool rowsOnX = false; ///< the grid's (DecodeGrid::rowsOnX)
+    /// A prompt's query tiles (a bound: sequences' partial tiles included)
+    /// and KV heads, for a paged XQA prompt plan; null otherwise.
+    mlir::Value promptTiles, kvHeads;
   };
   DecodeWorkspace allocateWorkspace(mlir::Location loc, mlir::Value tokens,
                                     mlir::Value blockTable, int64_t blockSize,

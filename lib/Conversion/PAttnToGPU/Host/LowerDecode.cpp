@@ -30,8 +30,16 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
   Value maxKeys = kb.mul(dim(loc, blockTable, 1), kb.index(blockSize));
   Value splits;
   // Decode blocks per split of the tensor-core kernels.
-  Value blocksPerSplit;
-  if (grid.blocksPerSequence)
+  Value blocksPerSplit, promptTiles, kvHeads;
+  if (grid.queryTile) {
+    // Sequence b's n_b tokens make ceil(n_b / T) tiles, so all of them at
+    // most (tokens + batch (T - 1)) / T: a bound from host-known sizes.
+    Value batch = dim(loc, blockTable, 0);
+    Value padding = kb.mul(batch, kb.index(grid.queryTile - 1));
+    promptTiles = kb.divs(kb.add(tokens, padding), kb.index(grid.queryTile));
+    kvHeads = kb.index(grid.blocksPerSequence);
+    blocksPerSplit = kb.mul(promptTiles, kvHeads);
+  } else if (grid.blocksPerSequence)
     blocksPerSplit =
         kb.mul(dim(loc, blockTable, 0), kb.index(grid.blocksPerSequence));
   else if (grid.blocksPerToken)
@@ -108,7 +116,9 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
           blocksPerSplit,
           partialOut.getMemref(),
           partialStats.getMemref(),
-          grid.rowsOnX};
+          grid.rowsOnX,
+          promptTiles,
+          kvHeads};
 }
 
 void HostRewriter::launchDecode(Location loc, int64_t valueDim,
@@ -124,6 +134,8 @@ void HostRewriter::launchDecode(Location loc, int64_t valueDim,
   gpu::KernelDim3 blocks{workspace.splits, decodeRows, kb.index(1)};
   if (workspace.rowsOnX)
     std::swap(blocks.x, blocks.y);
+  if (workspace.promptTiles)
+    blocks = {workspace.promptTiles, workspace.splits, workspace.kvHeads};
   launch(loc, decode.decode, blocks, decodeOperands, decode.sharedBytes,
          decode.blockThreads);
   SmallVector<Value> mergeOperands(decode.mergeOperands);
@@ -187,6 +199,7 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
     grid.sharedBytes = xqa.getSharedBytes();
     grid.residentBlocks = xqa.getResidentBlocksOn(chips);
     grid.blocksPerSequence = kvHeads;
+    grid.queryTile = xqa.getQueryTile();
     grid.leastTilesPerSplit = xqa.getLeastTilesPerSplit();
     grid.mostSplits = xqa.getMostSplits();
   } else if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan)) {

@@ -156,6 +156,16 @@ static int64_t xqaPlannedBlocks(int64_t rows, int64_t sharedBytes,
   return rows > 16 ? std::min<int64_t>(blocks, 3) : blocks;
 }
 
+/// The query tokens per block of a prompt's XQA plan (0 for a decode): as
+/// many as fill the 32 rows of two m-tiles.
+static int64_t xqaQueryTile(PagedAttentionOp op) {
+  if (static_cast<int64_t>(op.getMaxQueryLen()) <= kMaxSpeculativeTokens)
+    return 0;
+  int64_t group = static_cast<int64_t>(op.getNumHeads()) /
+                  op.getKey().getType().getKvHeads();
+  return 32 / group;
+}
+
 /// An XQA plan of `op` for `chips` with the given tiling; the schedule's
 /// split bounds are the defaults (DecodePlan.h).
 static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -168,15 +178,19 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
   return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
                           stages, keyWarps, valueWarps, split, sharedBytes,
                           resident, kBlockThreads, kXqaLeastTilesPerSplit,
-                          kXqaMostSplits, chips);
+                          kXqaMostSplits, xqaQueryTile(op), chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
                           int64_t maxKeysPerSplit) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
-  int64_t rows =
-      group * static_cast<int64_t>(op.getMaxQueryLen()) <= 16 ? 16 : 32;
+  // A decode's rows are g x its query tokens; a prompt fills two m-tiles
+  // with query tiles of floor(32 / g) tokens.
+  int64_t queryTokens = xqaQueryTile(op);
+  if (!queryTokens)
+    queryTokens = static_cast<int64_t>(op.getMaxQueryLen());
+  int64_t rows = group * queryTokens <= 16 ? 16 : 32;
   int64_t valueDim = value.getHeadDim();
   int64_t valueWarps = 1;
   while (valueWarps < 4 && (rows / 16) * (valueDim / valueWarps) / 2 > 64)

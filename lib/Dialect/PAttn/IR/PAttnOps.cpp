@@ -476,6 +476,38 @@ void RotaryOp::getEffects(
 //===----------------------------------------------------------------------===//
 
 /// A plan must match the recorded backend: the lowering obeys both.
+/// A prompt (more than 8 query tokens per sequence) has more blocks than a
+/// decode's grid holds and more rows than a decode block: only a prompt
+/// plan lowers it (portable: `prompt = true`; XQA: a `query_tile` of at
+/// most rows / g tokens), and a decode needs a decode plan.
+static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
+  int64_t maxQueryLen = static_cast<int64_t>(op.getMaxQueryLen());
+  bool prompt = maxQueryLen > kMaxSpeculativeTokens;
+  if (auto portable = dyn_cast<PortablePlanAttr>(plan);
+      portable && prompt && !portable.getPrompt())
+    return op.emitOpError()
+           << "max_query_len " << maxQueryLen
+           << " (a prompt) needs a portable plan with prompt = true, got "
+           << plan;
+  auto xqa = dyn_cast<XqaPlanAttr>(plan);
+  if (!xqa)
+    return success();
+  int64_t group =
+      static_cast<int64_t>(op.getNumHeads()) / op.getKey().getType().getKvHeads();
+  int64_t tile = xqa.getQueryTile();
+  if (prompt && (tile < 1 || tile * group > xqa.getRows()))
+    return op.emitOpError() << "max_query_len " << maxQueryLen
+                            << " (a prompt) needs an XQA plan whose query_tile "
+                               "x g fits its rows ("
+                            << xqa.getRows() << "), got query_tile " << tile
+                            << " for g = " << group;
+  if (!prompt && tile != 0)
+    return op.emitOpError() << "query_tile " << tile
+                            << " is a prompt's plan, but max_query_len is "
+                            << maxQueryLen;
+  return success();
+}
+
 static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
                                Attribute plan) {
   if (!plan)
@@ -496,17 +528,10 @@ static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
                    ? (mla ? "#pattn.xqa_mla_plan" : "#pattn.xqa_plan")
                    : "#pattn.portable_plan")
            << ", got " << plan;
-  // A prompt has more (token, head group) blocks than a grid's y dimension
-  // holds: only a prompt plan lays them out on x.
-  auto portable = dyn_cast<PortablePlanAttr>(plan);
-  if (auto attention = dyn_cast<PagedAttentionOp>(op);
-      portable && attention && !portable.getPrompt() &&
-      static_cast<int64_t>(attention.getMaxQueryLen()) > kMaxSpeculativeTokens)
-    return op->emitOpError()
-           << "max_query_len " << attention.getMaxQueryLen()
-           << " (a prompt) needs a portable plan with prompt = true, got "
-           << plan;
-  return success();
+  auto attention = dyn_cast<PagedAttentionOp>(op);
+  if (!attention)
+    return success();
+  return checkPromptPlan(attention, plan);
 }
 
 LogicalResult PagedAttentionOp::verify() {

@@ -179,9 +179,15 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
   if (!isXqaHeadDim(config.headDim))
     fail(llvm::formatv("head_dim {0} not in {{64, 128, 256}", config.headDim));
 
-  // Row 4: query rows per KV head (a prompt fails row 8 alone).
+  // Row 4: query rows per KV head; a prompt is cut into query tiles of
+  // floor(32 / g) tokens, so only g itself is bounded.
   int64_t group = config.kvHeads > 0 ? config.numHeads / config.kvHeads : 0;
-  if (config.queryTokens <= 8 && group * config.queryTokens > kMaxRowsPerKvHead)
+  if (config.queryTokens > 8 && group > kMaxRowsPerKvHead)
+    fail(llvm::formatv("g = {0} > {1}: a prompt's query tile of one token "
+                       "has more rows than the kernel's {1}",
+                       group, kMaxRowsPerKvHead));
+  else if (config.queryTokens <= 8 &&
+           group * config.queryTokens > kMaxRowsPerKvHead)
     fail(llvm::formatv("g x query tokens = {0} x {1} = {2} > {3}", group,
                        config.queryTokens, group * config.queryTokens,
                        kMaxRowsPerKvHead));
@@ -222,14 +228,10 @@ Eligibility pattn::checkXqaEligibility(const AttentionConfig &config) {
     fail("V channel scales not moved to the output (run "
          "--pattn-fold-channel-scales)");
 
-  // Row 8: speculative decode up to 8 query tokens per sequence; a prompt
-  // is prefilled by the portable kernel.
-  if (config.queryTokens > 8)
-    fail(llvm::formatv("query tokens {0} > 8: a prompt, which the portable "
-                       "kernel prefills (no tensor-core prefill yet)",
-                       config.queryTokens));
-  else if (config.queryTokens < 1)
-    fail(llvm::formatv("query tokens {0} not in [1, 8]", config.queryTokens));
+  // Row 8: speculative decode up to 8 query tokens per sequence as one
+  // block's rows; a prompt (up to 32768) in query tiles (row 4).
+  if (config.queryTokens < 1)
+    fail(llvm::formatv("query tokens {0} < 1", config.queryTokens));
 
   // Row 9: softcap is applied to the fp32 logits on both paths.
   return result;
@@ -253,7 +255,9 @@ void pattn::printEligibilityTable(llvm::raw_ostream &os) {
         "guard | fold always on (env opt-out) |\n"
      << "| channel V scale | moved to the output by the fold | applied in "
         "the kernel |\n"
-     << "| query tokens per sequence | 1-8 | 1-8 with metadata bound |\n"
+     << "| query tokens per sequence | 1-8 (g x tokens <= 32 rows), prompts "
+        "up to 32768 in query tiles of floor(32 / g) tokens (g <= 32) | 1-8 "
+        "with metadata bound; prompts on its own prefill kernels |\n"
      << "| softcap | supported | not supported on XQA |\n"
      << "| MLA: chip | >= sm_80 | no MLA |\n"
      << "| MLA: query | bf16 | no MLA |\n"

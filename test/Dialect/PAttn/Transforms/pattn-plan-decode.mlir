@@ -72,11 +72,14 @@ func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?
 
 // NOBACKEND: error: 'pattn.paged_attention' op has no backend; run --pattn-select-backend before --pattn-plan-decode
 
-// A prompt (max_query_len > 8) is prefilled by the portable kernel: its
-// (token, head group) blocks go on the grid's x, one split of up to 32768
-// keys each, whatever keys-per-split says.
+// A prompt (max_query_len > 8): the XQA kernel in query tiles of 32 / g = 8
+// tokens (two m-tiles of rows); the portable kernel with its (token, head
+// group) blocks on the grid's x, one split of up to 32768 keys each,
+// whatever keys-per-split says.
 // H200-LABEL: func.func @prompt_2048
-// H200: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 32768, prompt = true, targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 113920, resident_blocks = [2], query_tile = 8, targets = [sm_90a]>
+// ALL-LABEL: func.func @prompt_2048
+// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 32, stages = 4, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 78848, resident_blocks = [2, 1, 1, 2, 2, 1], query_tile = 8, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 // PORT-LABEL: func.func @prompt_2048
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 32768, prompt = true, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 func.func @prompt_2048(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x32x128xf16>) {

@@ -269,14 +269,27 @@ func.func @row_several_failures(%k: !pattn.cache<block_size = 16, kv_heads = 1, 
 
 // -----
 
-// A prompt (up to 32768 query tokens per sequence) has no tensor-core
-// kernel yet: the portable backend prefills it.
+// A prompt (up to 32768 query tokens per sequence) runs on tensor cores in
+// query tiles of 32 / g tokens.
 // CHECK-LABEL: func.func @prompt_512
-// CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
+// CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<xqa>
 func.func @prompt_512(%k: !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>, %q: memref<?x32x128xf16>, %bt: memref<2x64xi32>, %sl: memref<2xi32>, %qs: memref<3xi32>, %s: memref<1xf32>, %o: memref<?x32x128xf16>) {
-  // expected-remark @below {{portable: query tokens 512 > 8: a prompt, which the portable kernel prefills (no tensor-core prefill yet)}}
+  // expected-remark @below {{xqa: eligible on sm_90a}}
   pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>) value(%k : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>)
       block_table(%bt : memref<2x64xi32>) seq_lens(%sl : memref<2xi32>) query_start(%qs : memref<3xi32>) k_scale(%s : memref<1xf32>) v_scale(%s : memref<1xf32>)
       outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 512 : i64}
+  return
+}
+
+// -----
+
+// A prompt's query tile holds one token's g rows at least: g <= 32.
+// CHECK-LABEL: func.func @prompt_g33
+// CHECK: pattn.paged_attention {{.*}}backend = #pattn.backend<portable>
+func.func @prompt_g33(%k: !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 128, encoding = f16, scale = none>, %q: memref<?x33x128xf16>, %bt: memref<2x64xi32>, %sl: memref<2xi32>, %qs: memref<3xi32>, %o: memref<?x33x128xf16>) {
+  // expected-remark @below {{portable: g = 33 > 32: a prompt's query tile of one token has more rows than the kernel's 32}}
+  pattn.paged_attention query(%q : memref<?x33x128xf16>) key(%k : !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 128, encoding = f16, scale = none>) value(%k : !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 128, encoding = f16, scale = none>)
+      block_table(%bt : memref<2x64xi32>) seq_lens(%sl : memref<2xi32>) query_start(%qs : memref<3xi32>)
+      outs(%o : memref<?x33x128xf16>) {num_heads = 33 : i64, max_query_len = 100 : i64}
   return
 }

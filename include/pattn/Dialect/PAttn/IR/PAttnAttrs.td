@@ -217,6 +217,13 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     split count: at least `least_tiles_per_split` (4) tiles per split, at
     most `most_splits` (64) splits.
 
+    `query_tile` T > 0 is the plan of a prompt (more than 8 query tokens per
+    sequence): a block serves T consecutive query tokens of a sequence
+    (T × g ≤ `rows`) and only the keys up to its last token, and the grid
+    is (query tiles, splits, KV heads), a sequence of n tokens having
+    ceil(n / T) tiles. 0 (the default): a block serves all of a sequence's
+    query tokens (decode), the grid is (splits, sequences × KV heads).
+
     Example:
     ```mlir
     #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3,
@@ -233,6 +240,7 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
                         DefaultValuedParameter<"int64_t", "128">:$threads,
                         DefaultValuedParameter<"int64_t", "4">:$least_tiles_per_split,
                         DefaultValuedParameter<"int64_t", "64">:$most_splits,
+                        DefaultValuedParameter<"int64_t", "0">:$query_tile,
                         PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

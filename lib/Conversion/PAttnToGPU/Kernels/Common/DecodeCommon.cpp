@@ -117,12 +117,11 @@ Value pattn::dynamicSharedBytes(OpBuilder &builder, Location loc) {
 }
 
 Value pattn::keysPerGridSplit(KernelBuilder &kb, Value blockTable,
-                              int64_t blockSize) {
+                              int64_t blockSize, gpu::Dimension splitsAt) {
   Value tableWidth =
       kb.toI32(memref::DimOp::create(kb.b, kb.loc, blockTable, 1));
   Value maxKeys = kb.mul(tableWidth, kb.i32(int32_t(blockSize)));
-  Value splits =
-      kb.toI32(gpu::GridDimOp::create(kb.b, kb.loc, gpu::Dimension::x));
+  Value splits = kb.toI32(gpu::GridDimOp::create(kb.b, kb.loc, splitsAt));
   return kb.divs(kb.add(maxKeys, kb.sub(splits, kb.i32(1))), splits);
 }
 

@@ -118,11 +118,13 @@ private:
 /// The kernel's dynamic shared memory as bytes (memref<?xi8, workgroup>).
 mlir::Value dynamicSharedBytes(mlir::OpBuilder &builder, mlir::Location loc);
 
-/// The keys of one split before any rounding: ceil(max keys / gridDim.x),
-/// max keys being the block table's width times `blockSize` (host-known
-/// sizes only, so the launch stays graph-capturable), as i32.
-mlir::Value keysPerGridSplit(KernelBuilder &kb, mlir::Value blockTable,
-                             int64_t blockSize);
+/// The keys of one split before any rounding: ceil(max keys / the grid's
+/// `splits` dimension), max keys being the block table's width times
+/// `blockSize` (host-known sizes only, so the launch stays
+/// graph-capturable), as i32.
+mlir::Value
+keysPerGridSplit(KernelBuilder &kb, mlir::Value blockTable, int64_t blockSize,
+                 mlir::gpu::Dimension splits = mlir::gpu::Dimension::x);
 
 /// True when the guard (if any) lets this launch run: the device-side
 /// fold's flag equals `guardValue`.

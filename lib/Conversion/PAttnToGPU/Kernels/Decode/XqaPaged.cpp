@@ -229,9 +229,10 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   Value unmasked = kb.land(
       allLive, kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
   if (window > 0) {
-    // The last real token is at length - 1.
-    Value lastQueryPos = kb.sub(length, kb.i32(1));
-    Value windowEnd = kb.sub(lastQueryPos, kb.i32(int32_t(window)));
+    // The last real token is at length - 1 (a prompt tile's: computed
+    // with the key range).
+    Value lastPos = tileTokens ? lastQueryPos : kb.sub(length, kb.i32(1));
+    Value windowEnd = kb.sub(lastPos, kb.i32(int32_t(window)));
     Value inWindow = kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
     unmasked = kb.land(unmasked, inWindow);
   }
@@ -549,7 +550,10 @@ void XqaBuilder::computeFacts() {
   window = static_cast<int64_t>(op.getWindow());
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / valueWarps / 8;
-  rowHalves = group * static_cast<int64_t>(op.getMaxQueryLen()) <= 8 ? 1 : 2;
+  tileTokens = plan.getQueryTile();
+  int64_t queryTokens =
+      tileTokens ? tileTokens : static_cast<int64_t>(op.getMaxQueryLen());
+  rowHalves = group * queryTokens <= 8 ? 1 : 2;
   bf16 = plan.getOperand().isBF16();
   tc.bf16 = bf16;
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
@@ -640,10 +644,19 @@ Value XqaBuilder::setUpBlock() {
   threadInGroup = kb.rems(lane, index(4));
   keyGroup = kb.rems(warp, index(keyWarps));
   valueGroup = kb.divs(warp, index(keyWarps));
-  Value split = kb.blockId(gpu::Dimension::x);
-  Value sequenceHead = kb.blockId(gpu::Dimension::y);
-  seq = kb.toI32(kb.divs(sequenceHead, index(kvHeads)));
-  kvHead = kb.rems(sequenceHead, index(kvHeads));
+  Value split;
+  if (tileTokens) {
+    // A prompt: (query tile, split, KV head); the tile's sequence is found
+    // in computeKeyRange.
+    promptTile = kb.toI32(kb.blockId(gpu::Dimension::x));
+    split = kb.blockId(gpu::Dimension::y);
+    kvHead = kb.blockId(gpu::Dimension::z);
+  } else {
+    split = kb.blockId(gpu::Dimension::x);
+    Value sequenceHead = kb.blockId(gpu::Dimension::y);
+    seq = kb.toI32(kb.divs(sequenceHead, index(kvHeads)));
+    kvHead = kb.rems(sequenceHead, index(kvHeads));
+  }
 
   flattenStorage(key);
   flattenStorage(value);

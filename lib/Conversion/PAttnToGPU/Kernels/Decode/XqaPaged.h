@@ -76,6 +76,9 @@ private:
   /// 1 when g x max_query_len <= 8, whose upper half is always padding, so
   /// that its logits, softmax and P rows are never computed.
   int64_t rowHalves = 2;
+  /// A prompt's query tokens per block (the plan's query_tile; 0: a
+  /// decode, whose block serves all of a sequence's tokens).
+  int64_t tileTokens = 0;
   float softcap = 0.0f;
 
   // Kernel values.
@@ -86,6 +89,9 @@ private:
   mlir::Value keySpan, lastBlock;
   /// The block's keys: [first, last) of the sequence, tiles from firstTile.
   mlir::Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
+  /// A prompt's block: its query tile (blockIdx.x), and the position of its
+  /// last token (a decode's is length - 1).
+  mlir::Value promptTile, lastQueryPos;
   /// Constants of the softmax; softmaxScale includes log2 e without softcap.
   mlir::Value softmaxScale, log2e, negInf, zeroF32;
   /// The row exponents of a folded query (or null), and then the logit
@@ -152,6 +158,10 @@ private:
   /// (this split, the window) in tiles.
   void computeKeyRange(mlir::Value seqLens, mlir::Value queryStart,
                        mlir::Value split);
+  /// A prompt's block: the sequence of its query tile and the tile's
+  /// tokens (none past the last tile); returns its first token's index
+  /// within the sequence and the sequence's query tokens.
+  std::pair<mlir::Value, mlir::Value> locatePromptTile(mlir::Value queryStart);
   /// The query tile in shared memory, and its fragments in registers where
   /// they are few.
   void prepareQuery(mlir::Value query);

@@ -38,8 +38,48 @@ SmallVector<Value> XqaBuilder::address(const XqaSide &side, Value page,
   return {page, offset, kvHead, byte};
 }
 
+std::pair<Value, Value> XqaBuilder::locatePromptTile(Value queryStart) {
+  // Sequence b has ceil(n_b / T) query tiles, numbered one sequence after
+  // another: a scan over the batch (a few entries) finds the block's.
+  Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
+  Value tokensPerTile = kb.i32(int32_t(tileTokens));
+  Value none = kb.i32(-1);
+  SmallVector<Value> found = kb.forLoop(
+      index(0), batch, index(1), {kb.i32(0), kb.i32(0), none},
+      [&](Value b, ValueRange c) -> SmallVector<Value> {
+        Value begin = kb.load(queryStart, {b});
+        Value end = kb.load(queryStart, {kb.add(b, index(1))});
+        Value tokens = kb.sub(end, begin);
+        Value rounded = kb.add(tokens, kb.i32(int32_t(tileTokens - 1)));
+        Value tiles = kb.divs(rounded, tokensPerTile);
+        Value inSequence = kb.sub(promptTile, c[0]);
+        Value notBefore =
+            kb.cmpi(arith::CmpIPredicate::sge, inSequence, kb.i32(0));
+        Value within = kb.cmpi(arith::CmpIPredicate::slt, inSequence, tiles);
+        Value owns = kb.land(notBefore, within);
+        Value sequence = kb.select(owns, kb.toI32(b), c[1]);
+        Value tileInSequence = kb.select(owns, inSequence, c[2]);
+        return {kb.add(c[0], tiles), sequence, tileInSequence};
+      });
+  seq = found[1];
+  Value tileInSequence = found[2];
+  // Blocks past the last tile (the host launches a bound) have no tokens.
+  Value real = kb.cmpi(arith::CmpIPredicate::sge, tileInSequence, kb.i32(0));
+  Value sequenceBegin = kb.load(queryStart, {kb.toIndex(seq)});
+  Value nextSeq = kb.add(kb.toIndex(seq), index(1));
+  Value sequenceTokens = kb.sub(kb.load(queryStart, {nextSeq}), sequenceBegin);
+  Value offset = kb.mul(kb.maxs(tileInSequence, kb.i32(0)), tokensPerTile);
+  tokenBegin = kb.add(sequenceBegin, offset);
+  Value remaining = kb.mins(kb.sub(sequenceTokens, offset), tokensPerTile);
+  tokenCount = kb.select(real, remaining, kb.i32(0));
+  return {offset, sequenceTokens};
+}
+
 void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
-  if (queryStart) {
+  Value tileOffset, sequenceTokens;
+  if (tileTokens) {
+    std::tie(tileOffset, sequenceTokens) = locatePromptTile(queryStart);
+  } else if (queryStart) {
     tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
     Value nextSeq = kb.add(kb.toIndex(seq), index(1));
     Value tokenEnd = kb.load(queryStart, {nextSeq});
@@ -53,18 +93,32 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
   // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
   // to whole tiles: a function of host-known sizes only.
   tileKeysI32 = kb.i32(int32_t(tileKeys));
-  Value perSplit = keysPerGridSplit(kb, blockTable, blockSize);
+  Value perSplit =
+      keysPerGridSplit(kb, blockTable, blockSize,
+                       tileTokens ? gpu::Dimension::y : gpu::Dimension::x);
   perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
   perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
   Value splitBegin = kb.mul(kb.toI32(split), perSplit);
   Value begin = kb.i32(0);
-  firstQueryPos = kb.sub(length, tokenCount);
+  // Token i of n sits at length - n + i; a prompt tile's first token is
+  // token tileOffset of its sequence's.
+  if (tileTokens)
+    firstQueryPos = kb.add(kb.sub(length, sequenceTokens), tileOffset);
+  else
+    firstQueryPos = kb.sub(length, tokenCount);
   if (window > 0) {
     Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
     begin = kb.maxs(begin, windowStart);
   }
   first = kb.maxs(begin, splitBegin);
   last = kb.mins(length, kb.add(splitBegin, perSplit));
+  if (tileTokens) {
+    // A prompt tile sees keys up to its last token (none without tokens).
+    lastQueryPos = kb.sub(kb.add(firstQueryPos, tokenCount), kb.i32(1));
+    last = kb.mins(last, kb.add(lastQueryPos, kb.i32(1)));
+    Value hasTokens = kb.cmpi(arith::CmpIPredicate::sgt, tokenCount, kb.i32(0));
+    last = kb.select(hasTokens, last, kb.i32(0));
+  }
   firstTile = kb.divs(first, tileKeysI32);
   Value lastTile =
       kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))), tileKeysI32);
