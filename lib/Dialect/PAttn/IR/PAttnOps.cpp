@@ -492,8 +492,8 @@ static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
   auto xqa = dyn_cast<XqaPlanAttr>(plan);
   if (!xqa)
     return success();
-  int64_t group =
-      static_cast<int64_t>(op.getNumHeads()) / op.getKey().getType().getKvHeads();
+  int64_t group = static_cast<int64_t>(op.getNumHeads()) /
+                  op.getKey().getType().getKvHeads();
   int64_t tile = xqa.getQueryTile();
   if (prompt && (tile < 1 || tile * group > xqa.getRows()))
     return op.emitOpError() << "max_query_len " << maxQueryLen
@@ -502,9 +502,9 @@ static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
                             << xqa.getRows() << "), got query_tile " << tile
                             << " for g = " << group;
   if (!prompt && tile != 0)
-    return op.emitOpError() << "query_tile " << tile
-                            << " is a prompt's plan, but max_query_len is "
-                            << maxQueryLen;
+    return op.emitOpError()
+           << "query_tile " << tile
+           << " is a prompt's plan, but max_query_len is " << maxQueryLen;
   return success();
 }
 
