@@ -36,7 +36,8 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
     // most (tokens + batch (T - 1)) / T: a bound from host-known sizes.
     Value batch = dim(loc, blockTable, 0);
     Value padding = kb.mul(batch, kb.index(grid.queryTile - 1));
-    promptTiles = kb.divs(kb.add(tokens, padding), kb.index(grid.queryTile));
+    Value padded = kb.add(tokens, padding);
+    promptTiles = kb.divs(padded, kb.index(grid.queryTile));
     kvHeads = kb.index(grid.blocksPerSequence);
     blocksPerSplit = kb.mul(promptTiles, kvHeads);
   } else if (grid.blocksPerSequence)

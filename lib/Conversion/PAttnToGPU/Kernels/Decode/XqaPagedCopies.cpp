@@ -44,8 +44,10 @@ std::pair<Value, Value> XqaBuilder::locatePromptTile(Value queryStart) {
   Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
   Value tokensPerTile = kb.i32(int32_t(tileTokens));
   Value none = kb.i32(-1);
+  Value zero = index(0), one = index(1);
+  Value noTiles = kb.i32(0), firstSequence = kb.i32(0);
   SmallVector<Value> found = kb.forLoop(
-      index(0), batch, index(1), {kb.i32(0), kb.i32(0), none},
+      zero, batch, one, {noTiles, firstSequence, none},
       [&](Value b, ValueRange c) -> SmallVector<Value> {
         Value begin = kb.load(queryStart, {b});
         Value end = kb.load(queryStart, {kb.add(b, index(1))});
@@ -114,7 +116,8 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
   last = kb.mins(length, kb.add(splitBegin, perSplit));
   if (tileTokens) {
     // A prompt tile sees keys up to its last token (none without tokens).
-    lastQueryPos = kb.sub(kb.add(firstQueryPos, tokenCount), kb.i32(1));
+    Value pastLast = kb.add(firstQueryPos, tokenCount);
+    lastQueryPos = kb.sub(pastLast, kb.i32(1));
     last = kb.mins(last, kb.add(lastQueryPos, kb.i32(1)));
     Value hasTokens = kb.cmpi(arith::CmpIPredicate::sgt, tokenCount, kb.i32(0));
     last = kb.select(hasTokens, last, kb.i32(0));
