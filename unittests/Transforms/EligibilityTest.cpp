@@ -131,14 +131,29 @@ TEST_F(EligibilityTest, EachRowNamesItsCondition) {
        "block_size 8 is not a power of two >= 16"},
       {"block_size 48", [](auto &c) { c.blockSize = 48; },
        "block_size 48 is not a power of two >= 16"},
-      {"query tokens 9",
+      {"prompt of 9 tokens, g 1 (query tiles of 32)",
        [](auto &c) {
          c.numHeads = 8;
          c.queryTokens = 9;
        },
-       "query tokens 9 not in [1, 8]"},
+       nullptr},
+      {"prompt of 32768 tokens, g 32 (query tiles of 1)",
+       [](auto &c) {
+         c.numHeads = 64;
+         c.kvHeads = 2;
+         c.queryTokens = 32768;
+       },
+       nullptr},
+      {"prompt, g 33",
+       [](auto &c) {
+         c.numHeads = 66;
+         c.kvHeads = 2;
+         c.queryTokens = 100;
+       },
+       "g = 33 > 32: a prompt's query tile of one token has more rows than "
+       "the kernel's 32"},
       {"query tokens 0", [](auto &c) { c.queryTokens = 0; },
-       "query tokens 0 not in [1, 8]"},
+       "query tokens 0 < 1"},
       {"softcap", [](auto &c) { c.softcap = 30.0f; }, nullptr},
       {"guarded folded K",
        [](auto &c) { c.keyFold = KeyScaleFold::GuardedFolded; }, nullptr},
@@ -226,7 +241,9 @@ TEST_F(EligibilityTest, GridAgreesWithSpecTable) {
                 bool expected =
                     (activation.isF16() || activation.isBF16()) && !mixed16 &&
                     (headDim == 64 || headDim == 128 || headDim == 256) &&
-                    group * tokens <= 32 && blockSize >= 16 && tokens <= 8;
+                    blockSize >= 16 &&
+                    // A decode's rows, or a prompt's query tiles.
+                    (tokens <= 8 ? group * tokens <= 32 : group <= 32);
                 Eligibility result = checkXqaEligibility(config);
                 ASSERT_EQ(result.isXqa(), expected) << result.explain();
                 ++checked;
