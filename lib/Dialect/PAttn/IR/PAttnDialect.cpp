@@ -181,15 +181,12 @@ PortablePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifySchedule(emitError, one, 1, 1, targets);
 }
 
-LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                  Type operand, int64_t rows,
-                                  int64_t keysPerTile, int64_t stages,
-                                  int64_t keyWarps, int64_t valueWarps,
-                                  int64_t keysPerSplit, int64_t sharedBytes,
-                                  ArrayRef<int64_t> residentBlocks,
-                                  int64_t threads, int64_t leastTilesPerSplit,
-                                  int64_t mostSplits, int64_t queryTile,
-                                  ArrayRef<Chip> targets) {
+LogicalResult XqaPlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, Type operand, int64_t rows,
+    int64_t keysPerTile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
+    int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
+    int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
+    int64_t queryTile, ArrayRef<Chip> targets) {
   if (!operand || !(operand.isF16() || operand.isBF16()))
     return emitError() << "operand " << operand << " must be f16 or bf16";
   if (rows != 16 && rows != 32)
@@ -213,8 +210,8 @@ LogicalResult XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (sharedBytes < 0)
     return emitError() << "shared_bytes " << sharedBytes << " is negative";
   if (queryTile < 0 || queryTile > rows)
-    return emitError() << "query_tile " << queryTile << " not in [0, rows = "
-                       << rows << "]";
+    return emitError() << "query_tile " << queryTile
+                       << " not in [0, rows = " << rows << "]";
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }
