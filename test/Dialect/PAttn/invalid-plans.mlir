@@ -61,3 +61,9 @@ func.func private @f() attributes {a = #pattn.xqa_mla_plan<kernel = wgmma, heads
 
 // expected-error @below {{struct is missing required parameter: targets}}
 func.func private @f() attributes {a = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 1024, resident_blocks = [1]>}
+
+// -----
+
+// A prompt's query tile is at most the plan's rows of tokens.
+// expected-error @below {{query_tile 33 not in [0, rows = 32]}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], query_tile = 33, targets = [sm_90a]>}

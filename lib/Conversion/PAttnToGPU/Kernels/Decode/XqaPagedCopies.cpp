@@ -92,8 +92,9 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
   }
   length = kb.load(seqLens, {kb.toIndex(seq)});
   // The block's keys: the union of its rows' (causal, windowed) ranges,
-  // cut to this split. Splits are ceil(max keys / gridDim.x) rounded up
-  // to whole tiles: a function of host-known sizes only.
+  // cut to this split. Splits are ceil(max keys / the grid's splits,
+  // gridDim.x, or gridDim.y for a prompt) rounded up to whole tiles: a
+  // function of host-known sizes only.
   tileKeysI32 = kb.i32(int32_t(tileKeys));
   Value perSplit =
       keysPerGridSplit(kb, blockTable, blockSize,
