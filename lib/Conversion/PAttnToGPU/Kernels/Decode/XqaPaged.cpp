@@ -658,8 +658,8 @@ Value XqaBuilder::setUpBlock() {
     kvHead = kb.rems(sequenceHead, index(kvHeads));
   }
 
-  flattenStorage(key);
-  flattenStorage(value);
+  flattenPagedStorage(kb, key, blockSize);
+  flattenPagedStorage(kb, value, blockSize);
   // The key-liveness flags of every ring slot.
   liveKeys = view(layout.liveKeys, {stages * tileKeys}, builder.getI32Type());
   return split;
@@ -672,10 +672,11 @@ SmallVector<Value> XqaBuilder::startRing() {
   CpAsyncRing ring(kb, tileCount);
   for (int64_t s = 0; s + 1 < stages; ++s) {
     Value stage = kb.i32(int32_t(s));
-    SmallVector<Value> pages = lookupPages(stage);
-    ring.issue(stage, [&] { issueTile(stage, index(s), pages); });
+    SmallVector<Value> pages = copies->lookupPages(stage);
+    ring.issue(stage, [&] { copies->issueTile(stage, index(s), pages); });
   }
-  SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
+  SmallVector<Value> aheadPages =
+      copies->lookupPages(kb.i32(int32_t(stages - 1)));
   return aheadPages;
 }
 
@@ -726,14 +727,15 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
         ValueRange pages = carried.drop_front(softmaxState);
         ring.issue(ahead, [&] {
           Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
-          issueTile(ahead, aheadSlot, pages);
+          copies->issueTile(ahead, aheadSlot, pages);
         });
         // The next tile's lookups land while this one is computed.
-        SmallVector<Value> nextPages = lookupPages(kb.add(ahead, kb.i32(1)));
+        SmallVector<Value> nextPages =
+            copies->lookupPages(kb.add(ahead, kb.i32(1)));
         Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
         Value keyRows = ringRows(key, slot);
         Value valueRows = ringRows(value, slot);
-        Value tileStart = tileBase(i32Iteration);
+        Value tileStart = copies->tileBase(i32Iteration);
         Value stageBase =
             kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
         SmallVector<Value> s(carried.take_front(softmaxState));

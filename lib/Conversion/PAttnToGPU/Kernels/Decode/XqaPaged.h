@@ -16,28 +16,19 @@
 
 #include "Kernels/Common/DecodeCommon.h"
 #include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Common/PagedCopies.h"
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
 #include "Planning/DecodePlan.h"
 
 #include <array>
+#include <optional>
 #include <utility>
 
 namespace pattn::xqa {
 
 /// One side (K or V) of the cache as the XQA kernel reads it.
-struct XqaSide {
-  CacheType type;
-  mlir::Value storage, groupScales, tokenScales, scale; ///< kernel arguments
-  /// Codes per 32-bit word (2, 4 or 8) and 16-byte row segments.
-  int64_t perWord = 0, segments = 0;
-  int64_t rows = 0, rowStride = 0, groupOffset = -1, groupStride = 0,
-          tokenOffset = -1;
-  /// The storage as memref<?xi8>, and the byte strides of its page, token
-  /// and KV-head dimensions (NHD or HND).
-  mlir::Value flat;
-  int64_t pageStride = 0, tokenStride = 0, headStride = 0;
-};
+using XqaSide = PagedSide;
 
 /// The kernel arguments that build hands on to its steps.
 struct XqaArguments {
@@ -85,8 +76,6 @@ private:
   mlir::Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
       tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
   mlir::Value blockTable, liveKeys;
-  /// last - first, and the block table's last column (prepareCopies).
-  mlir::Value keySpan, lastBlock;
   /// The block's keys: [first, last) of the sequence, tiles from firstTile.
   mlir::Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
   /// A prompt's block: its query tile (blockIdx.x), and the position of its
@@ -123,10 +112,6 @@ private:
                    mlir::Type element);
   mlir::Value view(int64_t offset, llvm::ArrayRef<int64_t> shape,
                    mlir::Type element);
-  /// Storage indices of byte `byte` of a cache row.
-  llvm::SmallVector<mlir::Value> address(const XqaSide &side, mlir::Value page,
-                                         mlir::Value offset, mlir::Value byte);
-
   // The steps of build, in the order it runs them.
   /// The static facts of the op, its plan and its caches.
   void computeFacts();
@@ -187,57 +172,10 @@ private:
   void mergeKeyWarps(llvm::ArrayRef<mlir::Value> state, mlir::Value split,
                      mlir::Value partialOut, mlir::Value partialStats);
   void loadQueryTile(mlir::Value query);
-  /// The first key position of tile `tileIndex` of the block.
-  mlir::Value tileBase(mlir::Value tileIndex);
-  /// The sides whose rows have the same 16-byte segments, so that a thread
-  /// copies the same chunk of each: `passes` passes of 128 chunks cover a
-  /// tile, and pass p gives the thread key keyInPass + p x keysPerPass.
-  struct CopyGroup {
-    llvm::SmallVector<XqaSide *> sides;
-    int64_t segments = 0, passes = 0, keysPerPass = 0;
-    /// 128 threads are whole rows: a thread keeps its segment in every
-    /// pass (else its chunks are computed per pass).
-    bool uniformChunks = true;
-    /// Per thread, set by prepareCopies: the key within a pass (index and
-    /// i32), the chunk's byte in its row, whether it is the row's first.
-    mlir::Value keyInPass, keyInPassI32, byte, firstChunk;
-    /// Per side: the thread's byte in a page of the storage (its KV head
-    /// and chunk) and in a ring stage (its key of pass 0 and chunk).
-    llvm::SmallVector<mlir::Value> pageBytes, stageBytes;
-  };
-  llvm::SmallVector<CopyGroup> copyGroups;
-  /// Whether every pass of every group lies in one page at a position known
-  /// but for keyInPass (tiles are whole pages, a pass at most one page):
-  /// then the block-table entries of a tile are one per page, the same for
-  /// every thread, and a pass's addresses are a constant from its page's.
-  bool pageAlignedPasses = false;
-  /// The copy groups and each thread's part of its addresses (before the
-  /// loop: none of it depends on the tile).
+  /// The block's tiles into the ring (set by prepareCopies).
+  std::optional<PagedTileCopies> copies;
+  /// The copies' per-thread address parts (after computeKeyRange).
   void prepareCopies();
-  /// The block-table entries that issueTile reads for tile `tileIndex`
-  /// (loads only; nothing waits on them): one per page of the tile when
-  /// pageAlignedPasses, else this thread's, one per pass of each group.
-  llvm::SmallVector<mlir::Value> lookupPages(mlir::Value tileIndex);
-  /// This thread's chunk of pass `pass` of `group`: its key in the tile,
-  /// whether it starts the row, and per side its byte in a page and in a
-  /// ring stage (but for the page and the stage).
-  struct PassChunk {
-    mlir::Value key, keyI32, firstChunk;
-    llvm::SmallVector<mlir::Value> pageBytes, stageBytes;
-  };
-  PassChunk passChunk(const CopyGroup &group, int64_t pass);
-  /// The block-table entry (of lookupPages' result) and the key offset in
-  /// its page of pass `pass` of group `group`, for its key at `keyPos`.
-  std::pair<mlir::Value, mlir::Value> passPage(mlir::ValueRange pages,
-                                               int64_t group, int64_t pass,
-                                               mlir::Value keyPos);
-  /// The storage of each side as one byte array (its rows are contiguous,
-  /// PAttnOps' bind_cache checks that).
-  void flattenStorage(XqaSide &side);
-  /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given the
-  /// block-table entries `pages` that lookupPages returned for it.
-  void issueTile(mlir::Value tileIndex, mlir::Value slot,
-                 mlir::ValueRange pages);
   /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
   mlir::Value ringRows(const XqaSide &side, mlir::Value slot);
   /// ldmatrix (x4, or x2 when `pair` is false) of 16 keys from `key0` times

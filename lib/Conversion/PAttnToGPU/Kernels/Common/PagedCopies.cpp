@@ -1,0 +1,263 @@
+//===- PagedCopies.cpp - Paged cache tiles into a cp.async ring -----------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the shared paged tile copies (PagedCopies.h): the
+// per-thread address parts, the block-table lookups a tile ahead and the
+// cp.async copies of a tile's rows, scales and liveness flags.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Common/PagedCopies.h"
+
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+using namespace mlir;
+using namespace pattn;
+
+Value PagedTileCopies::view(int64_t offset, ArrayRef<int64_t> shape,
+                            Type element) {
+  Value at = index(offset);
+  return sharedView(kb, smem, at, shape, element);
+}
+
+SmallVector<Value> PagedTileCopies::address(const PagedSide &side, Value page,
+                                            Value offset, Value byte) {
+  if (side.type.getLayout() == Layout::hnd)
+    return {page, block.kvHead, offset, byte};
+  return {page, offset, block.kvHead, byte};
+}
+
+void pattn::flattenPagedStorage(KernelBuilder &kb, PagedSide &side,
+                                int64_t blockSize) {
+  int64_t rowBytes = side.type.getRowBytes();
+  int64_t heads = side.type.getKvHeads();
+  // A reinterpret_cast, which the memref lowering turns into the same
+  // pointer (collapse_shape would need expand-strided-metadata first).
+  Value pages = memref::DimOp::create(kb.b, kb.loc, side.storage, 0);
+  Value bytes = kb.mul(pages, kb.index(blockSize * heads * rowBytes));
+  auto flatType =
+      MemRefType::get({ShapedType::kDynamic}, kb.b.getIntegerType(8));
+  side.flat = memref::ReinterpretCastOp::create(
+      kb.b, kb.loc, flatType, side.storage,
+      /*offset=*/OpFoldResult(kb.b.getIndexAttr(0)),
+      /*sizes=*/{OpFoldResult(bytes)},
+      /*strides=*/{OpFoldResult(kb.b.getIndexAttr(1))});
+  side.pageStride = blockSize * heads * rowBytes;
+  bool hnd = side.type.getLayout() == Layout::hnd;
+  side.tokenStride = hnd ? rowBytes : heads * rowBytes;
+  side.headStride = hnd ? blockSize * rowBytes : rowBytes;
+}
+
+PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
+                                 PagedRingLayout layout, PagedSide &key,
+                                 PagedSide &value, Value liveKeys,
+                                 const PagedBlock &block)
+    : kb(kb), smem(smem), layout(layout), key(key), liveKeys(liveKeys),
+      block(block) {
+  Value tid = block.tid, kvHead = block.kvHead;
+  int64_t tileKeys = layout.tileKeys, blockSize = layout.blockSize;
+  SmallVector<SmallVector<PagedSide *>> groups;
+  if (key.segments == value.segments)
+    groups.push_back({&key, &value});
+  else
+    groups.assign({{&key}, {&value}});
+  // Passes are page-aligned when tiles are whole pages and each pass's keys
+  // (128 / segments of them) lie in one page.
+  pageAlignedPasses = tileKeys % blockSize == 0;
+  for (SmallVector<PagedSide *> &sides : groups) {
+    CopyGroup group;
+    group.sides = sides;
+    group.segments = sides.front()->segments;
+    group.passes = llvm::divideCeil(tileKeys * group.segments, kBlockThreads);
+    group.keysPerPass = std::max<int64_t>(kBlockThreads / group.segments, 1);
+    group.uniformChunks = kBlockThreads % group.segments == 0;
+    pageAlignedPasses &=
+        group.uniformChunks && blockSize % group.keysPerPass == 0;
+    group.keyInPass = kb.divs(tid, index(group.segments));
+    group.keyInPassI32 = kb.toI32(group.keyInPass);
+    Value segment = kb.rems(tid, index(group.segments));
+    group.byte = kb.mul(segment, index(16));
+    group.firstChunk = kb.cmpi(arith::CmpIPredicate::eq, segment, index(0));
+    for (PagedSide *side : sides) {
+      Value head = kb.mul(kvHead, index(side->headStride));
+      group.pageBytes.push_back(kb.add(head, group.byte));
+      Value row = kb.mul(group.keyInPass, index(side->rowStride));
+      Value stage = kb.add(index(side->rows), row);
+      group.stageBytes.push_back(kb.add(stage, group.byte));
+    }
+    copyGroups.push_back(group);
+  }
+  keySpan = kb.sub(block.last, block.first);
+  Value blocks =
+      kb.toI32(memref::DimOp::create(kb.b, kb.loc, block.blockTable, 1));
+  lastBlock = kb.sub(blocks, kb.i32(1));
+}
+
+Value PagedTileCopies::tileBase(Value tileIndex) {
+  Value tileKeysI32 = kb.i32(int32_t(layout.tileKeys));
+  Value firstTileBase = kb.mul(kb.divs(block.first, tileKeysI32), tileKeysI32);
+  return kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
+}
+
+SmallVector<Value> PagedTileCopies::lookupPages(Value tileIndex) {
+  // The block index is clamped into the table, so every load is in bounds
+  // even for keys past the sequence (issueTile masks those).
+  Value base = tileBase(tileIndex);
+  Value row = kb.toIndex(block.seq);
+  auto entryOf = [&](Value keyPos) {
+    Value blockIndex =
+        kb.mins(kb.divs(keyPos, kb.i32(int32_t(layout.blockSize))), lastBlock);
+    return kb.load(block.blockTable, {row, kb.toIndex(blockIndex)});
+  };
+  SmallVector<Value> pages;
+  if (pageAlignedPasses) {
+    for (int64_t page = 0; page < layout.tileKeys / layout.blockSize; ++page)
+      pages.push_back(
+          entryOf(kb.add(base, kb.i32(int32_t(page * layout.blockSize)))));
+    return pages;
+  }
+  for (const CopyGroup &group : copyGroups)
+    for (int64_t pass = 0; pass < group.passes; ++pass)
+      pages.push_back(entryOf(kb.add(base, passChunk(group, pass).keyI32)));
+  return pages;
+}
+
+PagedTileCopies::PassChunk PagedTileCopies::passChunk(const CopyGroup &group,
+                                                      int64_t pass) {
+  PassChunk chunk;
+  if (group.uniformChunks) {
+    int64_t passKeys = pass * group.keysPerPass;
+    chunk.key = kb.add(group.keyInPass, index(passKeys));
+    chunk.keyI32 = kb.add(group.keyInPassI32, kb.i32(int32_t(passKeys)));
+    chunk.firstChunk = group.firstChunk;
+    for (auto [s, side] : llvm::enumerate(group.sides)) {
+      chunk.pageBytes.push_back(group.pageBytes[s]);
+      Value constant = index(passKeys * side->rowStride);
+      chunk.stageBytes.push_back(kb.add(group.stageBytes[s], constant));
+    }
+    return chunk;
+  }
+  // Rows of a number of segments that does not divide the block: chunk
+  // tid + 128 pass is key chunk / segments, segment chunk % segments.
+  Value at = kb.add(block.tid, index(pass * kBlockThreads));
+  chunk.key = kb.divs(at, index(group.segments));
+  chunk.keyI32 = kb.toI32(chunk.key);
+  Value segment = kb.rems(at, index(group.segments));
+  Value byte = kb.mul(segment, index(16));
+  chunk.firstChunk = kb.cmpi(arith::CmpIPredicate::eq, segment, index(0));
+  for (PagedSide *side : group.sides) {
+    Value head = kb.mul(block.kvHead, index(side->headStride));
+    chunk.pageBytes.push_back(kb.add(head, byte));
+    Value row = kb.mul(chunk.key, index(side->rowStride));
+    Value stage = kb.add(index(side->rows), row);
+    chunk.stageBytes.push_back(kb.add(stage, byte));
+  }
+  return chunk;
+}
+
+std::pair<Value, Value> PagedTileCopies::passPage(ValueRange pages,
+                                                  int64_t group, int64_t pass,
+                                                  Value keyPos) {
+  const CopyGroup &copy = copyGroups[group];
+  if (pageAlignedPasses) {
+    // Tiles start on a page, and pass p's keys are p x keysPerPass + the
+    // thread's key in the pass: page p x keysPerPass / block_size.
+    int64_t first = pass * copy.keysPerPass;
+    Value offset = kb.add(copy.keyInPass, index(first % layout.blockSize));
+    return {pages[first / layout.blockSize], offset};
+  }
+  int64_t at = pass;
+  for (int64_t g = 0; g < group; ++g)
+    at += copyGroups[g].passes;
+  Value offset = kb.toIndex(kb.rems(keyPos, kb.i32(int32_t(layout.blockSize))));
+  return {pages[at], offset};
+}
+
+void PagedTileCopies::issueTile(Value tileIndex, Value slot, ValueRange pages) {
+  // Every key of the tile is copied: keys outside [first, last) or on an
+  // unmapped page are zero-filled (cp.async's source size 0), so the ring
+  // never holds stale bytes that a zero weight could turn into NaN.
+  Value base = tileBase(tileIndex);
+  Value stageBase = kb.mul(slot, index(layout.stageBytes));
+  Value ringBase = kb.add(stageBase, index(layout.ring));
+  Value baseFromFirst = kb.sub(base, block.first);
+
+  // Rows are copied 16 bytes per cp.async, consecutive threads on
+  // consecutive bytes of a row (coalesced). The thread that copies a key's
+  // first 16 bytes also records whether the key is live and copies its
+  // nvfp4 group scales (head_dim / 16 bytes) and per-token scale. Only the
+  // page and the pass's constant differ between a thread's copies.
+  Value all = view(0, {layout.total}, kb.b.getIntegerType(8));
+  auto copyChunk = [&](int64_t g, int64_t pass) {
+    const CopyGroup &group = copyGroups[g];
+    PassChunk chunk = passChunk(group, pass);
+    Value n = chunk.key, nI32 = chunk.keyI32;
+    Value keyPos = kb.add(base, nI32);
+    auto [entry, offset] = passPage(pages, g, pass, keyPos);
+    // first <= keyPos < last as one unsigned comparison.
+    Value fromFirst = kb.add(baseFromFirst, nI32);
+    Value inRange = kb.cmpi(arith::CmpIPredicate::ult, fromFirst, keySpan);
+    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, entry, kb.i32(0));
+    Value live = kb.land(inRange, mapped);
+    // An unmapped entry reads page 0 (with size 0: nothing is read).
+    Value page = kb.toIndex(kb.select(mapped, entry, kb.i32(0)));
+    Value bytes = kb.select(live, index(16), index(0));
+    for (auto [s, side] : llvm::enumerate(group.sides)) {
+      Value pageStart = kb.mul(page, index(side->pageStride));
+      Value src = kb.add(pageStart, chunk.pageBytes[s]);
+      src = kb.add(src, kb.mul(offset, index(side->tokenStride)));
+      Value dst = kb.add(ringBase, chunk.stageBytes[s]);
+      nvgpu::DeviceAsyncCopyOp::create(
+          kb.b, kb.loc, all, ValueRange{dst}, side->flat, ValueRange{src},
+          kb.b.getIndexAttr(16), bytes, kb.b.getUnitAttr());
+    }
+    kb.ifThen(chunk.firstChunk, [&] {
+      for (PagedSide *side : group.sides) {
+        if (side == &key) {
+          Value flag = kb.select(live, kb.i32(1), kb.i32(0));
+          Value at = kb.add(kb.mul(slot, index(layout.tileKeys)), n);
+          kb.store(flag, liveKeys, {at});
+        }
+        if (side->groupOffset >= 0) {
+          int64_t size = side->groupStride;
+          // The scales' own element type (f8E4M3FN) on both ends.
+          Type scaleType =
+              cast<MemRefType>(side->groupScales.getType()).getElementType();
+          Value scalesView = view(0, {layout.total}, scaleType);
+          Value scaleDst = kb.add(ringBase, index(side->groupOffset));
+          scaleDst = kb.add(scaleDst, kb.mul(n, index(size)));
+          Value copied = kb.select(live, index(size), index(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              kb.b, kb.loc, scalesView, ValueRange{scaleDst}, side->groupScales,
+              address(*side, page, offset, index(0)), kb.b.getIndexAttr(size),
+              copied, size == 16 ? kb.b.getUnitAttr() : UnitAttr());
+        }
+        if (side->tokenOffset >= 0) {
+          Value scales = view(0, {layout.total / 4}, kb.b.getF32Type());
+          Value scaleDst = kb.add(ringBase, index(side->tokenOffset));
+          scaleDst = kb.add(scaleDst, kb.mul(n, index(4)));
+          scaleDst = kb.divs(scaleDst, index(4));
+          Value copied = kb.select(live, index(1), index(0));
+          nvgpu::DeviceAsyncCopyOp::create(
+              kb.b, kb.loc, scales, ValueRange{scaleDst}, side->tokenScales,
+              ValueRange{page, offset, block.kvHead}, kb.b.getIndexAttr(1),
+              copied, UnitAttr());
+        }
+      }
+    });
+  };
+  for (auto [g, group] : llvm::enumerate(copyGroups))
+    for (int64_t pass = 0; pass < group.passes; ++pass) {
+      int64_t chunks = layout.tileKeys * group.segments;
+      if ((pass + 1) * kBlockThreads <= chunks) {
+        copyChunk(g, pass);
+        continue;
+      }
+      Value chunk = kb.add(block.tid, index(pass * kBlockThreads));
+      Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
+      kb.ifThen(inTile, [&] { copyChunk(g, pass); });
+    }
+}
