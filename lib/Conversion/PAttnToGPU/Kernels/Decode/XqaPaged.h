@@ -16,6 +16,7 @@
 
 #include "Kernels/Common/DecodeCommon.h"
 #include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Common/KeyRange.h"
 #include "Kernels/Common/PagedCopies.h"
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
@@ -77,7 +78,7 @@ private:
       tid, lane, groupId, threadInGroup, keyGroup, valueGroup;
   mlir::Value blockTable, liveKeys;
   /// The block's keys: [first, last) of the sequence, tiles from firstTile.
-  mlir::Value length, firstQueryPos, firstTile, tileCount, tileKeysI32;
+  mlir::Value length, firstQueryPos, firstTile, tileCount;
   /// A prompt's block: its query tile (blockIdx.x), and the position of its
   /// last token (a decode's is length - 1).
   mlir::Value promptTile, lastQueryPos;
@@ -143,10 +144,6 @@ private:
   /// (this split, the window) in tiles.
   void computeKeyRange(mlir::Value seqLens, mlir::Value queryStart,
                        mlir::Value split);
-  /// A prompt's block: the sequence of its query tile and the tile's
-  /// tokens (none past the last tile); returns its first token's index
-  /// within the sequence and the sequence's query tokens.
-  std::pair<mlir::Value, mlir::Value> locatePromptTile(mlir::Value queryStart);
   /// The query tile in shared memory, and its fragments in registers where
   /// they are few.
   void prepareQuery(mlir::Value query);

@@ -31,96 +31,34 @@ Value XqaBuilder::view(int64_t offset, ArrayRef<int64_t> shape, Type element) {
   return view(at, shape, element);
 }
 
-std::pair<Value, Value> XqaBuilder::locatePromptTile(Value queryStart) {
-  // Sequence b has ceil(n_b / T) query tiles, numbered one sequence after
-  // another: a scan over the batch (a few entries) finds the block's.
-  Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
-  Value tokensPerTile = kb.i32(int32_t(tileTokens));
-  Value none = kb.i32(-1);
-  Value zero = index(0), one = index(1);
-  Value noTiles = kb.i32(0), firstSequence = kb.i32(0);
-  SmallVector<Value> found = kb.forLoop(
-      zero, batch, one, {noTiles, firstSequence, none},
-      [&](Value b, ValueRange c) -> SmallVector<Value> {
-        Value begin = kb.load(queryStart, {b});
-        Value end = kb.load(queryStart, {kb.add(b, index(1))});
-        Value tokens = kb.sub(end, begin);
-        Value rounded = kb.add(tokens, kb.i32(int32_t(tileTokens - 1)));
-        Value tiles = kb.divs(rounded, tokensPerTile);
-        Value inSequence = kb.sub(promptTile, c[0]);
-        Value notBefore =
-            kb.cmpi(arith::CmpIPredicate::sge, inSequence, kb.i32(0));
-        Value within = kb.cmpi(arith::CmpIPredicate::slt, inSequence, tiles);
-        Value owns = kb.land(notBefore, within);
-        Value sequence = kb.select(owns, kb.toI32(b), c[1]);
-        Value tileInSequence = kb.select(owns, inSequence, c[2]);
-        return {kb.add(c[0], tiles), sequence, tileInSequence};
-      });
-  seq = found[1];
-  Value tileInSequence = found[2];
-  // Blocks past the last tile (the host launches a bound) have no tokens.
-  Value real = kb.cmpi(arith::CmpIPredicate::sge, tileInSequence, kb.i32(0));
-  Value sequenceBegin = kb.load(queryStart, {kb.toIndex(seq)});
-  Value nextSeq = kb.add(kb.toIndex(seq), index(1));
-  Value sequenceTokens = kb.sub(kb.load(queryStart, {nextSeq}), sequenceBegin);
-  Value offset = kb.mul(kb.maxs(tileInSequence, kb.i32(0)), tokensPerTile);
-  tokenBegin = kb.add(sequenceBegin, offset);
-  Value remaining = kb.mins(kb.sub(sequenceTokens, offset), tokensPerTile);
-  tokenCount = kb.select(real, remaining, kb.i32(0));
-  return {offset, sequenceTokens};
-}
-
 void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
-  Value tileOffset, sequenceTokens;
+  BlockQueries queries;
   if (tileTokens) {
-    std::tie(tileOffset, sequenceTokens) = locatePromptTile(queryStart);
+    queries =
+        locatePromptTile(kb, blockTable, queryStart, promptTile, tileTokens);
+    seq = queries.seq;
   } else if (queryStart) {
-    tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
+    queries.seq = seq;
+    queries.tokenBegin = kb.load(queryStart, {kb.toIndex(seq)});
     Value nextSeq = kb.add(kb.toIndex(seq), index(1));
     Value tokenEnd = kb.load(queryStart, {nextSeq});
-    tokenCount = kb.sub(tokenEnd, tokenBegin);
+    queries.tokenCount = kb.sub(tokenEnd, queries.tokenBegin);
   } else {
-    tokenBegin = seq;
-    tokenCount = kb.i32(1);
+    queries.seq = seq;
+    queries.tokenBegin = seq;
+    queries.tokenCount = kb.i32(1);
   }
-  length = kb.load(seqLens, {kb.toIndex(seq)});
-  // The block's keys: the union of its rows' (causal, windowed) ranges,
-  // cut to this split. Splits are ceil(max keys / the grid's splits,
-  // gridDim.x, or gridDim.y for a prompt) rounded up to whole tiles: a
-  // function of host-known sizes only.
-  tileKeysI32 = kb.i32(int32_t(tileKeys));
-  Value perSplit =
-      keysPerGridSplit(kb, blockTable, blockSize,
-                       tileTokens ? gpu::Dimension::y : gpu::Dimension::x);
-  perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
-  perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
-  Value splitBegin = kb.mul(kb.toI32(split), perSplit);
-  Value begin = kb.i32(0);
-  // Token i of n sits at length - n + i; a prompt tile's first token is
-  // token tileOffset of its sequence's.
-  if (tileTokens)
-    firstQueryPos = kb.add(kb.sub(length, sequenceTokens), tileOffset);
-  else
-    firstQueryPos = kb.sub(length, tokenCount);
-  if (window > 0) {
-    Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
-    begin = kb.maxs(begin, windowStart);
-  }
-  first = kb.maxs(begin, splitBegin);
-  last = kb.mins(length, kb.add(splitBegin, perSplit));
-  if (tileTokens) {
-    // A prompt tile sees keys up to its last token (none without tokens).
-    Value pastLast = kb.add(firstQueryPos, tokenCount);
-    lastQueryPos = kb.sub(pastLast, kb.i32(1));
-    last = kb.mins(last, kb.add(lastQueryPos, kb.i32(1)));
-    Value hasTokens = kb.cmpi(arith::CmpIPredicate::sgt, tokenCount, kb.i32(0));
-    last = kb.select(hasTokens, last, kb.i32(0));
-  }
-  firstTile = kb.divs(first, tileKeysI32);
-  Value lastTile =
-      kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))), tileKeysI32);
-  Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
-  tileCount = kb.select(nonEmpty, kb.sub(lastTile, firstTile), kb.i32(0));
+  tokenBegin = queries.tokenBegin;
+  tokenCount = queries.tokenCount;
+  BlockKeys keys = blockKeyRange(kb, queries, seqLens, blockTable, blockSize,
+                                 tileKeys, window, split, tileTokens > 0);
+  length = keys.length;
+  firstQueryPos = keys.firstQueryPos;
+  lastQueryPos = keys.lastQueryPos;
+  first = keys.first;
+  last = keys.last;
+  firstTile = keys.firstTile;
+  tileCount = keys.tileCount;
 }
 
 void XqaBuilder::loadQueryTile(Value query) {

@@ -116,6 +116,89 @@ MmaBuilder::SoftmaxRow MmaBuilder::softmaxRow(Value oldMax, Value newMax,
   return row;
 }
 
+SmallVector<SmallVector<Value>>
+MmaBuilder::softmaxStep(const SoftmaxTiles &tiles, ArrayRef<Value> logits,
+                        SmallVectorImpl<Value> &s, Value negInf,
+                        Value zeroF32) {
+  Location loc = kb.loc;
+  OpBuilder &builder = kb.b;
+  int64_t mTiles = tiles.mTiles, nTiles = tiles.nTiles;
+  int64_t rowHalves = tiles.rowHalves;
+  auto maxAt = [&](int64_t mt, int64_t h) { return tiles.maxAt(mt, h); };
+  auto sumAt = [&](int64_t mt, int64_t h) { return tiles.sumAt(mt, h); };
+  auto accAt = [&](int64_t mt, int64_t nt, int64_t e) {
+    return tiles.accAt(mt, nt, e);
+  };
+  // Online softmax per row; P re-packed as the A operand of P V.
+  SmallVector<SmallVector<Value>> pOperands(mTiles);
+  SmallVector<Value> alphas(2 * mTiles);
+  Value rescale = kb.boolean(false);
+  Value one = kb.f32(1.0f);
+  for (int64_t mt = 0; mt < mTiles; ++mt) {
+    SmallVector<Value> p(8, zeroF32);
+    for (int64_t h = 0; h < 2; ++h) {
+      if (h >= rowHalves) {
+        // Padding rows: P = 0, their state stays as it started.
+        alphas[maxAt(mt, h)] = one;
+        continue;
+      }
+      auto atOf = [&](int64_t nt, int64_t e2) {
+        return (mt * 2 + nt) * 4 + 2 * h + e2;
+      };
+      Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
+      Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
+      Value rowMax = quadMax(kb.fmax(low, high));
+      Value oldMax = s[maxAt(mt, h)];
+      Value newMax = kb.fmax(oldMax, rowMax);
+      MmaBuilder::SoftmaxRow row =
+          softmaxRow(oldMax, newMax, s[sumAt(mt, h)],
+                     {logits[atOf(0, 0)], logits[atOf(0, 1)],
+                      logits[atOf(1, 0)], logits[atOf(1, 1)]},
+                     negInf, zeroF32);
+      for (int64_t nt = 0; nt < 2; ++nt)
+        for (int64_t e2 = 0; e2 < 2; ++e2)
+          p[nt * 4 + 2 * h + e2] = row.weights[nt * 2 + e2];
+      Value alpha = row.alpha, sum = row.sum;
+      Value grew = kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax);
+      rescale = kb.lor(rescale, grew);
+      alphas[maxAt(mt, h)] = alpha;
+      s[maxAt(mt, h)] = newMax;
+      s[sumAt(mt, h)] = sum;
+    }
+    // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
+    pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
+                     packPair(p[4], p[5]), packPair(p[6], p[7])};
+  }
+
+  // The accumulators decay by alpha = 2^(old max - new max) per
+  // row, skipped (alpha = 1 on every row) unless some row of the
+  // warp has a new maximum: after the first tiles it rarely does.
+  Value allLanes = kb.i32(-1);
+  Value anyRescale =
+      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), allLanes,
+                               rescale, NVVM::VoteSyncKind::any);
+  SmallVector<Type> accTypes(mTiles * nTiles * 4, builder.getF32Type());
+  SmallVector<Value> accumulators = kb.ifElse(
+      anyRescale, accTypes,
+      [&]() -> SmallVector<Value> {
+        SmallVector<Value> decayed;
+        for (int64_t mt = 0; mt < mTiles; ++mt)
+          for (int64_t nt = 0; nt < nTiles; ++nt)
+            for (int64_t e = 0; e < 4; ++e)
+              decayed.push_back(
+                  e / 2 < rowHalves
+                      ? kb.fmul(s[accAt(mt, nt, e)], alphas[maxAt(mt, e / 2)])
+                      : s[accAt(mt, nt, e)]);
+        return decayed;
+      },
+      [&]() -> SmallVector<Value> {
+        return SmallVector<Value>(s.begin() + accAt(0, 0, 0), s.end());
+      });
+  std::copy(accumulators.begin(), accumulators.end(),
+            s.begin() + accAt(0, 0, 0));
+  return pOperands;
+}
+
 Value MmaBuilder::exp2(Value x) {
   return LLVM::CallIntrinsicOp::create(
              kb.b, kb.loc, kb.b.getF32Type(),

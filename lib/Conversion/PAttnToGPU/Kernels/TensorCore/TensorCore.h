@@ -71,6 +71,31 @@ public:
                         mlir::Value oldSum, llvm::ArrayRef<mlir::Value> logits,
                         mlir::Value negInf, mlir::Value zero);
 
+  /// The per-thread state of an online softmax over `mTiles` m16 tiles
+  /// of rows, each thread holding rows g and g + 8 of each (the first
+  /// `rowHalves` of them real; 1: rows g + 8 are padding), and the output
+  /// accumulators of `nTiles` 8-channel n-tiles: the running maxima, then
+  /// the running sums, then the accumulators.
+  struct SoftmaxTiles {
+    int64_t mTiles, nTiles, rowHalves;
+    int64_t maxAt(int64_t mt, int64_t h) const { return mt * 2 + h; }
+    int64_t sumAt(int64_t mt, int64_t h) const {
+      return 2 * mTiles + mt * 2 + h;
+    }
+    int64_t accAt(int64_t mt, int64_t nt, int64_t e) const {
+      return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
+    }
+  };
+  /// The online softmax update of one 16-key step: `logits` (base 2, the
+  /// step's two n-tiles of each m-tile as mma C fragments) update the
+  /// maxima and sums of `state` and decay its accumulators (only when some
+  /// row of the warp has a new maximum); returns P as the A operands of
+  /// P V, per m-tile.
+  llvm::SmallVector<llvm::SmallVector<mlir::Value>>
+  softmaxStep(const SoftmaxTiles &tiles, llvm::ArrayRef<mlir::Value> logits,
+              llvm::SmallVectorImpl<mlir::Value> &state, mlir::Value negInf,
+              mlir::Value zero);
+
   KernelBuilder &kb;
   /// bf16 operands (else f16).
   bool bf16;

@@ -1,0 +1,113 @@
+//===- KeyRange.cpp - A block's query rows and key range ------------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the shared key-range step (KeyRange.h): which query
+// tokens a tensor-core block serves and which keys of its sequence they
+// see, in whole tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Common/KeyRange.h"
+#include "Kernels/Common/DecodeCommon.h"
+
+using namespace mlir;
+using namespace pattn;
+
+BlockQueries pattn::locatePromptTile(KernelBuilder &kb, Value blockTable,
+                                     Value queryStart, Value promptTile,
+                                     int64_t tileTokens) {
+  BlockQueries q;
+  // Sequence b has ceil(n_b / T) query tiles, numbered one sequence after
+  // another: a scan over the batch (a few entries) finds the block's.
+  Value batch = memref::DimOp::create(kb.b, kb.loc, blockTable, 0);
+  Value tokensPerTile = kb.i32(int32_t(tileTokens));
+  Value none = kb.i32(-1);
+  Value zero = kb.index(0), one = kb.index(1);
+  Value noTiles = kb.i32(0), firstSequence = kb.i32(0);
+  SmallVector<Value> found = kb.forLoop(
+      zero, batch, one, {noTiles, firstSequence, none},
+      [&](Value b, ValueRange c) -> SmallVector<Value> {
+        Value begin = kb.load(queryStart, {b});
+        Value end = kb.load(queryStart, {kb.add(b, kb.index(1))});
+        Value tokens = kb.sub(end, begin);
+        Value rounded = kb.add(tokens, kb.i32(int32_t(tileTokens - 1)));
+        Value tiles = kb.divs(rounded, tokensPerTile);
+        Value inSequence = kb.sub(promptTile, c[0]);
+        Value notBefore =
+            kb.cmpi(arith::CmpIPredicate::sge, inSequence, kb.i32(0));
+        Value within = kb.cmpi(arith::CmpIPredicate::slt, inSequence, tiles);
+        Value owns = kb.land(notBefore, within);
+        Value sequence = kb.select(owns, kb.toI32(b), c[1]);
+        Value tileInSequence = kb.select(owns, inSequence, c[2]);
+        return {kb.add(c[0], tiles), sequence, tileInSequence};
+      });
+  q.seq = found[1];
+  Value tileInSequence = found[2];
+  // Blocks past the last tile (the host launches a bound) have no tokens.
+  Value real = kb.cmpi(arith::CmpIPredicate::sge, tileInSequence, kb.i32(0));
+  Value sequenceBegin = kb.load(queryStart, {kb.toIndex(q.seq)});
+  Value nextSeq = kb.add(kb.toIndex(q.seq), kb.index(1));
+  Value sequenceTokens = kb.sub(kb.load(queryStart, {nextSeq}), sequenceBegin);
+  Value offset = kb.mul(kb.maxs(tileInSequence, kb.i32(0)), tokensPerTile);
+  q.tokenBegin = kb.add(sequenceBegin, offset);
+  Value remaining = kb.mins(kb.sub(sequenceTokens, offset), tokensPerTile);
+  q.tokenCount = kb.select(real, remaining, kb.i32(0));
+  q.tileOffset = offset;
+  q.sequenceTokens = sequenceTokens;
+  return q;
+}
+
+BlockKeys pattn::blockKeyRange(KernelBuilder &kb, const BlockQueries &q,
+                               Value seqLens, Value blockTable,
+                               int64_t blockSize, int64_t tileKeys,
+                               int64_t window, Value split, bool promptTile) {
+  BlockKeys k;
+  k.length = kb.load(seqLens, {kb.toIndex(q.seq)});
+  Value length = k.length;
+  // The block's keys: the union of its rows' (causal, windowed) ranges,
+  // cut to this split. Splits are ceil(max keys / the grid's splits,
+  // gridDim.x, or gridDim.y for a prompt) rounded up to whole tiles: a
+  // function of host-known sizes only.
+  Value tileKeysI32 = kb.i32(int32_t(tileKeys));
+  Value perSplit =
+      keysPerGridSplit(kb, blockTable, blockSize,
+                       promptTile ? gpu::Dimension::y : gpu::Dimension::x);
+  perSplit = kb.add(perSplit, kb.i32(int32_t(tileKeys - 1)));
+  perSplit = kb.mul(kb.divs(perSplit, tileKeysI32), tileKeysI32);
+  Value splitBegin = kb.mul(kb.toI32(split), perSplit);
+  Value begin = kb.i32(0);
+  // Token i of n sits at length - n + i; a prompt tile's first token is
+  // token tileOffset of its sequence's.
+  Value firstQueryPos;
+  if (promptTile)
+    firstQueryPos = kb.add(kb.sub(length, q.sequenceTokens), q.tileOffset);
+  else
+    firstQueryPos = kb.sub(length, q.tokenCount);
+  k.firstQueryPos = firstQueryPos;
+  if (window > 0) {
+    Value windowStart = kb.sub(firstQueryPos, kb.i32(int32_t(window - 1)));
+    begin = kb.maxs(begin, windowStart);
+  }
+  Value first = kb.maxs(begin, splitBegin);
+  Value last = kb.mins(length, kb.add(splitBegin, perSplit));
+  if (promptTile) {
+    // A prompt tile sees keys up to its last token (none without tokens).
+    Value pastLast = kb.add(firstQueryPos, q.tokenCount);
+    k.lastQueryPos = kb.sub(pastLast, kb.i32(1));
+    last = kb.mins(last, kb.add(k.lastQueryPos, kb.i32(1)));
+    Value hasTokens =
+        kb.cmpi(arith::CmpIPredicate::sgt, q.tokenCount, kb.i32(0));
+    last = kb.select(hasTokens, last, kb.i32(0));
+  }
+  k.first = first;
+  k.last = last;
+  k.firstTile = kb.divs(first, tileKeysI32);
+  Value lastTile =
+      kb.divs(kb.add(last, kb.i32(int32_t(tileKeys - 1))), tileKeysI32);
+  Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
+  k.tileCount = kb.select(nonEmpty, kb.sub(lastTile, k.firstTile), kb.i32(0));
+  return k;
+}

@@ -1,0 +1,56 @@
+//===- KeyRange.h - A block's query rows and key range ----------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The step every tensor-core kernel over a paged cache starts with: which
+// query tokens of which sequence a block serves (a decode's sequence, or a
+// prompt's query tile found by a scan over query_start), and the keys
+// they see: the union of the rows' causal, windowed ranges, cut to the
+// block's split, in whole tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KEYRANGE_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KEYRANGE_H
+
+#include "Kernels/Common/KernelBuilder.h"
+
+namespace pattn {
+
+/// A block's query rows: its sequence, first token (of the query's) and
+/// token count, as i32. A prompt tile's also has its first token's index
+/// within the sequence and the sequence's query tokens.
+struct BlockQueries {
+  mlir::Value seq, tokenBegin, tokenCount;
+  mlir::Value tileOffset, sequenceTokens; ///< prompt tiles only
+};
+
+/// The sequence and tokens of prompt tile `promptTile` (i32; tiles of
+/// `tileTokens` tokens numbered one sequence after another): a scan over
+/// the batch. Tiles past the last (the host launches a bound) have no
+/// tokens.
+BlockQueries locatePromptTile(KernelBuilder &kb, mlir::Value blockTable,
+                              mlir::Value queryStart, mlir::Value promptTile,
+                              int64_t tileTokens);
+
+/// The keys of a block (i32): the sequence's length, the positions of its
+/// first and (prompt tiles) last token, its keys [first, last) and their
+/// tiles (firstTile = first / tileKeys, tileCount of them).
+struct BlockKeys {
+  mlir::Value length, firstQueryPos, lastQueryPos, first, last, firstTile,
+      tileCount;
+};
+
+/// The key range of the block serving `queries` in split `split` (index):
+/// splits of ceil(max keys / the grid's splits) rounded up to whole tiles,
+/// the grid's splits on y for a prompt tile (`promptTile`), else on x.
+BlockKeys blockKeyRange(KernelBuilder &kb, const BlockQueries &queries,
+                        mlir::Value seqLens, mlir::Value blockTable,
+                        int64_t blockSize, int64_t tileKeys, int64_t window,
+                        mlir::Value split, bool promptTile);
+
+} // namespace pattn
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KEYRANGE_H
