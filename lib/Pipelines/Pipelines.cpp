@@ -73,6 +73,11 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
             "'; expected auto, xqa or portable";
     return failure();
   }
+  if (options.promptKernel != "xqa" && options.promptKernel != "prefill") {
+    error = "unknown prompt-kernel '" + options.promptKernel +
+            "'; expected xqa or prefill";
+    return failure();
+  }
   if (options.keysPerSplit <= 0 || options.keysPerSplit % 128 != 0) {
     error = "keys-per-split must be a positive multiple of 128, got " +
             std::to_string(int64_t(options.keysPerSplit));
@@ -99,6 +104,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   PAttnPlanDecodeOptions plan;
   plan.chips = chipNames;
   plan.keysPerSplit = options.keysPerSplit;
+  plan.promptKernel = options.promptKernel;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

@@ -103,6 +103,12 @@ static cl::opt<std::string>
             cl::desc("Backend of every attention op: auto (the default; by "
                      "the eligibility table), xqa (an ineligible op is an "
                      "error) or portable"));
+static cl::opt<std::string> promptKernel(
+    "prompt-kernel", cl::init("xqa"), cl::value_desc("xqa|prefill"),
+    cl::cat(toolCategory),
+    cl::desc("Tensor-core kernel of a prompt (more than 8 query tokens per "
+             "sequence): xqa (the decode kernel in query tiles) or prefill "
+             "(the prefill family; --remarks says where it cannot serve)"));
 static cl::opt<bool>
     fold("fold", cl::init(true), cl::cat(toolCategory),
          cl::desc("Fold channel scales (pattn-fold-channel-scales); =false "
@@ -561,6 +567,7 @@ int main(int argc, char **argv) {
   options.keysPerSplit = keysPerSplit;
   options.hardwareConversions = hardwareConversions;
   options.backend = backend;
+  options.promptKernel = promptKernel;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

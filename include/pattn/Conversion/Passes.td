@@ -110,7 +110,13 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     Option<"xqaKeysPerSplit", "xqa-keys-per-split", "int64_t",
            /*default=*/"4096",
            "Most keys one XQA block processes; small batches split further "
-           "until the launch has about four blocks per SM">
+           "until the launch has about four blocks per SM">,
+    Option<"promptKernel", "prompt-kernel", "std::string",
+           /*default=*/"\"xqa\"",
+           "The tensor-core kernel of a prompt (max_query_len > 8): xqa "
+           "(the decode kernel in query tiles of floor(32 / g) tokens) or "
+           "prefill (the prefill family, 64 rows a block, K/V decoded once "
+           "per tile; a remark says where it cannot serve)">
   ];
 }
 

@@ -55,6 +55,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                      "eligibility table), xqa (an ineligible op is an error) "
                      "or portable"),
       llvm::cl::init("auto")};
+  Option<std::string> promptKernel{
+      *this, "prompt-kernel",
+      llvm::cl::desc("Tensor-core kernel of a prompt: xqa (query tiles of the "
+                     "decode kernel) or prefill (the prefill family)"),
+      llvm::cl::init("xqa")};
   Option<bool> fold{
       *this, "fold",
       llvm::cl::desc("Run pattn-fold-channel-scales (false leaves channel "

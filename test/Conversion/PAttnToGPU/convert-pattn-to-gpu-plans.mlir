@@ -70,7 +70,7 @@ func.func @residency(%s: memref<?x64x656xi8>, %q: memref<4x128x576xbf16>, %bt: m
 !c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
 func.func @operand(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %lens: memref<?xi32>, %o: memref<?x8x64xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !c
-  // expected-error @below {{has an XQA plan over 'bf16' operands, but its query and caches need f16}}
+  // expected-error @below {{has a tensor-core plan over 'bf16' operands, but its query and caches need f16}}
   pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<?x?xi32>) seq_lens(%lens : memref<?xi32>) outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = bf16, rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 40000, resident_blocks = [2], targets = [sm_86]>}
   return
 }

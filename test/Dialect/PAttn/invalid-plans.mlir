@@ -67,3 +67,23 @@ func.func private @f() attributes {a = #pattn.xqa_mla_plan<heads_per_block = 16,
 // A prompt's query tile is at most the plan's rows of tokens.
 // expected-error @below {{query_tile 33 not in [0, rows = 32]}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], query_tile = 33, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{rows 32 must be 64 (an m16 tile per warp)}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 32, query_tile = 8, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{query_tile 0 not in [1, rows = 64]}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 0, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{keys_per_tile 24 must be a multiple of 16, at most 128}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 24, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{keys_per_split 100 must be a positive multiple of keys_per_tile 64}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 100, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}

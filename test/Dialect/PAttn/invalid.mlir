@@ -1213,6 +1213,26 @@ func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 // -----
 
+// A prefill plan is a prompt's only.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{has a prefill plan, but max_query_len 4 is a decode's (at most 8)}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 4 : i64, backend = #pattn.backend<xqa>, plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 90000, resident_blocks = [2], targets = [sm_90a]>}
+  return
+}
+
+// -----
+
+// Its query tile x g must fit its 64 rows.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{has a prefill plan whose query_tile 32 x g = 4 exceeds its rows (64)}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 512 : i64, backend = #pattn.backend<xqa>, plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 32, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 90000, resident_blocks = [2], targets = [sm_90a]>}
+  return
+}
+
+// -----
+
 // MLA is decode only: up to 8 speculative tokens per sequence.
 !r = !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
 func.func @f(%c: !r, %q: memref<?x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x16x512xbf16>) {
@@ -1503,7 +1523,7 @@ func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 // The plan of the other backend.
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
-  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}}
+  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan or #pattn.prefill_plan, got #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}}
   pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 512, targets = [sm_90a]>}
   return
 }
@@ -1541,7 +1561,7 @@ func.func @f(%c: !r, %q: memref<4x16x576xbf16>, %bt: memref<4x8xi32>, %sl: memre
 // The paged attention op refuses the MLA plan.
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f(%k: !c, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<4x32x128xf16>) {
-  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}}
+  // expected-error @below {{'pattn.paged_attention' op backend xqa needs a #pattn.xqa_plan or #pattn.prefill_plan, got #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}}
   pattn.paged_attention query(%q : memref<4x32x128xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = 80640, resident_blocks = [3], targets = [sm_90a]>}
   return
 }

@@ -203,6 +203,14 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
     grid.queryTile = xqa.getQueryTile();
     grid.leastTilesPerSplit = xqa.getLeastTilesPerSplit();
     grid.mostSplits = xqa.getMostSplits();
+  } else if (auto prefill = dyn_cast<PrefillPlanAttr>(plan)) {
+    grid.tileKeys = prefill.getKeysPerTile();
+    grid.sharedBytes = prefill.getSharedBytes();
+    grid.residentBlocks = prefill.getResidentBlocksOn(chips);
+    grid.blocksPerSequence = kvHeads;
+    grid.queryTile = prefill.getQueryTile();
+    grid.leastTilesPerSplit = prefill.getLeastTilesPerSplit();
+    grid.mostSplits = prefill.getMostSplits();
   } else if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan)) {
     grid.tileKeys = mla.getKeysPerTile();
     grid.sharedBytes = mla.getSharedBytes();

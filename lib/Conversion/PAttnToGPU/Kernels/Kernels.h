@@ -228,6 +228,15 @@ DecodeKernels buildXqaDecodeKernels(KernelModule &kernels,
                                     const CacheBuffers &key,
                                     const CacheBuffers &value);
 
+/// The tensor-core prefill of a prompt planned for it (`plan`): grid
+/// (query tiles, splits, kv_heads), 128 threads, plan.shared_bytes of
+/// dynamic shared memory; the splits are taken from gridDim.y. Its merge is
+/// the portable one.
+DecodeKernels buildPrefillKernels(KernelModule &kernels,
+                                  pattn::PagedAttentionOp op,
+                                  pattn::PrefillPlanAttr plan,
+                                  const CacheBuffers &key,
+                                  const CacheBuffers &value);
 struct DecodeParams;
 
 /// The split merge every decode family shares: a block per (token, head,

@@ -180,6 +180,34 @@ static DecodeKernels buildXqaPaged(KernelModule &module, Operation *op,
                                *sources.value);
 }
 
+/// The XQA rows of the table, then the prefill kernel's own rules.
+static SmallVector<std::string> prefillPagedRejections(Operation *op,
+                                                       ArrayRef<Chip> targets) {
+  auto paged = cast<PagedAttentionOp>(op);
+  SmallVector<std::string> failures = eligibilityFailures(paged, targets);
+  for (std::string &failure : prefillRejections(paged, targets))
+    failures.push_back(std::move(failure));
+  return failures;
+}
+
+static Attribute planPrefillPaged(Operation *op, ArrayRef<Chip> targets,
+                                  const DecodePlanOptions &options) {
+  return planPrefill(cast<PagedAttentionOp>(op), targets,
+                     options.xqaMaxKeysPerSplit);
+}
+
+static bool ownsPrefillPaged(Attribute plan) {
+  return isa<PrefillPlanAttr>(plan);
+}
+
+static DecodeKernels buildPrefillPaged(KernelModule &module, Operation *op,
+                                       Attribute plan,
+                                       const DecodeSources &sources) {
+  return buildPrefillKernels(module, cast<PagedAttentionOp>(op),
+                             cast<PrefillPlanAttr>(plan), *sources.key,
+                             *sources.value);
+}
+
 /// The MLA rows of the table, then the mma.sync tile's shared memory on
 /// each chip.
 static SmallVector<std::string>
@@ -241,6 +269,9 @@ static DecodeKernels buildXqaMla(KernelModule &module, Operation *op,
 static const DecodeFamily kFamilies[] = {
     {DecodeFamilyKind::XqaPaged, "xqa-paged", Backend::xqa, decodesPaged,
      xqaPagedRejections, planXqaPaged, ownsXqaPaged, buildXqaPaged},
+    {DecodeFamilyKind::PrefillPaged, "prefill-paged", Backend::xqa,
+     decodesPaged, prefillPagedRejections, planPrefillPaged, ownsPrefillPaged,
+     buildPrefillPaged},
     {DecodeFamilyKind::PortablePaged, "portable-paged", Backend::portable,
      decodesPaged, servesAll, planPortable, ownsPortable, buildPortablePaged},
     {DecodeFamilyKind::XqaMlaWgmma, "xqa-mla-wgmma", Backend::xqa, decodesMla,

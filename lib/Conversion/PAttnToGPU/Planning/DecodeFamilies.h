@@ -34,6 +34,7 @@ enum class DecodeFamilyKind : uint8_t {
   PortablePaged, ///< Decode/Portable.cpp over a paged cache
   PortableMla,   ///< Decode/Portable.cpp over MLA records
   XqaPaged,      ///< Decode/XqaPaged.cpp (mma.sync m16n8k16)
+  PrefillPaged,  ///< Prefill/PrefillPaged.cpp (prompts, 64 rows a block)
   XqaMlaMmaSync, ///< Decode/XqaMlaMmaSync.cpp (16 heads per block)
   XqaMlaWgmma,   ///< Decode/XqaMlaWgmma.cpp (64 heads per block, sm_90a)
 };
@@ -42,6 +43,9 @@ enum class DecodeFamilyKind : uint8_t {
 struct DecodePlanOptions {
   int64_t portableKeysPerSplit = 512;
   int64_t xqaMaxKeysPerSplit = 4096;
+  /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
+  /// prefill family (true), where it serves the op.
+  bool prefill = false;
 };
 
 /// The caches a decode reads, as the host resolved them: a paged op's key

@@ -90,6 +90,34 @@ pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
                                  llvm::ArrayRef<Chip> chips,
                                  int64_t maxKeysPerSplit);
 
+/// The prefill family's block: 64 rows (query tokens x g heads of one KV
+/// head), an m16 tile per warp.
+inline constexpr int64_t kPrefillRows = 64;
+
+/// The prefill kernel's shared memory: the XQA layout of its query tile,
+/// liveness flags and ring (no key-warp merge: each warp owns its rows),
+/// then one decoded 16-bit tile per quantized side, [keys][head_dim + 8]
+/// elements (-1: an f16 or bf16 side, read from the ring as it is).
+struct PrefillSharedLayout {
+  XqaSharedLayout ring;
+  int64_t decodedKeys = -1, decodedValues = -1;
+  int64_t keyStride = 0, valueStride = 0; ///< bytes per decoded row
+  int64_t total = 0;
+};
+PrefillSharedLayout layoutPrefillShared(pattn::CacheType key,
+                                        pattn::CacheType value,
+                                        int64_t keysPerTile, int64_t stages);
+
+/// Why the prefill family cannot serve `op` on `chips`, beyond the XQA rows
+/// of the eligibility table (which it also needs); empty when it can.
+llvm::SmallVector<std::string> prefillRejections(pattn::PagedAttentionOp op,
+                                                 llvm::ArrayRef<Chip> chips);
+
+/// The prefill plan of a prompt `op` for every chip of `chips`.
+pattn::PrefillPlanAttr planPrefill(pattn::PagedAttentionOp op,
+                                   llvm::ArrayRef<Chip> chips,
+                                   int64_t maxKeysPerSplit);
+
 /// The latent and rope lanes of an MLA record as the eligibility table and
 /// the tensor-core MLA kernel read them.
 MlaRecordLayout describeMlaRecord(pattn::RecordType record);

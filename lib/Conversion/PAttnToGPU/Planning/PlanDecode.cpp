@@ -58,6 +58,9 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   if (xqaKeysPerSplit < 64)
     return fail() << "xqa-keys-per-split=" << int64_t(xqaKeysPerSplit)
                   << " must be at least 64";
+  if (promptKernel != "xqa" && promptKernel != "prefill")
+    return fail() << "prompt-kernel=" << promptKernel
+                  << " is neither xqa nor prefill";
   return success();
 }
 
@@ -99,11 +102,45 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   return text;
 }
 
+/// The prefill family's plan of a prompt where it was asked for and serves
+/// the op, with a remark on how its blocks cover the batch (or why XQA's
+/// query tiles serve it instead); null otherwise.
+static Attribute
+planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
+                    const ::pattn::DecodePlanOptions &options) {
+  if (!options.prefill || static_cast<int64_t>(op.getMaxQueryLen()) <=
+                              ::pattn::kMaxSpeculativeTokens)
+    return {};
+  const ::pattn::DecodeFamily &prefill =
+      ::pattn::decodeFamily(::pattn::DecodeFamilyKind::PrefillPaged);
+  SmallVector<std::string> rejections = prefill.rejections(op, targets);
+  if (!rejections.empty()) {
+    op.emitRemark() << "prefill kernel not used (XQA query tiles instead): "
+                    << llvm::join(rejections, "; ");
+    return {};
+  }
+  auto plan =
+      cast<::pattn::PrefillPlanAttr>(prefill.plan(op, targets, options));
+  // One kernel serves the whole ragged batch: a sequence's n query tokens
+  // take ceil(n / query_tile) blocks per KV head, so a decode token of a
+  // mixed batch takes one block of its own (its rows padding but g).
+  int64_t group = static_cast<int64_t>(op.getNumHeads()) /
+                  op.getKey().getType().getKvHeads();
+  op.emitRemark() << "prefill plan: " << plan.getRows()
+                  << " rows a block, query tiles of " << plan.getQueryTile()
+                  << " tokens x g = " << group << ", " << plan.getKeysPerTile()
+                  << "-key tiles x " << plan.getStages()
+                  << " stages; decode tokens of a mixed batch take one query "
+                     "tile each";
+  return plan;
+}
+
 void PlanDecodePass::runOnOperation() {
   Operation *root = getOperation();
   ::pattn::DecodePlanOptions options;
   options.portableKeysPerSplit = keysPerSplit;
   options.xqaMaxKeysPerSplit = xqaKeysPerSplit;
+  options.prefill = promptKernel == "prefill";
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend) {
     if (!backend) {
@@ -133,7 +170,10 @@ void PlanDecodePass::runOnOperation() {
     }
     auto mla = dyn_cast<MlaDecodeOp>(op);
     if (!mla) {
-      Attribute chosen = family.plan(op, targets, options);
+      Attribute chosen =
+          planPromptOnPrefill(cast<PagedAttentionOp>(op), targets, options);
+      if (!chosen)
+        chosen = family.plan(op, targets, options);
       LDBG() << op->getName() << " at " << op->getLoc() << ": " << chosen;
       op->setAttr("plan", chosen);
       return;

@@ -26,6 +26,8 @@ using namespace pattn;
 static int64_t sharedBytesOf(Attribute plan) {
   if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
     return xqa.getSharedBytes();
+  if (auto prefill = dyn_cast<PrefillPlanAttr>(plan))
+    return prefill.getSharedBytes();
   if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
     return mla.getSharedBytes();
   return 0;
@@ -35,6 +37,8 @@ static int64_t sharedBytesOf(Attribute plan) {
 static ArrayRef<Chip> targetsOf(Attribute plan) {
   if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
     return xqa.getTargets();
+  if (auto prefill = dyn_cast<PrefillPlanAttr>(plan))
+    return prefill.getTargets();
   if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
     return mla.getTargets();
   return cast<PortablePlanAttr>(plan).getTargets();
@@ -47,6 +51,9 @@ static std::pair<int64_t, int64_t> residencyOf(Attribute plan, Chip chip) {
   if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
     return {xqa.getResidentBlocksOn(chip),
             xqaResidentBlocks(xqa.getSharedBytes(), chip)};
+  if (auto prefill = dyn_cast<PrefillPlanAttr>(plan))
+    return {prefill.getResidentBlocksOn(chip),
+            xqaResidentBlocks(prefill.getSharedBytes(), chip)};
   if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan))
     return {mla.getResidentBlocksOn(chip),
             xqaMlaResidentBlocks(mla.getKernel(), mla.getSharedBytes(), chip)};
@@ -106,15 +113,19 @@ static LogicalResult verifyPlanOnChip(Operation *op, Attribute plan,
 /// The plan's operand type against the op's: an XQA plan over bf16 data
 /// must multiply bf16 (f16 would round it), and one over f16 data f16.
 static LogicalResult verifyOperand(Operation *op, Attribute plan) {
-  auto xqa = dyn_cast<XqaPlanAttr>(plan);
   auto paged = dyn_cast<PagedAttentionOp>(op);
-  if (!xqa || !paged)
+  Type operand;
+  if (auto xqa = dyn_cast<XqaPlanAttr>(plan))
+    operand = xqa.getOperand();
+  else if (auto prefill = dyn_cast<PrefillPlanAttr>(plan))
+    operand = prefill.getOperand();
+  if (!operand || !paged)
     return success();
   bool bf16 =
       xqaUsesBf16(cast<MemRefType>(paged.getQuery().getType()).getElementType(),
                   paged.getKey().getType(), paged.getValue().getType());
-  if (xqa.getOperand().isBF16() != bf16)
-    return op->emitOpError() << "has an XQA plan over " << xqa.getOperand()
+  if (operand.isBF16() != bf16)
+    return op->emitOpError() << "has a tensor-core plan over " << operand
                              << " operands, but its query and caches need "
                              << (bf16 ? "bf16" : "f16");
   return success();

@@ -133,6 +133,10 @@ int64_t XqaPlanAttr::getResidentBlocksOn(ArrayRef<Chip> chips) const {
   return fewestOn(getResidentBlocks(), getTargets(), chips);
 }
 
+int64_t PrefillPlanAttr::getResidentBlocksOn(ArrayRef<Chip> chips) const {
+  return fewestOn(getResidentBlocks(), getTargets(), chips);
+}
+
 int64_t XqaMlaPlanAttr::getResidentBlocksOn(ArrayRef<Chip> chips) const {
   return fewestOn(getResidentBlocks(), getTargets(), chips);
 }
@@ -212,6 +216,38 @@ LogicalResult XqaPlanAttr::verify(
   if (queryTile < 0 || queryTile > rows)
     return emitError() << "query_tile " << queryTile
                        << " not in [0, rows = " << rows << "]";
+  return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
+                        mostSplits, targets);
+}
+
+LogicalResult PrefillPlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, Type operand, int64_t rows,
+    int64_t queryTile, int64_t keysPerTile, int64_t stages,
+    int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
+    int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
+    ArrayRef<Chip> targets) {
+  if (!operand || !(operand.isF16() || operand.isBF16()))
+    return emitError() << "operand " << operand << " must be f16 or bf16";
+  if (rows != 64)
+    return emitError() << "rows " << rows
+                       << " must be 64 (an m16 tile per warp)";
+  if (queryTile < 1 || queryTile > rows)
+    return emitError() << "query_tile " << queryTile
+                       << " not in [1, rows = " << rows << "]";
+  if (threads != 128)
+    return emitError() << "threads " << threads
+                       << " must be 128 (the prefill block's four warps)";
+  if (keysPerTile < 16 || keysPerTile % 16 != 0 || keysPerTile > 128)
+    return emitError() << "keys_per_tile " << keysPerTile
+                       << " must be a multiple of 16, at most 128";
+  if (stages < 2 || stages > 8)
+    return emitError() << "stages " << stages << " not in [2, 8]";
+  if (keysPerSplit < keysPerTile || keysPerSplit % keysPerTile != 0)
+    return emitError() << "keys_per_split " << keysPerSplit
+                       << " must be a positive multiple of keys_per_tile "
+                       << keysPerTile;
+  if (sharedBytes < 0)
+    return emitError() << "shared_bytes " << sharedBytes << " is negative";
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

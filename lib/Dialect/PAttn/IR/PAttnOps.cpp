@@ -479,7 +479,8 @@ void RotaryOp::getEffects(
 /// A prompt (more than 8 query tokens per sequence) has more blocks than a
 /// decode's grid holds and more rows than a decode block: only a prompt
 /// plan lowers it (portable: `prompt = true`; XQA: a `query_tile` of at
-/// most rows / g tokens), and a decode needs a decode plan.
+/// most rows / g tokens; the prefill plan, only ever a prompt's, likewise),
+/// and a decode needs a decode plan.
 static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
   int64_t maxQueryLen = static_cast<int64_t>(op.getMaxQueryLen());
   bool prompt = maxQueryLen > kMaxSpeculativeTokens;
@@ -489,11 +490,23 @@ static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
            << "max_query_len " << maxQueryLen
            << " (a prompt) needs a portable plan with prompt = true, got "
            << plan;
+  int64_t group = static_cast<int64_t>(op.getNumHeads()) /
+                  op.getKey().getType().getKvHeads();
+  if (auto prefill = dyn_cast<PrefillPlanAttr>(plan)) {
+    if (!prompt)
+      return op.emitOpError()
+             << "has a prefill plan, but max_query_len " << maxQueryLen
+             << " is a decode's (at most " << kMaxSpeculativeTokens << ")";
+    if (prefill.getQueryTile() * group > prefill.getRows())
+      return op.emitOpError()
+             << "has a prefill plan whose query_tile " << prefill.getQueryTile()
+             << " x g = " << group << " exceeds its rows (" << prefill.getRows()
+             << ")";
+    return success();
+  }
   auto xqa = dyn_cast<XqaPlanAttr>(plan);
   if (!xqa)
     return success();
-  int64_t group = static_cast<int64_t>(op.getNumHeads()) /
-                  op.getKey().getType().getKvHeads();
   int64_t tile = xqa.getQueryTile();
   if (prompt && (tile < 1 || tile * group > xqa.getRows()))
     return op.emitOpError() << "max_query_len " << maxQueryLen
@@ -518,14 +531,16 @@ static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
               "before --pattn-plan-decode)";
   // MLA has its own tensor-core kernel and plan.
   bool mla = isa<MlaDecodeOp>(op);
-  bool matches = *backend == Backend::xqa ? (mla ? isa<XqaMlaPlanAttr>(plan)
-                                                 : isa<XqaPlanAttr>(plan))
-                                          : isa<PortablePlanAttr>(plan);
+  bool matches = *backend == Backend::xqa
+                     ? (mla ? isa<XqaMlaPlanAttr>(plan)
+                            : isa<XqaPlanAttr, PrefillPlanAttr>(plan))
+                     : isa<PortablePlanAttr>(plan);
   if (!matches)
     return op->emitOpError()
            << "backend " << stringifyBackend(*backend) << " needs a "
            << (*backend == Backend::xqa
-                   ? (mla ? "#pattn.xqa_mla_plan" : "#pattn.xqa_plan")
+                   ? (mla ? "#pattn.xqa_mla_plan"
+                          : "#pattn.xqa_plan or #pattn.prefill_plan")
                    : "#pattn.portable_plan")
            << ", got " << plan;
   auto attention = dyn_cast<PagedAttentionOp>(op);

@@ -252,6 +252,55 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
   }];
 }
 
+def PAttn_PrefillPlanAttr : AttrDef<PAttn_Dialect, "PrefillPlan"> {
+  let mnemonic = "prefill_plan";
+  let summary = "How the tensor-core prefill of a prompt is tiled";
+  let description = [{
+    Written by `--pattn-plan-decode` (with `prompt-kernel=prefill`) on
+    `pattn.paged_attention` ops of backend `xqa` whose `max_query_len` makes
+    them prompts (more than 8 query tokens per sequence), and obeyed by
+    `--convert-pattn-to-gpu` (Kernels/Prefill). One block of four warps
+    serves `query_tile` consecutive query tokens of a sequence times the g
+    heads of one KV head: `rows` = 64 rows (query_tile × g ≤ rows), 16 per
+    warp, each warp an m16 tile of `mma.sync.m16n8k16` over `operand` (f16,
+    or bf16 where the query or a cache is bf16) with fp32 accumulators. Keys
+    stream through a `stages`-deep ring of shared memory filled by
+    `cp.async`, `keys_per_tile` keys per stage; a quantized side is decoded
+    once per tile into a 16-bit tile that all four warps read with
+    `ldmatrix` (an f16 or bf16 side is read from the ring as it is). A
+    block reads keys only up to its last token; the grid is (query tiles,
+    splits, KV heads), a sequence of n tokens having ceil(n / query_tile)
+    tiles, and the host picks the split count from `keys_per_split`,
+    `least_tiles_per_split` and `most_splits` as for XQA. `shared_bytes`
+    of dynamic shared memory per block, of which `resident_blocks` fit on
+    an SM of each chip of `targets`.
+
+    Example:
+    ```mlir
+    #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16,
+                        keys_per_tile = 64, stages = 2,
+                        keys_per_split = 32768, shared_bytes = 70144,
+                        resident_blocks = [2], targets = [sm_90a]>
+    ```
+  }];
+  let parameters = (ins "::mlir::Type":$operand, "int64_t":$rows,
+                        "int64_t":$query_tile, "int64_t":$keys_per_tile,
+                        "int64_t":$stages, "int64_t":$keys_per_split,
+                        "int64_t":$shared_bytes,
+                        PAttn_ResidencyParameter:$resident_blocks,
+                        DefaultValuedParameter<"int64_t", "128">:$threads,
+                        DefaultValuedParameter<"int64_t", "4">:$least_tiles_per_split,
+                        DefaultValuedParameter<"int64_t", "64">:$most_splits,
+                        PAttn_ChipListParameter:$targets);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The fewest blocks resident per SM on `chips` (each one of the
+    /// plan's targets).
+    int64_t getResidentBlocksOn(::llvm::ArrayRef<::pattn::Chip> chips) const;
+  }];
+}
+
 def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
   let mnemonic = "xqa_mla_plan";
   let summary = "How the tensor-core (XQA) MLA decode is tiled";
@@ -320,6 +369,7 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
 }
 
 def PAttn_DecodePlanAttr : AnyAttrOf<[PAttn_PortablePlanAttr, PAttn_XqaPlanAttr,
+                                      PAttn_PrefillPlanAttr,
                                       PAttn_XqaMlaPlanAttr]>;
 
 #endif // PATTN_DIALECT_PATTN_IR_PATTNATTRS_TD

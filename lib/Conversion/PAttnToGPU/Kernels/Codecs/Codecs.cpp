@@ -305,3 +305,18 @@ SmallVector<Value> decodeWord(KernelBuilder &kb, Encoding encoding,
 }
 
 } // namespace pattn
+
+Value pattn::e4m3BytePair(KernelBuilder &kb, Value low, Value high,
+                          Value byte) {
+  // One prmt puts byte `byte` of `low` and of `high` where the e4m3 pair
+  // decoder reads its two halves (bytes 0 and 1 for cvt, 0 and 2 for the
+  // bit trick); the scale x code products are exact in f16 (4 significant
+  // bits). Both selectors are per thread: LLVM hoists them.
+  Value highByte = kb.add(byte, kb.i32(4));
+  int32_t highAt = kb.hardwareFp8 ? 4 : 8;
+  Value selector = kb.ori(byte, kb.shl(highByte, kb.i32(highAt)));
+  Value word =
+      NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(), low, high,
+                              selector, NVVM::PermuteMode::DEFAULT);
+  return decodeWordPairs(kb, Encoding::f8e4m3, word).front().pair;
+}

@@ -78,6 +78,12 @@ constexpr uint32_t nibblesForHalves(uint32_t word) {
 llvm::SmallVector<mlir::Value>
 decodeWord(KernelBuilder &kb, pattn::Encoding encoding, mlir::Value word);
 
+/// Byte `byte` (i32, 0 to 3) of the e4m3 scale words `low` and `high` as
+/// one f16 pair (low, high): one prmt and one e4m3 pair decode. The
+/// products of an e2m1 code and an e4m3 scale are exact in f16.
+mlir::Value e4m3BytePair(KernelBuilder &kb, mlir::Value low, mlir::Value high,
+                         mlir::Value byte);
+
 /// A 32-bit word seen as a vector<2xf16> (bits [15:0] are element 0).
 mlir::Value f16PairOf(KernelBuilder &kb, mlir::Value bits);
 

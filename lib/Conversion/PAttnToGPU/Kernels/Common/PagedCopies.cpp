@@ -12,6 +12,8 @@
 
 #include "Kernels/Common/PagedCopies.h"
 
+#include "Kernels/Codecs/Codecs.h"
+
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
 using namespace mlir;
@@ -28,6 +30,49 @@ SmallVector<Value> PagedTileCopies::address(const PagedSide &side, Value page,
   if (side.type.getLayout() == Layout::hnd)
     return {page, block.kvHead, offset, byte};
   return {page, offset, block.kvHead, byte};
+}
+
+DecodeSignature
+pattn::pagedTensorCoreSignature(PagedAttentionOp op,
+                                const CacheBuffers &keyBuffers,
+                                const CacheBuffers &valueBuffers) {
+  // Kernel arguments: the op's buffers, each side's, then the workspace.
+  DecodeSignature signature;
+  signature.addSequences(op.getQuery(), op.getBlockTable(), op.getSeqLens(),
+                         op.getQueryStart());
+  signature.add(DecodeArg::Guard, op.getGuard());
+  signature.add(DecodeArg::QueryExponents, op.getQueryExponents());
+  signature.add(DecodeArg::KeyStorage, keyBuffers.storage);
+  signature.add(DecodeArg::KeyGroupScales, keyBuffers.groupScales);
+  signature.add(DecodeArg::KeyTokenScales, keyBuffers.tokenScales);
+  signature.add(DecodeArg::KeyScale, op.getKScale());
+  signature.add(DecodeArg::ValueStorage, valueBuffers.storage);
+  signature.add(DecodeArg::ValueGroupScales, valueBuffers.groupScales);
+  signature.add(DecodeArg::ValueTokenScales, valueBuffers.tokenScales);
+  signature.add(DecodeArg::ValueScale, op.getVScale());
+  signature.addWorkspace(op.getContext(), valueBuffers.type.getHeadDim());
+  return signature;
+}
+
+void pattn::describePagedSide(PagedSide &side, const CacheBuffers &buffers,
+                              bool isKey, const DecodeSignature &signature,
+                              const XqaSharedLayout &layout) {
+  side.type = buffers.type;
+  side.perWord = elementsPerWord(buffers.type.getEncoding());
+  side.segments = buffers.type.getRowBytes() / 16;
+  side.storage =
+      signature.arg(isKey ? DecodeArg::KeyStorage : DecodeArg::ValueStorage);
+  side.groupScales = signature.arg(isKey ? DecodeArg::KeyGroupScales
+                                         : DecodeArg::ValueGroupScales);
+  side.tokenScales = signature.arg(isKey ? DecodeArg::KeyTokenScales
+                                         : DecodeArg::ValueTokenScales);
+  side.scale =
+      signature.arg(isKey ? DecodeArg::KeyScale : DecodeArg::ValueScale);
+  side.rows = isKey ? layout.keyRows : layout.valueRows;
+  side.rowStride = isKey ? layout.keyRowStride : layout.valueRowStride;
+  side.groupOffset = isKey ? layout.keyGroupScales : layout.valueGroupScales;
+  side.groupStride = isKey ? layout.keyGroupStride : layout.valueGroupStride;
+  side.tokenOffset = isKey ? layout.keyTokenScales : layout.valueTokenScales;
 }
 
 void pattn::flattenPagedStorage(KernelBuilder &kb, PagedSide &side,

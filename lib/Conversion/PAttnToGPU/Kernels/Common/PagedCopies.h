@@ -16,8 +16,10 @@
 #ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_PAGEDCOPIES_H
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_PAGEDCOPIES_H
 
+#include "Kernels/Common/DecodeCommon.h"
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
+#include "Planning/DecodePlan.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -42,6 +44,19 @@ struct PagedSide {
   mlir::Value flat;
   int64_t pageStride = 0, tokenStride = 0, headStride = 0;
 };
+
+/// The arguments of a tensor-core kernel over a paged cache: the op's
+/// buffers, then each side's (pages, group scales, token scales, scale),
+/// then the workspace.
+DecodeSignature pagedTensorCoreSignature(pattn::PagedAttentionOp op,
+                                         const CacheBuffers &keyBuffers,
+                                         const CacheBuffers &valueBuffers);
+
+/// `side` as read from `buffers`, its arguments those of `signature`, its
+/// place in a ring stage that of `layout`.
+void describePagedSide(PagedSide &side, const CacheBuffers &buffers, bool isKey,
+                       const DecodeSignature &signature,
+                       const XqaSharedLayout &layout);
 
 /// Sets side.flat and the byte strides from side.storage (its rows are
 /// contiguous, PAttnOps' bind_cache checks that).

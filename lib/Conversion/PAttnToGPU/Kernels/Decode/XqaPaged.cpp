@@ -70,18 +70,7 @@ Value XqaBuilder::ringRows(const XqaSide &side, Value slot) {
 SmallVector<Value> XqaBuilder::loadSegments(Value rowsView, Value key0,
                                             Value segment, bool pair,
                                             bool transpose) {
-  // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m % 2)
-  // + (lane % 8) of segment `segment` + m / 2.
-  Value matrix = kb.divs(lane, index(8));
-  Value half = kb.rems(matrix, index(2));
-  Value keyOffset = kb.mul(half, index(8));
-  Value laneRow = kb.rems(lane, index(8));
-  keyOffset = kb.add(keyOffset, laneRow);
-  Value row = kb.add(key0, keyOffset);
-  Value segmentOffset = kb.divs(matrix, index(2));
-  Value column = kb.add(segment, segmentOffset);
-  column = kb.mul(column, index(8));
-  return tc.ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
+  return tc.loadSegments(rowsView, lane, key0, segment, pair, transpose);
 }
 
 SmallVector<Value> XqaBuilder::decodeHalves(const XqaSide &side, Value word,
@@ -106,17 +95,7 @@ Value XqaBuilder::groupScaleWord(const XqaSide &side, Value stageBase,
 }
 
 Value XqaBuilder::groupScalePair(Value low, Value high, Value byte) {
-  // One prmt puts byte `byte` of `low` and of `high` where the e4m3 pair
-  // decoder reads its two halves (bytes 0 and 1 for cvt, 0 and 2 for the
-  // bit trick); the scale x code products are exact in f16 (4 significant
-  // bits). Both selectors are per thread: LLVM hoists them.
-  Value highByte = kb.add(byte, kb.i32(4));
-  int32_t highAt = kb.hardwareFp8 ? 4 : 8;
-  Value selector = kb.ori(byte, kb.shl(highByte, kb.i32(highAt)));
-  Value word =
-      NVVM::PermuteOp::create(builder, kb.loc, builder.getI32Type(), low, high,
-                              selector, NVVM::PermuteMode::DEFAULT);
-  return decodeWordPairs(kb, Encoding::f8e4m3, word).front().pair;
+  return e4m3BytePair(kb, low, high, byte);
 }
 
 Value XqaBuilder::tokenScalePair(const XqaSide &side, Value stageBase,
@@ -496,42 +475,12 @@ void XqaBuilder::computeFacts() {
 }
 
 DecodeSignature XqaBuilder::signatureOf() {
-  // Kernel arguments: the op's buffers, each side's, then the workspace.
-  DecodeSignature signature;
-  signature.addSequences(op.getQuery(), op.getBlockTable(), op.getSeqLens(),
-                         op.getQueryStart());
-  signature.add(DecodeArg::Guard, op.getGuard());
-  signature.add(DecodeArg::QueryExponents, op.getQueryExponents());
-  signature.add(DecodeArg::KeyStorage, keyBuffers.storage);
-  signature.add(DecodeArg::KeyGroupScales, keyBuffers.groupScales);
-  signature.add(DecodeArg::KeyTokenScales, keyBuffers.tokenScales);
-  signature.add(DecodeArg::KeyScale, op.getKScale());
-  signature.add(DecodeArg::ValueStorage, valueBuffers.storage);
-  signature.add(DecodeArg::ValueGroupScales, valueBuffers.groupScales);
-  signature.add(DecodeArg::ValueTokenScales, valueBuffers.tokenScales);
-  signature.add(DecodeArg::ValueScale, op.getVScale());
-  signature.addWorkspace(op.getContext(), valueDim);
-  return signature;
+  return pagedTensorCoreSignature(op, keyBuffers, valueBuffers);
 }
 
 void XqaBuilder::describeSide(XqaSide &side, const CacheBuffers &buffers,
                               bool isKey, const DecodeSignature &signature) {
-  side.type = buffers.type;
-  side.perWord = elementsPerWord(buffers.type.getEncoding());
-  side.segments = buffers.type.getRowBytes() / 16;
-  side.storage =
-      signature.arg(isKey ? DecodeArg::KeyStorage : DecodeArg::ValueStorage);
-  side.groupScales = signature.arg(isKey ? DecodeArg::KeyGroupScales
-                                         : DecodeArg::ValueGroupScales);
-  side.tokenScales = signature.arg(isKey ? DecodeArg::KeyTokenScales
-                                         : DecodeArg::ValueTokenScales);
-  side.scale =
-      signature.arg(isKey ? DecodeArg::KeyScale : DecodeArg::ValueScale);
-  side.rows = isKey ? layout.keyRows : layout.valueRows;
-  side.rowStride = isKey ? layout.keyRowStride : layout.valueRowStride;
-  side.groupOffset = isKey ? layout.keyGroupScales : layout.valueGroupScales;
-  side.groupStride = isKey ? layout.keyGroupStride : layout.valueGroupStride;
-  side.tokenOffset = isKey ? layout.keyTokenScales : layout.valueTokenScales;
+  describePagedSide(side, buffers, isKey, signature, layout);
 }
 
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,

@@ -86,6 +86,23 @@ SmallVector<Value> MmaBuilder::ldmatrix(Value view, Value row, Value column,
   return words;
 }
 
+SmallVector<Value> MmaBuilder::loadSegments(Value rowsView, Value lane,
+                                            Value key0, Value segment,
+                                            bool pair, bool transpose) {
+  // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m % 2)
+  // + (lane % 8) of segment `segment` + m / 2.
+  Value matrix = kb.divs(lane, kb.index(8));
+  Value half = kb.rems(matrix, kb.index(2));
+  Value keyOffset = kb.mul(half, kb.index(8));
+  Value laneRow = kb.rems(lane, kb.index(8));
+  keyOffset = kb.add(keyOffset, laneRow);
+  Value row = kb.add(key0, keyOffset);
+  Value segmentOffset = kb.divs(matrix, kb.index(2));
+  Value column = kb.add(segment, segmentOffset);
+  column = kb.mul(column, kb.index(8));
+  return ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
+}
+
 Value MmaBuilder::shuffleXor(Value v, int32_t mask) {
   Value offset = kb.i32(mask);
   Value width = kb.i32(kWarpThreads);

@@ -46,6 +46,13 @@ public:
   llvm::SmallVector<mlir::Value> ldmatrix(mlir::Value view, mlir::Value row,
                                           mlir::Value column, int64_t tiles,
                                           bool transpose);
+  /// ldmatrix (x4, or x2 when `pair` is false) of 16 rows of `rowsView`
+  /// from `key0` times 8-element segment `segment` (and `segment` + 1):
+  /// fragment 2 * σ + h is segment `segment` + σ of rows key0 + 8h ..., as
+  /// 32-bit words (`lane`: this lane of the warp).
+  llvm::SmallVector<mlir::Value>
+  loadSegments(mlir::Value rowsView, mlir::Value lane, mlir::Value key0,
+               mlir::Value segment, bool pair, bool transpose);
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
   /// The largest `v` among the four lanes of this lane's quad: the lanes
   /// that hold one row of an mma C fragment.

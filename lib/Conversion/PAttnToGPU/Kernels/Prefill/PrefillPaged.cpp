@@ -1,0 +1,375 @@
+//===- PrefillPaged.cpp - The tensor-core prefill of a prompt -------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the prefill family of pattn.paged_attention: one
+// block of four warps per (query tile, split, KV head), following its
+// #pattn.prefill_plan. The query tile's tokens times the g heads of the KV
+// head are 64 rows, 16 per warp: each warp is one m16 tile of
+// mma.sync.m16n8k16 over all of a tile's keys, so each key read and
+// decoded serves 64 rows (XQA's prompt tiles serve 32):
+//
+//   cp.async ring (raw cache rows, stages deep; Common/PagedCopies)
+//     -> a quantized side decoded once per tile into a 16-bit tile
+//        (Codecs' word decoders; V's per-token scales applied here)
+//     -> per warp and 16-key step: S = Q Kᵀ (ldmatrix, mma), logits and
+//        masks, the online softmax (MmaBuilder::softmaxStep),
+//        O += P V (ldmatrix.trans, mma)
+//     -> each warp writes its rows' partial results, which the shared
+//        merge kernel normalizes (sinks, out_scale, one rounding).
+//
+// decodeWordHalves pairs channels j and j + n/2 of a word of n codes; the
+// decoded tile stores the pairs in order, so a decoded row's channels are
+// permuted within each word (channelAt). The query tile is stored in K's
+// order (Q Kᵀ does not change), and the output channel of each of V's
+// positions is looked up at the write-out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels/Prefill/PrefillPaged.h"
+#include "Kernels/Codecs/Codecs.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace pattn;
+using namespace pattn::prefill;
+
+Value PrefillBuilder::view(int64_t offset, ArrayRef<int64_t> shape,
+                           Type element) {
+  Value at = index(offset);
+  return sharedView(kb, smem, at, shape, element);
+}
+
+void PrefillBuilder::computeFacts() {
+  headDim = keyBuffers.type.getHeadDim();
+  valueDim = valueBuffers.type.getHeadDim();
+  kvHeads = keyBuffers.type.getKvHeads();
+  numHeads = static_cast<int64_t>(op.getNumHeads());
+  group = numHeads / kvHeads;
+  blockSize = keyBuffers.type.getBlockSize();
+  rows = plan.getRows();
+  tileTokens = plan.getQueryTile();
+  tileKeys = plan.getKeysPerTile();
+  stages = plan.getStages();
+  window = static_cast<int64_t>(op.getWindow());
+  softcap = op.getSoftcap().convertToFloat();
+  nTiles = valueDim / 8;
+  tc.bf16 = plan.getOperand().isBF16();
+  layout =
+      layoutPrefillShared(keyBuffers.type, valueBuffers.type, tileKeys, stages);
+  keyDecoded = layout.decodedKeys >= 0;
+  valueDecoded = layout.decodedValues >= 0;
+  kb.hardwareFp8 = kernels.hardwareFp8;
+  kb.hardwareFp4 = kernels.hardwareFp4;
+}
+
+gpu::GPUFuncOp
+PrefillBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
+                             DecodeSignature &signature) {
+  signature = pagedTensorCoreSignature(op, keyBuffers, valueBuffers);
+  hostOperands.assign(signature.hostOperands().begin(),
+                      signature.hostOperands().end());
+  gpu::GPUFuncOp kernel = kernels.create(builder, op.getLoc(), "pattn_prefill",
+                                         signature.types(), {});
+  setLaunchBounds(kernel, plan.getThreads(),
+                  plan.getResidentBlocksOn(kernels.chips));
+  signature.bind(kernel);
+  describePagedSide(key, keyBuffers, true, signature, layout.ring);
+  describePagedSide(value, valueBuffers, false, signature, layout.ring);
+  return kernel;
+}
+
+void PrefillBuilder::setUpBlock() {
+  Location loc = op.getLoc();
+  smem = dynamicSharedBytes(builder, loc);
+  queryTile = view(layout.ring.query, {rows, layout.ring.queryStride / 2},
+                   builder.getF16Type());
+  tid = kb.threadId();
+  warp = kb.divs(tid, index(kWarpThreads));
+  lane = kb.rems(tid, index(kWarpThreads));
+  groupId = kb.divs(lane, index(4));
+  threadInGroup = kb.rems(lane, index(4));
+  warpRow = kb.mul(warp, index(16));
+  promptTile = kb.toI32(kb.blockId(gpu::Dimension::x));
+  split = kb.blockId(gpu::Dimension::y);
+  kvHead = kb.blockId(gpu::Dimension::z);
+  flattenPagedStorage(kb, key, blockSize);
+  flattenPagedStorage(kb, value, blockSize);
+  liveKeys =
+      view(layout.ring.liveKeys, {stages * tileKeys}, builder.getI32Type());
+}
+
+void PrefillBuilder::prepareQuery(Value query, Value queryExponents) {
+  // Row r = (token r / g, head kvHead * g + r % g); column c holds channel
+  // decodedChannel(c) of K's words (c itself for a 16-bit K).
+  Type element = tc.operandType();
+  Type queryElement = cast<MemRefType>(query.getType()).getElementType();
+  Value tokenCount = queries.tokenCount;
+  kb.forLoop(
+      tid, index(rows * headDim), index(kBlockThreads), {},
+      [&](Value item, ValueRange) -> SmallVector<Value> {
+        Value row = kb.divs(item, index(headDim));
+        Value column = kb.rems(item, index(headDim));
+        Value channel =
+            keyDecoded ? decodedChannel(column, key.perWord) : column;
+        Value token = kb.divs(row, index(group));
+        Value head =
+            kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+        Value live =
+            kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+        Value x = kb.ifElse(
+            live, {element},
+            [&]() -> SmallVector<Value> {
+              Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
+              Value loaded = kb.load(query, {tokenIndex, head, channel});
+              if (queryElement == element)
+                return {loaded};
+              Value wide = kb.toF32(loaded);
+              return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
+            },
+            [&]() -> SmallVector<Value> {
+              return {arith::ConstantOp::create(builder, kb.loc,
+                                                builder.getZeroAttr(element))};
+            })[0];
+        if (tc.bf16)
+          x = arith::BitcastOp::create(builder, kb.loc, builder.getF16Type(),
+                                       x);
+        kb.store(x, queryTile, {row, column});
+        return {};
+      });
+  kb.barrier();
+  // D <= 128: the warp's 8 x 4 fragment registers stay resident.
+  if (headDim <= 128)
+    for (int64_t step = 0; step < headDim / 16; ++step)
+      queryFragments.push_back(queryFragment(step));
+
+  if (!queryExponents)
+    return;
+  for (int64_t h = 0; h < 2; ++h) {
+    Value row = kb.add(warpRow, kb.add(groupId, index(8 * h)));
+    Value token = kb.divs(row, index(group));
+    Value head =
+        kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+    Value live =
+        kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
+    Value exponent = kb.ifElse(
+        live, {builder.getI32Type()},
+        [&]() -> SmallVector<Value> {
+          Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
+          return {kb.load(queryExponents, {tokenIndex, head})};
+        },
+        [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
+    rowScales.push_back(kb.ldexpSaturating(softmaxScale, exponent));
+  }
+}
+
+SmallVector<Value> PrefillBuilder::queryFragment(int64_t step) {
+  if (step < static_cast<int64_t>(queryFragments.size()))
+    return queryFragments[step];
+  Value row = kb.add(warpRow, kb.rems(lane, index(16)));
+  Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
+  Value column = kb.add(columnHalf, index(step * 16));
+  Value fragment = nvgpu::LdMatrixOp::create(
+      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()), queryTile,
+      ValueRange{row, column}, builder.getBoolAttr(false),
+      builder.getI32IntegerAttr(4));
+  SmallVector<Value> registers;
+  for (int64_t r = 0; r < 4; ++r) {
+    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
+    registers.push_back(tc.bitsOperand(halves));
+  }
+  return registers;
+}
+
+SmallVector<Value> PrefillBuilder::runTiles() {
+  // Per thread: the max and sum of rows g and g + 8 of the warp's m-tile,
+  // then the accumulators of every value channel, then the block-table
+  // entries of the next tile to copy.
+  SmallVector<Value> init{negInf, negInf, zeroF32, zeroF32};
+  for (int64_t i = 0; i < nTiles * 4; ++i)
+    init.push_back(zeroF32);
+  size_t softmaxState = init.size();
+
+  // Prologue: stages - 1 tiles in flight, the next one's pages loaded.
+  CpAsyncRing ring(kb, keys.tileCount);
+  for (int64_t s = 0; s + 1 < stages; ++s) {
+    Value stage = kb.i32(int32_t(s));
+    SmallVector<Value> pages = copies->lookupPages(stage);
+    ring.issue(stage, [&] { copies->issueTile(stage, index(s), pages); });
+  }
+  SmallVector<Value> ahead = copies->lookupPages(kb.i32(int32_t(stages - 1)));
+  init.append(ahead.begin(), ahead.end());
+  Value i32Stages = kb.i32(int32_t(stages));
+  Type f16 = builder.getF16Type();
+
+  SmallVector<Value> state = kb.forLoop(
+      index(0), kb.toIndex(keys.tileCount), index(1), init,
+      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
+        // Tile `iteration` has landed, and every warp is done with the
+        // previous one (its ring slot and the decoded tiles).
+        ring.land(int32_t(stages - 2));
+        Value i32Iteration = kb.toI32(iteration);
+        Value aheadTile = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
+        ValueRange pages = carried.drop_front(softmaxState);
+        ring.issue(aheadTile, [&] {
+          Value aheadSlot = kb.toIndex(kb.rems(aheadTile, i32Stages));
+          copies->issueTile(aheadTile, aheadSlot, pages);
+        });
+        SmallVector<Value> nextPages =
+            copies->lookupPages(kb.add(aheadTile, kb.i32(1)));
+        TileViews tile;
+        tile.slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
+        tile.stageBase =
+            kb.add(kb.mul(tile.slot, index(layout.ring.stageBytes)),
+                   index(layout.ring.ring));
+        tile.tileStart = copies->tileBase(i32Iteration);
+        if (keyDecoded || valueDecoded) {
+          decodeTile(tile.stageBase);
+          kb.barrier();
+        }
+        auto rowsOf = [&](const PagedSide &side, bool decoded, int64_t at,
+                          int64_t stride) {
+          if (decoded)
+            return view(at, {tileKeys, stride / 2}, f16);
+          Value offset = kb.add(tile.stageBase, index(side.rows));
+          return sharedView(kb, smem, offset, {tileKeys, side.rowStride / 2},
+                            f16);
+        };
+        tile.keyRows =
+            rowsOf(key, keyDecoded, layout.decodedKeys, layout.keyStride);
+        tile.valueRows = rowsOf(value, valueDecoded, layout.decodedValues,
+                                layout.valueStride);
+        SmallVector<Value> s(carried.take_front(softmaxState));
+        for (int64_t step = 0; step < tileKeys / 16; ++step) {
+          Value n0 = index(step * 16);
+          SmallVector<Value> scores = scoreStep(tile, n0);
+          SmallVector<Value> logits = logitStep(scores, tile, n0);
+          SmallVector<SmallVector<Value>> p =
+              tc.softmaxStep(softmaxTiles(), logits, s, negInf, zeroF32);
+          valueStep(tile, n0, p.front(), s);
+        }
+        s.append(nextPages.begin(), nextPages.end());
+        return s;
+      });
+  // No copy may be in flight when the block exits.
+  ring.land(0);
+  state.resize(softmaxState);
+  return state;
+}
+
+void PrefillBuilder::writeRows(ArrayRef<Value> state, Value partialOut,
+                               Value partialStats) {
+  // Thread (g, t) holds rows g and g + 8 of its warp, value positions
+  // 8 nt + 2t + e; the quad's lanes sum the row's partial sums.
+  MmaBuilder::SoftmaxTiles tiles = softmaxTiles();
+  Value realRows = kb.mul(kb.toIndex(queries.tokenCount), index(group));
+  Value valueScale;
+  if (value.type.getScale() == ScaleGranularity::tensor)
+    valueScale = kb.load(value.scale, {index(0)});
+  for (int64_t h = 0; h < 2; ++h) {
+    Value row = kb.add(warpRow, kb.add(groupId, index(8 * h)));
+    Value sum = state[tiles.sumAt(0, h)];
+    sum = kb.fadd(sum, tc.shuffleXor(sum, 1));
+    sum = kb.fadd(sum, tc.shuffleXor(sum, 2));
+    Value real = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
+    kb.ifThen(real, [&] {
+      Value token =
+          kb.add(kb.toIndex(queries.tokenBegin), kb.divs(row, index(group)));
+      Value head =
+          kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+      Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
+      for (int64_t nt = 0; nt < nTiles; ++nt)
+        for (int64_t e2 = 0; e2 < 2; ++e2) {
+          Value at =
+              kb.add(kb.mul(threadInGroup, index(2)), index(8 * nt + e2));
+          Value channel = valueDecoded ? decodedChannel(at, value.perWord) : at;
+          Value x = state[tiles.accAt(0, nt, 2 * h + e2)];
+          if (valueScale)
+            x = kb.fmul(x, valueScale);
+          kb.store(x, partialOut, {split, outRow, channel});
+        }
+      Value firstOfQuad =
+          kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
+      kb.ifThen(firstOfQuad, [&] {
+        Value naturalMax =
+            kb.fmul(state[tiles.maxAt(0, h)], kb.f32(float(M_LN2)));
+        kb.store(naturalMax, partialStats, {split, outRow, index(0)});
+        kb.store(sum, partialStats, {split, outRow, index(1)});
+      });
+    });
+  }
+}
+
+gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
+  computeFacts();
+  DecodeSignature signature;
+  gpu::GPUFuncOp kernel = createKernel(hostOperands, signature);
+  DecodeSignature::SequenceArgs args = signature.sequenceArgs();
+  blockTable = args.blockTable;
+  setUpBlock();
+
+  // A guarded op runs only when guard[0] holds its value (the fold pass
+  // guards both forms of a dynamic K table).
+  Value allowed = kb.boolean(true);
+  if (Value guard = signature.arg(DecodeArg::Guard)) {
+    Value stored = kb.load(guard, {index(0)});
+    allowed = kb.cmpi(arith::CmpIPredicate::eq, stored,
+                      kb.i32(op.getGuardValue().value_or(0)));
+  }
+  kb.ifThen(allowed, [&] {
+    queries = locatePromptTile(kb, blockTable, args.queryStart, promptTile,
+                               tileTokens);
+    keys = blockKeyRange(kb, queries, args.seqLens, blockTable, blockSize,
+                         tileKeys, window, split, /*promptTile=*/true);
+    Value warpToken = kb.toI32(kb.divs(warpRow, index(group)));
+    warpFirstQueryPos = kb.add(keys.firstQueryPos, warpToken);
+    PagedRingLayout ringLayout;
+    ringLayout.ring = layout.ring.ring;
+    ringLayout.stageBytes = layout.ring.stageBytes;
+    ringLayout.total = layout.total;
+    ringLayout.tileKeys = tileKeys;
+    ringLayout.blockSize = blockSize;
+    PagedBlock block{tid,        queries.seq, kvHead,
+                     blockTable, keys.first,  keys.last};
+    copies.emplace(kb, smem, ringLayout, key, value, liveKeys, block);
+
+    // Logits are kept in base 2 (times log2 e); the statistics written
+    // out are natural again.
+    softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
+    if (key.type.getScale() == ScaleGranularity::tensor)
+      softmaxScale = kb.fmul(softmaxScale, kb.load(key.scale, {index(0)}));
+    log2e = kb.f32(float(M_LOG2E));
+    if (softcap <= 0.0f)
+      softmaxScale = kb.fmul(softmaxScale, log2e);
+    negInf = kb.f32(-std::numeric_limits<float>::infinity());
+    zeroF32 = kb.f32(0.0f);
+    prepareQuery(args.query, signature.arg(DecodeArg::QueryExponents));
+    SmallVector<Value> state = runTiles();
+    writeRows(state, args.partialOut, args.partialStats);
+  });
+  gpu::ReturnOp::create(builder, op.getLoc());
+  return kernel;
+}
+
+auto ::pattn::buildPrefillKernels(KernelModule &kernels, PagedAttentionOp op,
+                                  PrefillPlanAttr plan, const CacheBuffers &key,
+                                  const CacheBuffers &value) -> DecodeKernels {
+  DecodeKernels result;
+  PrefillBuilder prefill(kernels, op, plan, key, value);
+  result.decode = prefill.build(result.decodeOperands);
+  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands);
+  result.numHeads = static_cast<int64_t>(op.getNumHeads());
+  result.valueDim = value.type.getHeadDim();
+  result.blockSize = key.type.getBlockSize();
+  result.decodeBlocksPerToken = 0;
+  result.sharedBytes = plan.getSharedBytes();
+  return result;
+}

@@ -1,0 +1,135 @@
+//===- PrefillPaged.h - The tensor-core prefill's builder -------*- C++ -*-===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The builder of the prefill of pattn.paged_attention, shared by the two
+// files that implement it: PrefillPaged.cpp (the block, the query, the
+// tile loop, the write-out) and PrefillSteps.cpp (a tile's decode into
+// shared memory and a warp's 16-key step). Internal to that family.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_PREFILL_PREFILLPAGED_H
+#define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_PREFILL_PREFILLPAGED_H
+
+#include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Common/KeyRange.h"
+#include "Kernels/Common/PagedCopies.h"
+#include "Kernels/Kernels.h"
+#include "Kernels/TensorCore/TensorCore.h"
+#include "Planning/DecodePlan.h"
+
+#include <optional>
+
+namespace pattn::prefill {
+
+/// What a warp's tile steps read: the tile's K and V rows as 16-bit
+/// [keys][elements] views (the decoded tile of a quantized side, else the
+/// ring stage), the stage's byte offset and slot, and the tile's first key.
+struct TileViews {
+  mlir::Value keyRows, valueRows, stageBase, slot, tileStart;
+};
+
+class PrefillBuilder {
+public:
+  PrefillBuilder(KernelModule &kernels, PagedAttentionOp op,
+                 PrefillPlanAttr plan, const CacheBuffers &key,
+                 const CacheBuffers &value)
+      : kernels(kernels), op(op), plan(plan), keyBuffers(key),
+        valueBuffers(value), builder(op.getContext()), kb(builder, op.getLoc()),
+        tc(kb, /*bf16=*/false) {}
+
+  mlir::gpu::GPUFuncOp build(llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+
+private:
+  KernelModule &kernels;
+  PagedAttentionOp op;
+  PrefillPlanAttr plan;
+  const CacheBuffers &keyBuffers, &valueBuffers;
+  mlir::OpBuilder builder;
+  KernelBuilder kb;
+  MmaBuilder tc;
+
+  // Static facts.
+  int64_t headDim = 0, valueDim = 0, kvHeads = 0, group = 0, numHeads = 0;
+  int64_t rows = 0, tileTokens = 0, tileKeys = 0, stages = 0, blockSize = 0;
+  int64_t window = 0, nTiles = 0;
+  float softcap = 0.0f;
+  PrefillSharedLayout layout;
+  PagedSide key, value;
+  /// Where a side is decoded into shared memory once per tile (a quantized
+  /// side), its rows' channels are permuted within each word: position p of
+  /// a word of n codes holds channel channelAt(p) (decodeWordHalves' pairs
+  /// stored in order).
+  bool keyDecoded = false, valueDecoded = false;
+
+  // Kernel values.
+  mlir::Value smem, queryTile, tid, lane, warp, groupId, threadInGroup, kvHead;
+  mlir::Value blockTable, liveKeys, promptTile, split;
+  BlockQueries queries;
+  BlockKeys keys;
+  /// The warp's first row (index) and the position of its first token.
+  mlir::Value warpRow, warpFirstQueryPos;
+  mlir::Value softmaxScale, log2e, negInf, zeroF32;
+  /// The logit scale of the thread's rows g and g + 8 where the query was
+  /// folded (empty otherwise).
+  llvm::SmallVector<mlir::Value> rowScales;
+  /// The warp's query fragments per 16-column step (empty: read per use).
+  llvm::SmallVector<llvm::SmallVector<mlir::Value>> queryFragments;
+  std::optional<PagedTileCopies> copies;
+
+  mlir::Value index(int64_t v) { return kb.index(v); }
+  mlir::Value view(int64_t offset, llvm::ArrayRef<int64_t> shape,
+                   mlir::Type element);
+  MmaBuilder::SoftmaxTiles softmaxTiles() const { return {1, nTiles, 2}; }
+
+  // PrefillPaged.cpp: the steps of build, in the order it runs them.
+  void computeFacts();
+  mlir::gpu::GPUFuncOp
+  createKernel(llvm::SmallVectorImpl<mlir::Value> &hostOperands,
+               DecodeSignature &signature);
+  void setUpBlock();
+  /// The query tile (rows past the block's tokens zero, channels in the
+  /// key side's order) and the warp's fragments; the rows' logit scales.
+  void prepareQuery(mlir::Value query, mlir::Value queryExponents);
+  llvm::SmallVector<mlir::Value> queryFragment(int64_t step);
+  /// The loop over the block's tiles; returns the softmax state.
+  llvm::SmallVector<mlir::Value> runTiles();
+  /// Each real row's unnormalized output and (max, sum) into the
+  /// workspace of split `split`.
+  void writeRows(llvm::ArrayRef<mlir::Value> state, mlir::Value partialOut,
+                 mlir::Value partialStats);
+
+  // PrefillSteps.cpp.
+  /// Decodes the quantized sides of ring slot `slot` (stage at
+  /// `stageBase`) into their decoded tiles, every 16-byte chunk by one
+  /// thread; V's per-token scales are applied here.
+  void decodeTile(mlir::Value stageBase);
+  void decodeSide(const PagedSide &side, int64_t decodedAt, int64_t stride,
+                  mlir::Value stageBase);
+  /// The channel at position `position` (< n) of a decoded word of n
+  /// codes, and the channel of position `at` of a decoded row.
+  static int64_t channelAt(int64_t position, int64_t n);
+  mlir::Value decodedChannel(mlir::Value at, int64_t n);
+  /// S = Q Kᵀ for keys n0 ... n0 + 15 of the tile: two n-tiles of fp32.
+  llvm::SmallVector<mlir::Value> scoreStep(const TileViews &tile,
+                                           mlir::Value n0);
+  /// The step's base-2 logits: scales, softcap, and the masks (liveness,
+  /// causal per row, window) unless every key is live and visible to every
+  /// row of the warp.
+  llvm::SmallVector<mlir::Value> logitStep(llvm::ArrayRef<mlir::Value> scores,
+                                           const TileViews &tile,
+                                           mlir::Value n0);
+  /// O += P V over every value channel.
+  void valueStep(const TileViews &tile, mlir::Value n0,
+                 llvm::ArrayRef<mlir::Value> pOperands,
+                 llvm::SmallVectorImpl<mlir::Value> &state);
+  /// A word of 16-bit elements of `encoding`'s type as an mma operand.
+  mlir::Value operandOf(mlir::Value word, bool decoded, Encoding encoding);
+};
+
+} // namespace pattn::prefill
+
+#endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_PREFILL_PREFILLPAGED_H

@@ -1,0 +1,119 @@
+//===- PrefillPlan.cpp - How the prefill family tiles a prompt ------------===//
+//
+// Part of the pattn project.
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the prefill family's plan (#pattn.prefill_plan).
+// The choices, and why:
+// - rows: 64 = four warps x one m16 tile, so that every key decoded into
+//   shared memory serves 64 query rows (the XQA prompt tile serves 32 and
+//   decodes in registers per key warp); query_tile = floor(64 / g) tokens.
+// - keys per tile: 64 (four 16-key steps per warp between barriers), 32 or
+//   16 where a chip's shared memory per block does not hold two stages.
+// - stages: as many as keep the blocks per SM that two stages allow, up to
+//   4 (more bytes in flight per block at the same occupancy).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Planning/DecodePlan.h"
+
+#include "pattn/Numerics/Numerics.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace pattn;
+
+PrefillSharedLayout pattn::layoutPrefillShared(CacheType key, CacheType value,
+                                               int64_t keysPerTile,
+                                               int64_t stages) {
+  PrefillSharedLayout layout;
+  // No key-warp merge (keyWarps = 0): each warp writes its own rows.
+  layout.ring =
+      layoutXqaShared(key, value, kPrefillRows, keysPerTile, stages, 0);
+  int64_t offset = layout.ring.total;
+  auto decoded = [&](CacheType side, int64_t &at, int64_t &stride) {
+    if (encodingInfo(side.getEncoding()).codesPerWord == 2)
+      return;
+    stride = (side.getHeadDim() + 8) * 2;
+    at = offset;
+    offset += llvm::alignTo(keysPerTile * stride, 16);
+  };
+  decoded(key, layout.decodedKeys, layout.keyStride);
+  decoded(value, layout.decodedValues, layout.valueStride);
+  layout.total = offset;
+  return layout;
+}
+
+/// The smallest opt-in shared memory per block among `chips`.
+static int64_t sharedLimitOf(ArrayRef<Chip> chips) {
+  int64_t limit = INT64_MAX;
+  for (Chip chip : chips)
+    limit = std::min(limit, getTargetDescription(chip).sharedMemoryPerBlock);
+  return limit;
+}
+
+/// The largest tile of two stages that fits `limit` (0 if none does).
+static int64_t prefillTile(CacheType key, CacheType value, int64_t limit) {
+  for (int64_t tile : {int64_t(64), int64_t(32), int64_t(16)})
+    if (layoutPrefillShared(key, value, tile, 2).total <= limit)
+      return tile;
+  return 0;
+}
+
+SmallVector<std::string> pattn::prefillRejections(PagedAttentionOp op,
+                                                  ArrayRef<Chip> chips) {
+  SmallVector<std::string> failures;
+  if (static_cast<int64_t>(op.getMaxQueryLen()) <= kMaxSpeculativeTokens)
+    failures.push_back(llvm::formatv(
+        "max_query_len {0} is a decode's: the prefill kernel serves prompts "
+        "(more than {1} query tokens per sequence)",
+        op.getMaxQueryLen(), kMaxSpeculativeTokens));
+  CacheType key = op.getKey().getType(), value = op.getValue().getType();
+  if (!prefillTile(key, value, sharedLimitOf(chips)))
+    failures.push_back(llvm::formatv(
+        "a prefill tile of 16 keys needs {0} bytes of shared memory > {1}",
+        layoutPrefillShared(key, value, 16, 2).total, sharedLimitOf(chips)));
+  return failures;
+}
+
+PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
+                                   int64_t maxKeysPerSplit) {
+  CacheType key = op.getKey().getType(), value = op.getValue().getType();
+  int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
+  int64_t limit = sharedLimitOf(chips);
+  int64_t tile = prefillTile(key, value, limit);
+  assert(tile && "prefillRejections found nothing");
+  // At most 2 blocks per SM: a warp holds 64 accumulators, 32 query
+  // registers and a step's scores and operands (246 registers for i4 K
+  // and nvfp4 V on sm_90a), which 128 registers (4 blocks) would spill.
+  auto blocksOf = [&](int64_t bytes, ArrayRef<Chip> on) {
+    return std::min<int64_t>(2, xqaResidentBlocks(bytes, on));
+  };
+  int64_t stages = 2;
+  int64_t bytes = layoutPrefillShared(key, value, tile, 2).total;
+  int64_t blocks = blocksOf(bytes, chips);
+  for (int64_t more : {int64_t(3), int64_t(4)}) {
+    int64_t moreBytes = layoutPrefillShared(key, value, tile, more).total;
+    if (moreBytes > limit || blocksOf(moreBytes, chips) < blocks)
+      break;
+    stages = more;
+    bytes = moreBytes;
+  }
+  SmallVector<int64_t> resident;
+  for (Chip chip : chips)
+    resident.push_back(blocksOf(bytes, chip));
+  Type activation = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  Builder builder(op.getContext());
+  Type operand = xqaUsesBf16(activation, key, value) ? builder.getBF16Type()
+                                                     : builder.getF16Type();
+  int64_t split = std::max(tile, maxKeysPerSplit / tile * tile);
+  return PrefillPlanAttr::get(op.getContext(), operand, kPrefillRows,
+                              kPrefillRows / group, tile, stages, split, bytes,
+                              resident, kBlockThreads, kXqaLeastTilesPerSplit,
+                              kXqaMostSplits, chips);
+}

@@ -1,0 +1,57 @@
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" --mlir-print-op-on-diagnostic=false 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a,sm_86 --pattn-plan-decode="chips=sm_90a,sm_86 prompt-kernel=prefill" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=MIXED
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILES
+// RUN: not pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=fast" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// With prompt-kernel=prefill, a prompt gets the prefill family's plan: 64
+// rows a block (query tiles of 64 / g tokens), 64-key tiles, the deepest
+// ring that keeps the blocks per SM of two stages; without it, XQA's query
+// tiles (32 / g tokens). A decode keeps its XQA plan either way.
+// BAD: prompt-kernel=fast is neither xqa nor prefill
+
+// WHY: remark: prefill plan: 64 rows a block, query tiles of 16 tokens x g = 4, 64-key tiles x 4 stages; decode tokens of a mixed batch take one query tile each
+// WHY: remark: prefill plan: 64 rows a block, query tiles of 8 tokens x g = 8
+// WHY-NOT: prefill plan
+// H200-LABEL: func.func @prompt_i4
+// H200: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
+// A chip of 99 KiB per block bounds the ring of both.
+// MIXED-LABEL: func.func @prompt_i4
+// MIXED: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2, 1], targets = [sm_90a, sm_86]>
+// TILES-LABEL: func.func @prompt_i4
+// TILES: plan = #pattn.xqa_plan<{{.*}}query_tile = 8
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+func.func @prompt_i4(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64}
+  return
+}
+
+// A bf16 cache is read from the ring as it is (no decoded tile): bf16
+// operands, and g = 8 makes query tiles of 8 tokens.
+// H200-LABEL: func.func @prompt_bf16
+// H200: plan = #pattn.prefill_plan<operand = bf16, rows = 64, query_tile = 8, keys_per_tile = 64
+!b = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 128, encoding = bf16, scale = none>
+func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x32x128xbf16>) {
+  %b = pattn.bind_cache storage(%bp : memref<?x16x4x256xi8>) : !b
+  pattn.paged_attention query(%q : memref<?x32x128xbf16>) key(%b : !b) value(%b : !b)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      outs(%o : memref<?x32x128xbf16>) {num_heads = 32 : i64, max_query_len = 512 : i64}
+  return
+}
+
+// A decode (max_query_len <= 8) keeps the XQA decode plan.
+// H200-LABEL: func.func @decode
+// H200: plan = #pattn.xqa_plan<
+// H200-NOT: query_tile
+func.func @decode(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
