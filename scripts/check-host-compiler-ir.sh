@@ -53,5 +53,20 @@ for input in "$root"/test/Target/Inputs/all-ops.mlir \
   done
 done
 done
+# The prefill family, on the prompts of its tests.
+for chips in sm_80,sm_89,sm_90a,sm_100a sm_90a; do
+  for input in "$root"/test/Target/prefill-ptxas.mlir \
+      "$root"/test/Conversion/PAttnToGPU/convert-pattn-to-gpu-prefill.mlir; do
+    flags=(--chips=$chips --prompt-kernel=prefill --emit=mlir)
+    "$clang_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/clang.mlir"
+    "$gcc_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/gcc.mlir"
+    checked=$((checked + 1))
+    if ! cmp -s "$work/clang.mlir" "$work/gcc.mlir"; then
+      echo "differs: $(basename "$input") chips=$chips prompt-kernel=prefill"
+      diff "$work/clang.mlir" "$work/gcc.mlir" | head -20
+      failures=$((failures + 1))
+    fi
+  done
+done
 echo "host-compiler IR check: $checked outputs compared, $failures differ"
 [ "$failures" -eq 0 ]

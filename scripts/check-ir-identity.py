@@ -8,7 +8,8 @@ from the reference commit named in it.
 
 The inputs: the bundled examples, the all-ops/MLA inputs of the ptxas
 tests, and every split of the conversion's lit inputs (a split that fails
-to compile is compared by its diagnostics).
+to compile is compared by its diagnostics); and the prompt inputs again
+with --prompt-kernel=prefill (backend auto).
 
   python3 scripts/check-ir-identity.py                 # compare (exit 1 on a change)
   python3 scripts/check-ir-identity.py --dump DIR      # also write each output to DIR
@@ -40,6 +41,9 @@ TARGETS = [("sm_80", True), ("sm_90a", True), (SIX_CHIPS, True), (SIX_CHIPS, Fal
 BACKENDS = ["auto", "portable"]
 WHOLE_INPUTS = ["test/Target/Inputs/*.mlir", "examples/*.mlir"]
 SPLIT_INPUTS = ["test/Conversion/PAttnToGPU/convert-pattn-to-gpu*.mlir"]
+# Prompts, also compiled with the prefill family (--prompt-kernel=prefill).
+PREFILL_INPUTS = ["test/Target/prefill-ptxas.mlir",
+                  "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-prefill.mlir"]
 
 
 def inputs(work):
@@ -141,15 +145,15 @@ def neutral_names(text):
     return "\n".join(out) + "\n"
 
 
-def compile_one(compiler, name, path, target, backend, work):
+def compile_one(compiler, name, path, target, backend, extra, work):
     chips, conversions = target
-    out = work / f"{abs(hash((name, target, backend)))}.out.mlir"
+    out = work / f"{abs(hash((name, target, backend, extra)))}.out.mlir"
     # The input is named relative to the directory the compiler runs in:
     # its name reaches the output (the host checks' messages).
     proc = subprocess.run(
         [compiler, path.name, f"--chips={chips}", f"--backend={backend}",
          f"--hardware-conversions={str(conversions).lower()}",
-         "--emit=mlir", "-o", str(out)],
+         *extra, "--emit=mlir", "-o", str(out)],
         capture_output=True, text=True, cwd=path.parent)
     if proc.returncode == 0:
         text = neutral_names(out.read_text())
@@ -159,6 +163,8 @@ def compile_one(compiler, name, path, target, backend, work):
     key = f"{name} chips={chips} backend={backend}"
     if not conversions:
         key += " hardware-conversions=false"
+    for flag in extra:
+        key += " " + flag.lstrip("-")
     return key, hashlib.sha256(text.encode()).hexdigest(), text
 
 
@@ -173,9 +179,12 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
-        jobs = [(name, path, target, backend)
+        jobs = [(name, path, target, backend, ())
                 for name, path in inputs(work)
                 for target in TARGETS for backend in BACKENDS]
+        jobs += [(pattern, ROOT / pattern, target, "auto",
+                  ("--prompt-kernel=prefill",))
+                 for pattern in PREFILL_INPUTS for target in TARGETS]
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
             results = list(pool.map(
                 lambda j: compile_one(args.compiler, *j, work), jobs))

@@ -65,8 +65,8 @@ public:
     /// `residentBlocks` of them fit on an SM.
     int64_t tileKeys = 0, sharedBytes = 0, residentBlocks = 1;
     int64_t blocksPerSequence = 0, blocksPerToken = 0;
-    /// Paged XQA on a prompt: a block per (query tile of this many tokens,
-    /// split, KV head), the tiles on the grid's x.
+    /// A paged XQA or prefill plan of a prompt: a block per (query tile of
+    /// this many tokens, split, KV head), the tiles on the grid's x.
     int64_t queryTile = 0;
     /// The split search's bounds (the plan's): at least this many tiles per
     /// split, at most this many splits.

@@ -195,22 +195,21 @@ void HostRewriter::lowerDecodePerModule(
 static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
                                            int64_t kvHeads, int64_t numHeads) {
   HostRewriter::DecodeGrid grid;
+  // The paged tensor-core plans: a block per (query tile or sequence,
+  // split, KV head).
+  auto pagedGrid = [&](auto paged) {
+    grid.tileKeys = paged.getKeysPerTile();
+    grid.sharedBytes = paged.getSharedBytes();
+    grid.residentBlocks = paged.getResidentBlocksOn(chips);
+    grid.blocksPerSequence = kvHeads;
+    grid.queryTile = paged.getQueryTile();
+    grid.leastTilesPerSplit = paged.getLeastTilesPerSplit();
+    grid.mostSplits = paged.getMostSplits();
+  };
   if (auto xqa = dyn_cast<XqaPlanAttr>(plan)) {
-    grid.tileKeys = xqa.getKeysPerTile();
-    grid.sharedBytes = xqa.getSharedBytes();
-    grid.residentBlocks = xqa.getResidentBlocksOn(chips);
-    grid.blocksPerSequence = kvHeads;
-    grid.queryTile = xqa.getQueryTile();
-    grid.leastTilesPerSplit = xqa.getLeastTilesPerSplit();
-    grid.mostSplits = xqa.getMostSplits();
+    pagedGrid(xqa);
   } else if (auto prefill = dyn_cast<PrefillPlanAttr>(plan)) {
-    grid.tileKeys = prefill.getKeysPerTile();
-    grid.sharedBytes = prefill.getSharedBytes();
-    grid.residentBlocks = prefill.getResidentBlocksOn(chips);
-    grid.blocksPerSequence = kvHeads;
-    grid.queryTile = prefill.getQueryTile();
-    grid.leastTilesPerSplit = prefill.getLeastTilesPerSplit();
-    grid.mostSplits = prefill.getMostSplits();
+    pagedGrid(prefill);
   } else if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan)) {
     grid.tileKeys = mla.getKeysPerTile();
     grid.sharedBytes = mla.getSharedBytes();

@@ -185,14 +185,38 @@ PortablePlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifySchedule(emitError, one, 1, 1, targets);
 }
 
+/// The rules a tensor-core plan's ring obeys: 2 to 8 stages, whole tiles
+/// per split, shared memory not negative.
+static LogicalResult verifyRing(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t stages, int64_t keysPerTile,
+                                int64_t keysPerSplit, int64_t sharedBytes) {
+  if (stages < 2 || stages > 8)
+    return emitError() << "stages " << stages << " not in [2, 8]";
+  if (keysPerSplit < keysPerTile || keysPerSplit % keysPerTile != 0)
+    return emitError() << "keys_per_split " << keysPerSplit
+                       << " must be a positive multiple of keys_per_tile "
+                       << keysPerTile;
+  if (sharedBytes < 0)
+    return emitError() << "shared_bytes " << sharedBytes << " is negative";
+  return success();
+}
+
+/// A tensor-core plan's mma operands are f16 or bf16.
+static LogicalResult
+verifyOperandType(function_ref<InFlightDiagnostic()> emitError, Type operand) {
+  if (!operand || !(operand.isF16() || operand.isBF16()))
+    return emitError() << "operand " << operand << " must be f16 or bf16";
+  return success();
+}
+
 LogicalResult XqaPlanAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, Type operand, int64_t rows,
     int64_t keysPerTile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
     int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
     int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
     int64_t queryTile, ArrayRef<Chip> targets) {
-  if (!operand || !(operand.isF16() || operand.isBF16()))
-    return emitError() << "operand " << operand << " must be f16 or bf16";
+  if (failed(verifyOperandType(emitError, operand)))
+    return failure();
   if (rows != 16 && rows != 32)
     return emitError() << "rows " << rows << " must be 16 or 32";
   if (threads != 128)
@@ -205,14 +229,9 @@ LogicalResult XqaPlanAttr::verify(
       keysPerTile > 256)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be a multiple of 16 x key_warps, at most 256";
-  if (stages < 2 || stages > 8)
-    return emitError() << "stages " << stages << " not in [2, 8]";
-  if (keysPerSplit < keysPerTile || keysPerSplit % keysPerTile != 0)
-    return emitError() << "keys_per_split " << keysPerSplit
-                       << " must be a positive multiple of keys_per_tile "
-                       << keysPerTile;
-  if (sharedBytes < 0)
-    return emitError() << "shared_bytes " << sharedBytes << " is negative";
+  if (failed(verifyRing(emitError, stages, keysPerTile, keysPerSplit,
+                        sharedBytes)))
+    return failure();
   if (queryTile < 0 || queryTile > rows)
     return emitError() << "query_tile " << queryTile
                        << " not in [0, rows = " << rows << "]";
@@ -226,8 +245,8 @@ LogicalResult PrefillPlanAttr::verify(
     int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
     int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
     ArrayRef<Chip> targets) {
-  if (!operand || !(operand.isF16() || operand.isBF16()))
-    return emitError() << "operand " << operand << " must be f16 or bf16";
+  if (failed(verifyOperandType(emitError, operand)))
+    return failure();
   if (rows != 64)
     return emitError() << "rows " << rows
                        << " must be 64 (an m16 tile per warp)";
@@ -240,14 +259,9 @@ LogicalResult PrefillPlanAttr::verify(
   if (keysPerTile < 16 || keysPerTile % 16 != 0 || keysPerTile > 128)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be a multiple of 16, at most 128";
-  if (stages < 2 || stages > 8)
-    return emitError() << "stages " << stages << " not in [2, 8]";
-  if (keysPerSplit < keysPerTile || keysPerSplit % keysPerTile != 0)
-    return emitError() << "keys_per_split " << keysPerSplit
-                       << " must be a positive multiple of keys_per_tile "
-                       << keysPerTile;
-  if (sharedBytes < 0)
-    return emitError() << "shared_bytes " << sharedBytes << " is negative";
+  if (failed(verifyRing(emitError, stages, keysPerTile, keysPerSplit,
+                        sharedBytes)))
+    return failure();
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

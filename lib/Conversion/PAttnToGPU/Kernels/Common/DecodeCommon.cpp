@@ -132,6 +132,34 @@ Value pattn::guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
   return kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(guardValue));
 }
 
+LogitScale pattn::logitScale(KernelBuilder &kb, PagedAttentionOp op,
+                             Value keyScale) {
+  LogitScale result;
+  result.softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
+  if (keyScale) {
+    Value scale = kb.load(keyScale, {kb.index(0)});
+    result.softmaxScale = kb.fmul(result.softmaxScale, scale);
+  }
+  // Logits are kept in base 2 (times log2 e), so that every exponential
+  // is one ex2.approx; the statistics written out are natural again.
+  result.log2e = kb.f32(float(M_LOG2E));
+  if (op.getSoftcap().convertToFloat() <= 0.0f)
+    result.softmaxScale = kb.fmul(result.softmaxScale, result.log2e);
+  return result;
+}
+
+Value pattn::scaledLogit(KernelBuilder &kb, Value score, Value scale,
+                         float softcap, Value log2e) {
+  Value x = kb.finiteLogit(kb.fmul(score, scale));
+  if (softcap > 0.0f) {
+    Value cap = kb.f32(softcap);
+    Value inner = kb.tanh(kb.fdiv(x, cap));
+    x = kb.fmul(cap, inner);
+    x = kb.fmul(x, log2e);
+  }
+  return x;
+}
+
 Value pattn::negInf(KernelBuilder &kb) {
   return kb.f32(-std::numeric_limits<float>::infinity());
 }

@@ -131,6 +131,22 @@ keysPerGridSplit(KernelBuilder &kb, mlir::Value blockTable, int64_t blockSize,
 mlir::Value guardAllows(KernelBuilder &kb, mlir::Value guard,
                         int32_t guardValue);
 
+/// The tensor-core kernels' logit scale, in base 2: the op's softmax scale
+/// times K's tensor scale (`keyScale`, [1] f32, where K has one), times
+/// log2 e unless the op has a softcap (which applies log2 e after tanh);
+/// and log2 e itself.
+struct LogitScale {
+  mlir::Value softmaxScale, log2e;
+};
+LogitScale logitScale(KernelBuilder &kb, pattn::PagedAttentionOp op,
+                      mlir::Value keyScale);
+
+/// The base-2 logit of `score` at `scale` (LogitScale's, or a row's or
+/// key's multiple of it), finite, and capped when `softcap` > 0: cap x
+/// tanh(x / cap) x log2 e.
+mlir::Value scaledLogit(KernelBuilder &kb, mlir::Value score, mlir::Value scale,
+                        float softcap, mlir::Value log2e);
+
 /// The online softmax's conventions: -inf is "no key yet".
 mlir::Value negInf(KernelBuilder &kb);
 mlir::Value isNegInf(KernelBuilder &kb, mlir::Value x);

@@ -12,6 +12,7 @@
 
 #include "Kernels/Common/KeyRange.h"
 #include "Kernels/Common/DecodeCommon.h"
+#include "Kernels/Kernels.h"
 
 using namespace mlir;
 using namespace pattn;
@@ -110,4 +111,60 @@ BlockKeys pattn::blockKeyRange(KernelBuilder &kb, const BlockQueries &q,
   Value nonEmpty = kb.cmpi(arith::CmpIPredicate::sgt, last, first);
   k.tileCount = kb.select(nonEmpty, kb.sub(lastTile, k.firstTile), kb.i32(0));
   return k;
+}
+
+void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
+                           const BlockQueries &queries,
+                           function_ref<Value(Value)> channelOf) {
+  Type queryElement = cast<MemRefType>(tile.query.getType()).getElementType();
+  kb.forLoop(
+      tile.tid, kb.index(tile.rows * tile.headDim), kb.index(kBlockThreads), {},
+      [&](Value item, ValueRange) -> SmallVector<Value> {
+        Value row = kb.divs(item, kb.index(tile.headDim));
+        Value column = kb.rems(item, kb.index(tile.headDim));
+        Value channel = channelOf(column);
+        Value token = kb.divs(row, kb.index(tile.group));
+        Value firstHead = kb.mul(tile.kvHead, kb.index(tile.group));
+        Value within = kb.rems(row, kb.index(tile.group));
+        Value head = kb.add(firstHead, within);
+        Value live = kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token),
+                             queries.tokenCount);
+        Value x = kb.ifElse(
+            live, {tile.element},
+            [&]() -> SmallVector<Value> {
+              Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
+              Value loaded = kb.load(tile.query, {tokenIndex, head, channel});
+              if (queryElement == tile.element)
+                return {loaded};
+              Value wide = kb.toF32(loaded);
+              return {
+                  arith::TruncFOp::create(kb.b, kb.loc, tile.element, wide)};
+            },
+            [&]() -> SmallVector<Value> {
+              return {arith::ConstantOp::create(
+                  kb.b, kb.loc, kb.b.getZeroAttr(tile.element))};
+            })[0];
+        if (!tile.element.isF16())
+          x = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF16Type(), x);
+        kb.store(x, tile.tile, {row, column});
+        return {};
+      });
+}
+
+Value pattn::foldedRowScale(KernelBuilder &kb, Value queryExponents, Value row,
+                            int64_t group, Value kvHead,
+                            const BlockQueries &queries, Value softmaxScale) {
+  Value token = kb.divs(row, kb.index(group));
+  Value firstHead = kb.mul(kvHead, kb.index(group));
+  Value head = kb.add(firstHead, kb.rems(row, kb.index(group)));
+  Value live =
+      kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), queries.tokenCount);
+  Value exponent = kb.ifElse(
+      live, {kb.b.getI32Type()},
+      [&]() -> SmallVector<Value> {
+        Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
+        return {kb.load(queryExponents, {tokenIndex, head})};
+      },
+      [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
+  return kb.ldexpSaturating(softmaxScale, exponent);
 }

@@ -51,6 +51,31 @@ BlockKeys blockKeyRange(KernelBuilder &kb, const BlockQueries &queries,
                         int64_t blockSize, int64_t tileKeys, int64_t window,
                         mlir::Value split, bool promptTile);
 
+/// A block's query tile in shared memory: `rows` rows, row r = (token
+/// r / group, head kvHead x group + r % group) of the block's tokens (zero
+/// past them), each `headDim` values of `element` (f16, or bf16 stored as
+/// its bits in the f16 view `tile`).
+struct QueryTile {
+  mlir::Value query, tile, tid, kvHead;
+  int64_t rows = 0, headDim = 0, group = 0;
+  mlir::Type element;
+};
+
+/// Stages the tile, the block's kBlockThreads threads (`tid`) one element
+/// each in turn; column c holds channel channelOf(c) of the query (the
+/// order of the kernel's K operand).
+void stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
+                    const BlockQueries &queries,
+                    llvm::function_ref<mlir::Value(mlir::Value)> channelOf);
+
+/// The logit scale of row `row` (index) of a folded query: `softmaxScale`
+/// times 2^e, e its (token, head)'s exponent in `queryExponents` (0 for a
+/// row past the block's tokens).
+mlir::Value foldedRowScale(KernelBuilder &kb, mlir::Value queryExponents,
+                           mlir::Value row, int64_t group, mlir::Value kvHead,
+                           const BlockQueries &queries,
+                           mlir::Value softmaxScale);
+
 } // namespace pattn
 
 #endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KEYRANGE_H

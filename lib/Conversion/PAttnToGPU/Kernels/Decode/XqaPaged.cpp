@@ -67,12 +67,6 @@ Value XqaBuilder::ringRows(const XqaSide &side, Value slot) {
   return view(offset, {tileKeys, side.rowStride / 2}, builder.getF16Type());
 }
 
-SmallVector<Value> XqaBuilder::loadSegments(Value rowsView, Value key0,
-                                            Value segment, bool pair,
-                                            bool transpose) {
-  return tc.loadSegments(rowsView, lane, key0, segment, pair, transpose);
-}
-
 SmallVector<Value> XqaBuilder::decodeHalves(const XqaSide &side, Value word,
                                             Value groupScale) {
   SmallVector<Value> pairs =
@@ -92,10 +86,6 @@ Value XqaBuilder::groupScaleWord(const XqaSide &side, Value stageBase,
   at = kb.add(at, kb.mul(keyIndex, index(side.groupStride)));
   at = kb.add(kb.divs(at, index(4)), word);
   return kb.load(scales, {at});
-}
-
-Value XqaBuilder::groupScalePair(Value low, Value high, Value byte) {
-  return e4m3BytePair(kb, low, high, byte);
 }
 
 Value XqaBuilder::tokenScalePair(const XqaSide &side, Value stageBase,
@@ -135,7 +125,8 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
   for (int64_t a = 0; a < key.segments; a += 2) {
     Value segment = index(a);
     SmallVector<Value> words =
-        loadSegments(keyRows, n0, segment, /*pair=*/true, /*transpose=*/false);
+        tc.loadSegments(keyRows, lane, n0, segment, /*pair=*/true,
+                        /*transpose=*/false);
     // The k-steps of the two segments: B registers per n-tile and
     // the step's index among the query tile's 16-column blocks.
     SmallVector<std::array<Value, 4>> steps;
@@ -161,7 +152,7 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
             byte = kb.add(byte, kb.i32(int32_t(2 * (s % 2))));
             Value keyIndex = kb.add(n0, kb.add(groupId, index(8 * nt)));
             Value word = groupScaleWord(key, stageBase, keyIndex, index(s / 2));
-            scale = groupScalePair(word, word, byte);
+            scale = e4m3BytePair(kb, word, word, byte);
           }
           pairs[nt] = decodeHalves(key, words[2 * sigma + nt], scale);
         }
@@ -231,14 +222,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
       elementScales[nt * 2 + e2] = scale;
     }
   auto logitOf = [&](int64_t at, Value scale) {
-    Value x = kb.finiteLogit(kb.fmul(scores[at], scale));
-    if (softcap > 0.0f) {
-      Value cap = kb.f32(softcap);
-      Value inner = kb.tanh(kb.fdiv(x, cap));
-      x = kb.fmul(cap, inner);
-      x = kb.fmul(x, log2e);
-    }
-    return x;
+    return scaledLogit(kb, scores[at], scale, softcap, log2e);
   };
   SmallVector<Type> logitTypes(mTiles * 8, builder.getF32Type());
   SmallVector<Value> logits = kb.ifElse(
@@ -286,12 +270,6 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   return logits;
 }
 
-SmallVector<SmallVector<Value>>
-XqaBuilder::softmaxStep(ArrayRef<Value> logits, SmallVectorImpl<Value> &s) {
-  return tc.softmaxStep({mTiles, nTiles, rowHalves}, logits, s, negInf,
-                        zeroF32);
-}
-
 void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
                            ArrayRef<SmallVector<Value>> pOperands,
                            SmallVectorImpl<Value> &s) {
@@ -303,7 +281,8 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
     bool pair = a + 1 < valueSegments;
     Value segment = kb.add(valueSegmentBase, index(a));
     SmallVector<Value> words =
-        loadSegments(valueRows, n0, segment, pair, /*transpose=*/true);
+        tc.loadSegments(valueRows, lane, n0, segment, pair,
+                        /*transpose=*/true);
     for (int64_t sigma = 0; sigma < (pair ? 2 : 1); ++sigma) {
       // words[2 sigma + h]: keys n0 + 8h + 2t, + 1 of segment
       // a + sigma, at the lane's column group.
@@ -328,7 +307,7 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
           Value keyHigh = kb.add(keyLow, index(1));
           Value low = groupScaleWord(value, stageBase, keyLow, word);
           Value high = groupScaleWord(value, stageBase, keyHigh, word);
-          scale = groupScalePair(low, high, byte);
+          scale = e4m3BytePair(kb, low, high, byte);
         }
         halves[h] = decodeHalves(value, word, scale);
         if (value.tokenOffset >= 0) {
@@ -474,19 +453,11 @@ void XqaBuilder::computeFacts() {
   kb.hardwareFp4 = kernels.hardwareFp4;
 }
 
-DecodeSignature XqaBuilder::signatureOf() {
-  return pagedTensorCoreSignature(op, keyBuffers, valueBuffers);
-}
-
-void XqaBuilder::describeSide(XqaSide &side, const CacheBuffers &buffers,
-                              bool isKey, const DecodeSignature &signature) {
-  describePagedSide(side, buffers, isKey, signature, layout);
-}
-
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                                         XqaArguments &args) {
   Location loc = op.getLoc();
-  DecodeSignature signature = signatureOf();
+  DecodeSignature signature =
+      pagedTensorCoreSignature(op, keyBuffers, valueBuffers);
   hostOperands.assign(signature.hostOperands().begin(),
                       signature.hostOperands().end());
 
@@ -507,8 +478,8 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
   args.guard = signature.arg(DecodeArg::Guard);
   queryExponents = signature.arg(DecodeArg::QueryExponents);
 
-  describeSide(key, keyBuffers, true, signature);
-  describeSide(value, valueBuffers, false, signature);
+  describePagedSide(key, keyBuffers, true, signature, layout);
+  describePagedSide(value, valueBuffers, false, signature, layout);
   return kernel;
 }
 
@@ -563,16 +534,10 @@ SmallVector<Value> XqaBuilder::startRing() {
 }
 
 void XqaBuilder::prepareSoftmax() {
-  softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
-  if (key.type.getScale() == ScaleGranularity::tensor) {
-    Value keyScale = kb.load(key.scale, {index(0)});
-    softmaxScale = kb.fmul(softmaxScale, keyScale);
-  }
-  // Logits are kept in base 2 (times log2 e), so that every exponential
-  // is one ex2.approx; the statistics written out are natural again.
-  log2e = kb.f32(float(M_LOG2E));
-  if (softcap <= 0.0f)
-    softmaxScale = kb.fmul(softmaxScale, log2e);
+  bool tensorKey = key.type.getScale() == ScaleGranularity::tensor;
+  LogitScale scale = logitScale(kb, op, tensorKey ? key.scale : Value());
+  softmaxScale = scale.softmaxScale;
+  log2e = scale.log2e;
   if (queryExponents)
     loadRowScales();
   negInf = kb.f32(-std::numeric_limits<float>::infinity());
@@ -627,7 +592,8 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
           SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
           SmallVector<Value> logits =
               logitStep(scores, slot, tileStart, stageBase, n0);
-          SmallVector<SmallVector<Value>> pOperands = softmaxStep(logits, s);
+          SmallVector<SmallVector<Value>> pOperands =
+              tc.softmaxStep(softmaxTiles(), logits, s, negInf, zeroF32);
           valueStep(valueRows, stageBase, n0, pOperands, s);
         }
         s.append(nextPages.begin(), nextPages.end());

@@ -97,12 +97,19 @@ private:
   void loadRowScales();
   mlir::Value valueSegmentBase;
 
-  /// Positions in the per-thread loop state: the running max and sum of
-  /// rows g and g + 8 of each m-tile, then the output accumulators.
-  int64_t maxAt(int64_t mt, int64_t h) const { return mt * 2 + h; }
-  int64_t sumAt(int64_t mt, int64_t h) const { return 2 * mTiles + mt * 2 + h; }
+  /// The per-thread loop state: the running max and sum of rows g and
+  /// g + 8 of each m-tile, then the output accumulators.
+  MmaBuilder::SoftmaxTiles softmaxTiles() const {
+    return {mTiles, nTiles, rowHalves};
+  }
+  int64_t maxAt(int64_t mt, int64_t h) const {
+    return softmaxTiles().maxAt(mt, h);
+  }
+  int64_t sumAt(int64_t mt, int64_t h) const {
+    return softmaxTiles().sumAt(mt, h);
+  }
   int64_t accAt(int64_t mt, int64_t nt, int64_t e) const {
-    return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
+    return softmaxTiles().accAt(mt, nt, e);
   }
 
   mlir::Type operandType() { return tc.operandType(); }
@@ -121,12 +128,6 @@ private:
   mlir::gpu::GPUFuncOp
   createKernel(llvm::SmallVectorImpl<mlir::Value> &hostOperands,
                XqaArguments &args);
-  /// The kernel's signature: the op's buffers, then each side's, then the
-  /// workspace.
-  DecodeSignature signatureOf();
-  /// `side` as read from `buffers`, its arguments those of `signature`.
-  void describeSide(XqaSide &side, const CacheBuffers &buffers, bool isKey,
-                    const DecodeSignature &signature);
   /// Shared memory views and the block and lane coordinates; returns the
   /// split (blockIdx.x).
   mlir::Value setUpBlock();
@@ -155,11 +156,6 @@ private:
   llvm::SmallVector<mlir::Value>
   logitStep(llvm::ArrayRef<mlir::Value> scores, mlir::Value slot,
             mlir::Value tileStart, mlir::Value stageBase, mlir::Value n0);
-  /// The online softmax update of `s` (max, sum, accumulator decay); returns
-  /// P as the A operands of P V, per m-tile.
-  llvm::SmallVector<llvm::SmallVector<mlir::Value>>
-  softmaxStep(llvm::ArrayRef<mlir::Value> logits,
-              llvm::SmallVectorImpl<mlir::Value> &s);
   /// O += P V over this warp's value channels.
   void valueStep(mlir::Value valueRows, mlir::Value stageBase, mlir::Value n0,
                  llvm::ArrayRef<llvm::SmallVector<mlir::Value>> pOperands,
@@ -171,17 +167,18 @@ private:
   void loadQueryTile(mlir::Value query);
   /// The block's tiles into the ring (set by prepareCopies).
   std::optional<PagedTileCopies> copies;
+  /// The block's query rows (after computeKeyRange).
+  BlockQueries blockQueries() const {
+    BlockQueries queries;
+    queries.seq = seq;
+    queries.tokenBegin = tokenBegin;
+    queries.tokenCount = tokenCount;
+    return queries;
+  }
   /// The copies' per-thread address parts (after computeKeyRange).
   void prepareCopies();
   /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
   mlir::Value ringRows(const XqaSide &side, mlir::Value slot);
-  /// ldmatrix (x4, or x2 when `pair` is false) of 16 keys from `key0` times
-  /// segment `segment` (and `segment` + 1): fragment 2 * σ + h is segment
-  /// `segment` + σ of keys key0 + 8h ..., as 32-bit words.
-  llvm::SmallVector<mlir::Value> loadSegments(mlir::Value rowsView,
-                                              mlir::Value key0,
-                                              mlir::Value segment, bool pair,
-                                              bool transpose);
   /// The f16x2 / bf16x2 pairs of a raw word of `side` (decodeWordHalves),
   /// times `groupScale` (a pair) when given.
   llvm::SmallVector<mlir::Value>
@@ -190,10 +187,6 @@ private:
   /// of key `keyIndex` in the ring stage at `stageBase`.
   mlir::Value groupScaleWord(const XqaSide &side, mlir::Value stageBase,
                              mlir::Value keyIndex, mlir::Value word);
-  /// Byte `byte` (i32, 0 to 3) of the scale words `low` and `high` as one
-  /// f16 pair: one prmt and one e4m3 pair decode.
-  mlir::Value groupScalePair(mlir::Value low, mlir::Value high,
-                             mlir::Value byte);
   /// The f32 per-token scales of keys `keyLow` and `keyLow` + 1 in the
   /// ring stage at `stageBase`, as a vector<2xf32>.
   mlir::Value tokenScalePair(const XqaSide &side, mlir::Value stageBase,

@@ -62,62 +62,32 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
 }
 
 void XqaBuilder::loadQueryTile(Value query) {
-  // rows x head_dim elements: row r = (token i, head j) with r = i * g + j,
-  // logical column c holding channel queryChannel(c); rows past the
-  // sequence's tokens are zeros. The tile is typed f16; bf16 operands are
-  // stored as their bits.
-  Type element = operandType();
-  Type f16 = builder.getF16Type();
-  Type queryElement = cast<MemRefType>(query.getType()).getElementType();
+  // Logical column c holds channel queryChannel(c).
+  QueryTile tile{query, queryTile, tid,   kvHead,
+                 rows,  headDim,   group, operandType()};
   int64_t perWord = key.perWord;
-  kb.forLoop(
-      tid, index(rows * headDim), index(kBlockThreads), {},
-      [&](Value item, ValueRange) -> SmallVector<Value> {
-        Value row = kb.divs(item, index(headDim));
-        Value column = kb.rems(item, index(headDim));
-        Value channel = column;
-        if (perWord != 2) {
-          // Within a 16-byte segment (4 x perWord channels) thread t's word
-          // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
-          // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
-          // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
-          // and p + perWord / 2 of the word (decodeWordHalves).
-          Value step = kb.divs(column, index(16));
-          Value within = kb.rems(column, index(16));
-          Value segment = kb.divs(step, index(perWord / 4));
-          Value s = kb.rems(step, index(perWord / 4));
-          Value thread = kb.divs(kb.rems(within, index(8)), index(2));
-          Value elementIndex = kb.rems(within, index(2));
-          Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
-          channel = kb.mul(segment, index(4 * perWord));
-          channel = kb.add(channel, kb.mul(thread, index(perWord)));
-          channel = kb.add(channel, pair);
-          channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
-        }
-        Value token = kb.divs(row, index(group));
-        Value head =
-            kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-        Value live =
-            kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-        Value x = kb.ifElse(
-            live, {element},
-            [&]() -> SmallVector<Value> {
-              Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
-              Value loaded = kb.load(query, {tokenIndex, head, channel});
-              if (queryElement == element)
-                return {loaded};
-              Value wide = kb.toF32(loaded);
-              return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
-            },
-            [&]() -> SmallVector<Value> {
-              return {arith::ConstantOp::create(builder, kb.loc,
-                                                builder.getZeroAttr(element))};
-            })[0];
-        if (bf16)
-          x = arith::BitcastOp::create(builder, kb.loc, f16, x);
-        kb.store(x, queryTile, {row, column});
-        return {};
-      });
+  stageQueryTile(kb, tile, blockQueries(), [&](Value column) {
+    Value channel = column;
+    if (perWord != 2) {
+      // Within a 16-byte segment (4 x perWord channels) thread t's word
+      // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
+      // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
+      // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
+      // and p + perWord / 2 of the word (decodeWordHalves).
+      Value step = kb.divs(column, index(16));
+      Value within = kb.rems(column, index(16));
+      Value segment = kb.divs(step, index(perWord / 4));
+      Value s = kb.rems(step, index(perWord / 4));
+      Value thread = kb.divs(kb.rems(within, index(8)), index(2));
+      Value elementIndex = kb.rems(within, index(2));
+      Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
+      channel = kb.mul(segment, index(4 * perWord));
+      channel = kb.add(channel, kb.mul(thread, index(perWord)));
+      channel = kb.add(channel, pair);
+      channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
+    }
+    return channel;
+  });
 }
 
 SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
@@ -157,8 +127,7 @@ void XqaBuilder::prepareQuery(Value query) {
 }
 
 void XqaBuilder::loadRowScales() {
-  // Row r = (token r / g, head kvHead * g + r % g), as in loadQueryTile;
-  // rows past the sequence's tokens (zeros in the tile) keep exponent 0.
+  // Row r = (token r / g, head kvHead * g + r % g), as in loadQueryTile.
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t h = 0; h < 2; ++h) {
       if (h >= rowHalves) { // padding rows: never read
@@ -166,19 +135,8 @@ void XqaBuilder::loadRowScales() {
         continue;
       }
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-      Value token = kb.divs(row, index(group));
-      Value firstHead = kb.mul(kvHead, index(group));
-      Value head = kb.add(firstHead, kb.rems(row, index(group)));
-      Value live =
-          kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-      Value exponent = kb.ifElse(
-          live, {builder.getI32Type()},
-          [&]() -> SmallVector<Value> {
-            Value tokenIndex = kb.add(kb.toIndex(tokenBegin), token);
-            return {kb.load(queryExponents, {tokenIndex, head})};
-          },
-          [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
-      rowScales.push_back(kb.ldexpSaturating(softmaxScale, exponent));
+      rowScales.push_back(foldedRowScale(kb, queryExponents, row, group, kvHead,
+                                         blockQueries(), softmaxScale));
     }
 }
 

@@ -108,66 +108,24 @@ void PrefillBuilder::setUpBlock() {
 }
 
 void PrefillBuilder::prepareQuery(Value query, Value queryExponents) {
-  // Row r = (token r / g, head kvHead * g + r % g); column c holds channel
-  // decodedChannel(c) of K's words (c itself for a 16-bit K).
-  Type element = tc.operandType();
-  Type queryElement = cast<MemRefType>(query.getType()).getElementType();
-  Value tokenCount = queries.tokenCount;
-  kb.forLoop(
-      tid, index(rows * headDim), index(kBlockThreads), {},
-      [&](Value item, ValueRange) -> SmallVector<Value> {
-        Value row = kb.divs(item, index(headDim));
-        Value column = kb.rems(item, index(headDim));
-        Value channel =
-            keyDecoded ? decodedChannel(column, key.perWord) : column;
-        Value token = kb.divs(row, index(group));
-        Value head =
-            kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-        Value live =
-            kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-        Value x = kb.ifElse(
-            live, {element},
-            [&]() -> SmallVector<Value> {
-              Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
-              Value loaded = kb.load(query, {tokenIndex, head, channel});
-              if (queryElement == element)
-                return {loaded};
-              Value wide = kb.toF32(loaded);
-              return {arith::TruncFOp::create(builder, kb.loc, element, wide)};
-            },
-            [&]() -> SmallVector<Value> {
-              return {arith::ConstantOp::create(builder, kb.loc,
-                                                builder.getZeroAttr(element))};
-            })[0];
-        if (tc.bf16)
-          x = arith::BitcastOp::create(builder, kb.loc, builder.getF16Type(),
-                                       x);
-        kb.store(x, queryTile, {row, column});
-        return {};
-      });
+  // Column c holds channel decodedChannel(c) of K's words (c itself for a
+  // 16-bit K), the order of the K tile Q Kᵀ reads.
+  QueryTile tile{query, queryTile, tid,   kvHead,
+                 rows,  headDim,   group, tc.operandType()};
+  stageQueryTile(kb, tile, queries, [&](Value column) {
+    return keyDecoded ? decodedChannel(column, key.perWord) : column;
+  });
   kb.barrier();
   // D <= 128: the warp's 8 x 4 fragment registers stay resident.
   if (headDim <= 128)
     for (int64_t step = 0; step < headDim / 16; ++step)
       queryFragments.push_back(queryFragment(step));
-
   if (!queryExponents)
     return;
   for (int64_t h = 0; h < 2; ++h) {
     Value row = kb.add(warpRow, kb.add(groupId, index(8 * h)));
-    Value token = kb.divs(row, index(group));
-    Value head =
-        kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
-    Value live =
-        kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token), tokenCount);
-    Value exponent = kb.ifElse(
-        live, {builder.getI32Type()},
-        [&]() -> SmallVector<Value> {
-          Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
-          return {kb.load(queryExponents, {tokenIndex, head})};
-        },
-        [&]() -> SmallVector<Value> { return {kb.i32(0)}; })[0];
-    rowScales.push_back(kb.ldexpSaturating(softmaxScale, exponent));
+    rowScales.push_back(foldedRowScale(kb, queryExponents, row, group, kvHead,
+                                       queries, softmaxScale));
   }
 }
 
@@ -281,10 +239,10 @@ void PrefillBuilder::writeRows(ArrayRef<Value> state, Value partialOut,
     sum = kb.fadd(sum, tc.shuffleXor(sum, 2));
     Value real = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
     kb.ifThen(real, [&] {
-      Value token =
-          kb.add(kb.toIndex(queries.tokenBegin), kb.divs(row, index(group)));
-      Value head =
-          kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
+      Value tokenBegin = kb.toIndex(queries.tokenBegin);
+      Value token = kb.add(tokenBegin, kb.divs(row, index(group)));
+      Value firstHead = kb.mul(kvHead, index(group));
+      Value head = kb.add(firstHead, kb.rems(row, index(group)));
       Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
       for (int64_t nt = 0; nt < nTiles; ++nt)
         for (int64_t e2 = 0; e2 < 2; ++e2) {
@@ -318,12 +276,8 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
   // A guarded op runs only when guard[0] holds its value (the fold pass
   // guards both forms of a dynamic K table).
-  Value allowed = kb.boolean(true);
-  if (Value guard = signature.arg(DecodeArg::Guard)) {
-    Value stored = kb.load(guard, {index(0)});
-    allowed = kb.cmpi(arith::CmpIPredicate::eq, stored,
-                      kb.i32(op.getGuardValue().value_or(0)));
-  }
+  Value allowed = guardAllows(kb, signature.arg(DecodeArg::Guard),
+                              op.getGuardValue().value_or(0));
   kb.ifThen(allowed, [&] {
     queries = locatePromptTile(kb, blockTable, args.queryStart, promptTile,
                                tileTokens);
@@ -341,14 +295,10 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
                      blockTable, keys.first,  keys.last};
     copies.emplace(kb, smem, ringLayout, key, value, liveKeys, block);
 
-    // Logits are kept in base 2 (times log2 e); the statistics written
-    // out are natural again.
-    softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
-    if (key.type.getScale() == ScaleGranularity::tensor)
-      softmaxScale = kb.fmul(softmaxScale, kb.load(key.scale, {index(0)}));
-    log2e = kb.f32(float(M_LOG2E));
-    if (softcap <= 0.0f)
-      softmaxScale = kb.fmul(softmaxScale, log2e);
+    bool tensorKey = key.type.getScale() == ScaleGranularity::tensor;
+    LogitScale scale = logitScale(kb, op, tensorKey ? key.scale : Value());
+    softmaxScale = scale.softmaxScale;
+    log2e = scale.log2e;
     negInf = kb.f32(-std::numeric_limits<float>::infinity());
     zeroF32 = kb.f32(0.0f);
     prepareQuery(args.query, signature.arg(DecodeArg::QueryExponents));

@@ -31,7 +31,8 @@ Value PrefillBuilder::decodedChannel(Value at, int64_t n) {
   Value position = kb.rems(at, index(n));
   Value pair = kb.divs(position, index(2));
   Value high = kb.mul(kb.rems(position, index(2)), index(n / 2));
-  return kb.add(kb.mul(word, index(n)), kb.add(pair, high));
+  Value wordBase = kb.mul(word, index(n));
+  return kb.add(wordBase, kb.add(pair, high));
 }
 
 void PrefillBuilder::decodeTile(Value stageBase) {
@@ -67,8 +68,8 @@ void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
     if (side.tokenOffset >= 0 && &side == &value) {
       Value at = kb.add(stageBase, index(side.tokenOffset));
       at = kb.add(at, kb.mul(keyIndex, index(4)));
-      Value scale = kb.load(view(0, {layout.total / 4}, builder.getF32Type()),
-                            {kb.divs(at, index(4))});
+      Value scales = view(0, {layout.total / 4}, builder.getF32Type());
+      Value scale = kb.load(scales, {kb.divs(at, index(4))});
       tokenScales =
           vector::BroadcastOp::create(builder, kb.loc, f32Pair, scale);
     }
@@ -81,7 +82,8 @@ void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
         Value group = kb.add(kb.mul(segment, index(2)), index(w / 2));
         Value at = kb.add(stageBase, index(side.groupOffset));
         at = kb.add(at, kb.mul(keyIndex, index(side.groupStride)));
-        at = kb.add(kb.divs(at, index(4)), kb.divs(group, index(4)));
+        Value scaleWordAt = kb.divs(at, index(4));
+        at = kb.add(scaleWordAt, kb.divs(group, index(4)));
         Value scaleWord = kb.load(words, {at});
         Value byte = kb.toI32(kb.rems(group, index(4)));
         scale = e4m3BytePair(kb, scaleWord, scaleWord, byte);
@@ -168,8 +170,8 @@ SmallVector<Value> PrefillBuilder::logitStep(ArrayRef<Value> scores,
   Value stepStart = kb.add(tile.tileStart, kb.toI32(n0));
   Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
   Value laneLiveAt = kb.add(kb.mul(tile.slot, index(tileKeys)), laneKey);
-  Value laneLive = kb.cmpi(arith::CmpIPredicate::ne,
-                           kb.load(liveKeys, {laneLiveAt}), kb.i32(0));
+  Value laneFlag = kb.load(liveKeys, {laneLiveAt});
+  Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
   Value allLive =
       NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), kb.i32(-1),
                                laneLive, NVVM::VoteSyncKind::all);
@@ -198,13 +200,7 @@ SmallVector<Value> PrefillBuilder::logitStep(ArrayRef<Value> scores,
   auto logitOf = [&](int64_t at) {
     Value scale = rowScales.empty() ? columnScales[(at / 4) * 2 + at % 2]
                                     : rowScales[at % 4 / 2];
-    Value x = kb.finiteLogit(kb.fmul(scores[at], scale));
-    if (softcap > 0.0f) {
-      Value cap = kb.f32(softcap);
-      x = kb.fmul(cap, kb.tanh(kb.fdiv(x, cap)));
-      x = kb.fmul(x, log2e);
-    }
-    return x;
+    return scaledLogit(kb, scores[at], scale, softcap, log2e);
   };
   SmallVector<Type> logitTypes(8, builder.getF32Type());
   return kb.ifElse(
@@ -223,8 +219,8 @@ SmallVector<Value> PrefillBuilder::logitStep(ArrayRef<Value> scores,
             n = kb.add(n, kb.mul(threadInGroup, index(2)));
             Value keyPos = kb.add(tile.tileStart, kb.toI32(n));
             Value liveAt = kb.add(kb.mul(tile.slot, index(tileKeys)), n);
-            Value live = kb.cmpi(arith::CmpIPredicate::ne,
-                                 kb.load(liveKeys, {liveAt}), kb.i32(0));
+            Value flag = kb.load(liveKeys, {liveAt});
+            Value live = kb.cmpi(arith::CmpIPredicate::ne, flag, kb.i32(0));
             for (int64_t h = 0; h < 2; ++h) {
               Value row = kb.add(warpRow, kb.add(groupId, index(8 * h)));
               Value token = kb.toI32(kb.divs(row, index(group)));

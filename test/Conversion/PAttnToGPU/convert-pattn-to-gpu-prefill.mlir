@@ -1,0 +1,43 @@
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+
+// A prompt on the prefill family: 64 rows a block, query tiles of 64 / g =
+// 16 tokens. The host launches a bound on the tiles, (tokens + batch x 15)
+// / 16, on the grid's x, the splits on y and the KV heads on z, then the
+// shared merge. In the kernel, each int4 tile is decoded once into shared
+// memory (one 16-byte chunk of 32 codes per thread and pass, stored as four
+// words of f16 pairs) before the warps' ldmatrix, mma and softmax.
+// CHECK-LABEL: func.func @prompt
+// CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c15 : index
+// CHECK: %[[SUM:.*]] = arith.addi %{{.*}}, %[[PAD]]
+// CHECK: %[[TILES:.*]] = arith.divsi %[[SUM]], %c16
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_prefill_{{[0-9a-f]+}} blocks in (%[[TILES]], %{{.*}}, %c8{{.*}})
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.func @pattn_prefill_{{[0-9a-f]+}}
+// CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32
+// CHECK: gpu.block_id  x
+// CHECK: gpu.block_id  z
+// CHECK: gpu.block_id  y
+// The scan over query_start: sequence b has ceil(n_b / 16) tiles.
+// CHECK: scf.for
+// CHECK:   arith.addi %{{.*}}, %c15_i32 : i32
+// CHECK:   arith.divsi %{{.*}}, %c16_i32 : i32
+// The tile loop: the decode into shared memory, a barrier, the steps.
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group
+// CHECK: vector.load %{{.*}} : memref<{{[0-9]+}}xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// CHECK: vector.store %{{.*}} : memref<{{[0-9]+}}xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// CHECK: gpu.barrier
+// CHECK: nvgpu.ldmatrix
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.vote.sync  all
+// CHECK: nvvm.vote.sync  any
+// CHECK: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+func.func @prompt(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64}
+  return
+}
