@@ -195,6 +195,14 @@ def bench_config(shape: Shape, cache: str, block_size: int,
         layout=layout, dtype=shape.dtype, static_tables=False)
 
 
+def compile_options(backend: str) -> dict:
+    """pattn.compile's options for a benchmark column: a backend, or
+    "prefill" (auto, with the prefill family for prompts)."""
+    if backend == "prefill":
+        return {"backend": "auto", "prompt_kernel": "prefill"}
+    return {"backend": backend}
+
+
 def precompile(chip: str, block_size: int, layout: str,
                backends: list[str], shapes: list[Shape],
                caches: list[str]) -> int:
@@ -210,7 +218,7 @@ def precompile(chip: str, block_size: int, layout: str,
             text = ir.emit_paged(bench_config(shape, cache, block_size,
                                               layout)).text
             for backend in backends:
-                pattn.compile(text, chips=[chip], backend=backend)
+                pattn.compile(text, chips=[chip], **compile_options(backend))
     print(f"{len(shapes) * len(caches) * len(backends)} benchmark modules "
           f"for {chip}")
     return 0
@@ -241,8 +249,8 @@ class PattnCase:
         self.operands = {p: self._scale(encoding, scale, new_rows[f"{p}_new"])
                          for p in "kv"}
         self.module_ir = ir.emit_paged(self.config)
-        self.module = pattn.load(pattn.compile(self.module_ir.text,
-                                               chips=[chip], backend=backend))
+        self.module = pattn.load(pattn.compile(
+            self.module_ir.text, chips=[chip], **compile_options(backend)))
 
         # A random block table over B * ceil(L / bs) pages; -1 past the end.
         per_seq = -(-L // block_size)

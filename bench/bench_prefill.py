@@ -7,9 +7,10 @@ A row is a pattn.paged_attention with more than 8 query tokens per
 sequence: the last `query_tokens` positions of each sequence attend
 causally to everything before them (a whole prompt when query_tokens ==
 seq_len, a chunk over a cached prefix otherwise). The cache is written by
-pattn's write kernels (bench_decode.PattnCase); each backend is timed
-(auto: the XQA kernel in query tiles; portable: the fp32 kernel), every
-call with CUDA events (medians), and
+pattn's write kernels (bench_decode.PattnCase); each kernel is timed
+(auto: the XQA kernel in query tiles; prefill: the prefill family, 64
+query rows a block; portable: the fp32 kernel), every call with CUDA
+events (medians), and
 
     TFLOPS = 4 * B * H * D * attended pairs / time,
 
@@ -40,7 +41,7 @@ SHAPES = [
           query_tokens=512),
 ]
 CACHES = ("f16", "i8", "f8e4m3", "i4", "nvfp4")
-BACKENDS = ("auto", "portable")
+BACKENDS = ("auto", "prefill", "portable")
 
 
 def attended_pairs(shape: Shape) -> float:
@@ -116,9 +117,10 @@ def main(argv=None) -> int:
         f"{os.environ.get('PATTN_COMMIT', 'unknown')}, 16-token nhd pages, "
         f"medians of {args.iters} eager calls; TFLOPS = 4 B H D pairs / "
         "time", "",
-        "| shape | cache | XQA (auto) µs | TFLOPS | portable µs | TFLOPS | "
-        "SDPA f16 µs | SDPA TFLOPS | auto ÷ SDPA time |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        "| shape | cache | XQA tiles (auto) µs | TFLOPS | prefill µs | "
+        "TFLOPS | portable µs | TFLOPS | SDPA f16 µs | SDPA TFLOPS | "
+        "prefill ÷ SDPA time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for shape in shapes:
         sdpa = time_calls(torch, [sdpa_call(torch, shape)], args.warmup,
                           args.iters).median_us
@@ -132,11 +134,13 @@ def main(argv=None) -> int:
                 del case
                 torch.cuda.empty_cache()
             auto, portable = times["auto"], times["portable"]
+            prefill = times["prefill"]
             lines.append(
                 f"| {shape.name} | {cache} | {auto:.1f} | "
-                f"{tflops(shape, auto):.1f} | {portable:.1f} | "
+                f"{tflops(shape, auto):.1f} | {prefill:.1f} | "
+                f"{tflops(shape, prefill):.1f} | {portable:.1f} | "
                 f"{tflops(shape, portable):.1f} | {sdpa:.1f} | "
-                f"{tflops(shape, sdpa):.1f} | {auto / sdpa:.2f}x |")
+                f"{tflops(shape, sdpa):.1f} | {prefill / sdpa:.2f}x |")
             print(lines[-1], file=sys.stderr, flush=True)
     table = "\n".join(lines) + "\n"
     print(table)

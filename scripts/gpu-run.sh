@@ -32,10 +32,11 @@ part suite && for backend in auto portable; do
 done
 
 # Every encoding, HND and NHD, split and unsplit, windows, sinks, D256; the
-# MLA decode of every record preset with bf16 queries (the tensor-core
-# kernel on auto), the MLA builds for several chips (two kernel modules),
-# and every rotary case.
-cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (mla_decode_matches and bf16) or mla_fleet or rotary"
+# prefill family on prompts with holes, a mixed batch, sinks and a window,
+# and 64-token pages; the MLA decode of every record preset with bf16
+# queries (the tensor-core kernel on auto), the MLA builds for several
+# chips (two kernel modules), and every rotary case.
+cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (prefill_kernel and (holes or mixed or gpt-oss or bs64)) or (mla_decode_matches and bf16) or mla_fleet or rotary"
 # The whole report lands in $OUT/sanitize-<tool>.log (a hazard names both
 # accesses there); the summary lines are printed.
 part sanitize && for tool in memcheck racecheck; do

@@ -89,6 +89,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # The values of pattn-compile's --backend (pattn-select-backend's force=).
 BACKENDS = ("auto", "xqa", "portable")
+# The values of pattn-compile's --prompt-kernel (pattn-plan-decode's).
+PROMPT_KERNELS = ("xqa", "prefill")
 
 
 def _path_argument(value: PathLike, name: str, function: str) -> str:
@@ -626,7 +628,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             output: Optional[PathLike] = None,
             compiler: Optional[PathLike] = None,
             hardware_conversions: bool = True,
-            backend: str = "auto", fold: bool = True) -> str:
+            backend: str = "auto", fold: bool = True,
+            prompt_kernel: str = "xqa") -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -644,7 +647,10 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     ``"portable"`` (the fp32 CUDA-core kernel everywhere); any other value
     raises :class:`pattn.CompileError` before anything runs. ``fold=False``
     skips the channel-scale fold, so ops with K channel scales stay unfolded
-    and go portable (for testing).
+    and go portable (for testing). ``prompt_kernel`` picks the tensor-core
+    kernel of a prompt (more than 8 query tokens per sequence): ``"xqa"``
+    (the default: the decode kernel in query tiles) or ``"prefill"`` (the
+    prefill family, 64 query rows a block).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -668,6 +674,10 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         raise _CompileArgumentError(
             f"unknown backend {backend!r:.60}; expected one of "
             f"{', '.join(BACKENDS)}")
+    if not isinstance(prompt_kernel, str) or prompt_kernel not in PROMPT_KERNELS:
+        raise _CompileArgumentError(
+            f"unknown prompt_kernel {prompt_kernel!r:.60}; expected one of "
+            f"{', '.join(PROMPT_KERNELS)}")
     chip_list = _chip_list(chips)
     hardware_conversions = _flag_argument(hardware_conversions,
                                           "hardware_conversions")
@@ -685,6 +695,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append(f"--backend={backend}")
     if not fold:
         flags.append("--fold=false")
+    if prompt_kernel != "xqa":
+        flags.append(f"--prompt-kernel={prompt_kernel}")
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -693,6 +705,11 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
                    f"--fold={'true' if fold else 'false'}"]
     if not hardware_conversions:
         key_options.append("--hardware-conversions=false")
+    # The prompt kernel joins the key where it is not the default (xqa),
+    # which leaves the keys of earlier artifacts as they were; should the
+    # default change, name it here at the default too.
+    if prompt_kernel != "xqa":
+        key_options.append(f"--prompt-kernel={prompt_kernel}")
     variant = " ".join([chip_list] + key_options)
     if output is None and os.environ.get("PATTN_ARTIFACT_DIR"):
         try:

@@ -642,6 +642,38 @@ def test_compile_passes_the_backend_and_the_fold(fake_compiler, tmp_path):
         "--chips=sm_90a", "-o", str(output)]
 
 
+def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
+                                          monkeypatch):
+    compiler, log = fake_compiler
+    output = tmp_path / "out.so"
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  prompt_kernel="prefill")
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output), "--prompt-kernel=prefill"]
+    # The default adds nothing; the cache keeps the two apart.
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  prompt_kernel="xqa")
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output)]
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
+    tiles = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    prefill = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                            prompt_kernel="prefill")
+    assert tiles != prefill
+
+
+@pytest.mark.parametrize("kernel", ["bogus", "Prefill", "", None, 1])
+def test_compile_rejects_an_unknown_prompt_kernel(fake_compiler, tmp_path,
+                                                  kernel):
+    compiler, log = fake_compiler
+    with pytest.raises(pattn.CompileError,
+                       match="unknown prompt_kernel .*expected one of xqa, "
+                             "prefill"):
+        pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                      prompt_kernel=kernel)
+    assert not log.exists()
+
+
 @pytest.mark.parametrize("backend", ["bogus", "XQA", "", None])
 def test_compile_rejects_an_unknown_backend_before_running(fake_compiler,
                                                           tmp_path,

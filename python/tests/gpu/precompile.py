@@ -79,6 +79,13 @@ def main() -> int:
         list(pool.map(lambda text: pattn.compile(
             text, chips=[args.chip], backend=suite.OTHER_BACKEND),
             decode_texts))
+    # test_prefill_kernel_matches_reference: the prefill family.
+    if not args.only_mla and suite.BACKEND != "portable":
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda case: pattn.compile(
+                case.plan().module.text, chips=[args.chip],
+                backend=suite.BACKEND, prompt_kernel="prefill"),
+                suite.PROMPTS))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:
