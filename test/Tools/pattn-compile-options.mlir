@@ -18,6 +18,8 @@
 // pattn-opt's --pattn-compile is the same builder: bad options fail, and the
 // pipeline lowers NVGPU ops before the rest of the GPU dialect to NVVM.
 // RUN: not pattn-opt %s --pattn-compile="chips=sm_80 backend=bogus" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BOGUS
+// RUN: not pattn-compile %s --chips=sm_80 --emit=mlir --prompt-kernel=tiles -o /dev/null 2>&1 | FileCheck %s --check-prefix=PROMPT-KERNEL
+// RUN: echo "" | pattn-opt --pattn-compile="chips=sm_80 prompt-kernel=prefill" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE-PREFILL
 // RUN: not pattn-opt %s --pattn-compile="chips=sm_75" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SM75
 // RUN: echo "" | pattn-opt --pattn-compile="chips=sm_80 format=isa" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE
 // RUN: echo "" | pattn-opt --pattn-compile="chips=sm_80 backend=portable fold=false" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE-NOFOLD
@@ -52,6 +54,8 @@
 // NOFOLD-XQA: error: force=xqa, but the op is not eligible for XQA on sm_80: K channel scales not folded
 
 // BOGUS: pattn-compile: unknown backend 'bogus'; expected auto, xqa or portable
+// PROMPT-KERNEL: pattn-compile: unknown prompt-kernel 'tiles'; expected xqa or prefill
+// PIPELINE-PREFILL: pattn-plan-decode{chips={sm_80} {{.*}}prompt-kernel=prefill
 // SM75: pattn-compile: unsupported chip 'sm_75'; supported chips: sm_80,
 
 // PIPELINE: builtin.module(

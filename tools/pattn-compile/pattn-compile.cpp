@@ -108,7 +108,7 @@ static cl::opt<std::string> promptKernel(
     cl::cat(toolCategory),
     cl::desc("Tensor-core kernel of a prompt (more than 8 query tokens per "
              "sequence): xqa (the decode kernel in query tiles) or prefill "
-             "(the prefill family; --remarks says where it cannot serve)"));
+             "(the prefill family; --remarks names its plan)"));
 static cl::opt<bool>
     fold("fold", cl::init(true), cl::cat(toolCategory),
          cl::desc("Fold channel scales (pattn-fold-channel-scales); =false "

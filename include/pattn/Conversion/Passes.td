@@ -78,7 +78,9 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     shared memory bytes) for `xqa` paged ops, a `#pattn.xqa_mla_plan` (16
     or 64 heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA
     ops, a `#pattn.portable_plan` (heads per block, keys per split) for
-    `portable` ones. Where `chips` mixes chips with and without wgmma and
+    `portable` ones; with `prompt-kernel=prefill`, a `#pattn.prefill_plan`
+    (64 rows a block, keys per tile, stages) for `xqa` prompts, with a
+    remark naming it. Where `chips` mixes chips with and without wgmma and
     the warpgroup MLA kernel (64 heads per block) serves the former, an MLA
     op's `plan` is the mma.sync kernel and its `chip_plans` give the wgmma
     chips the warpgroup kernel; a remark on each MLA op names the kernels
@@ -116,7 +118,7 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "The tensor-core kernel of a prompt (max_query_len > 8): xqa "
            "(the decode kernel in query tiles of floor(32 / g) tokens) or "
            "prefill (the prefill family, 64 rows a block, K/V decoded once "
-           "per tile; a remark says where it cannot serve)">
+           "per tile; a remark names its plan)">
   ];
 }
 

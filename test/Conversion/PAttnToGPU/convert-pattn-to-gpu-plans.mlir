@@ -74,3 +74,36 @@ func.func @operand(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memr
   pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<?x?xi32>) seq_lens(%lens : memref<?xi32>) outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = bf16, rows = 16, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 40000, resident_blocks = [2], targets = [sm_86]>}
   return
 }
+
+// -----
+
+// The prefill plan is held to the chip as XQA's: its shared memory, its
+// residency and its operand type.
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @prefill_shared(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %lens: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !c
+  // expected-error @below {{has a plan that needs 150000 bytes of shared memory per block, but sm_86 allows 101376}}
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<?x?xi32>) seq_lens(%lens : memref<?xi32>) query_start(%qs : memref<?xi32>) outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64, max_query_len = 64 : i64, backend = #pattn.backend<xqa>, plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 150000, resident_blocks = [1], targets = [sm_86]>}
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @prefill_residency(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %lens: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !c
+  // expected-error @below {{has a plan of 2 resident blocks per SM, but sm_86 holds 1 of its blocks}}
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<?x?xi32>) seq_lens(%lens : memref<?xi32>) query_start(%qs : memref<?xi32>) outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64, max_query_len = 64 : i64, backend = #pattn.backend<xqa>, plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 80000, resident_blocks = [2], targets = [sm_86]>}
+  return
+}
+
+// -----
+
+!c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @prefill_operand(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %lens: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !c
+  // expected-error @below {{has a tensor-core plan over 'bf16' operands, but its query and caches need f16}}
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !c) value(%k : !c) block_table(%bt : memref<?x?xi32>) seq_lens(%lens : memref<?xi32>) query_start(%qs : memref<?xi32>) outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64, max_query_len = 64 : i64, backend = #pattn.backend<xqa>, plan = #pattn.prefill_plan<operand = bf16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 40000, resident_blocks = [1], targets = [sm_86]>}
+  return
+}
+

@@ -87,3 +87,19 @@ func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows =
 
 // expected-error @below {{keys_per_split 100 must be a positive multiple of keys_per_tile 64}}
 func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 100, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{threads 256 must be 128 (the prefill block's four warps)}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 256, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{operand 'f32' must be f16 or bf16}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f32, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{stages 9 not in [2, 8]}}
+func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 9, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+

@@ -180,16 +180,6 @@ static DecodeKernels buildXqaPaged(KernelModule &module, Operation *op,
                                *sources.value);
 }
 
-/// The XQA rows of the table, then the prefill kernel's own rules.
-static SmallVector<std::string> prefillPagedRejections(Operation *op,
-                                                       ArrayRef<Chip> targets) {
-  auto paged = cast<PagedAttentionOp>(op);
-  SmallVector<std::string> failures = eligibilityFailures(paged, targets);
-  for (std::string &failure : prefillRejections(paged, targets))
-    failures.push_back(std::move(failure));
-  return failures;
-}
-
 static Attribute planPrefillPaged(Operation *op, ArrayRef<Chip> targets,
                                   const DecodePlanOptions &options) {
   return planPrefill(cast<PagedAttentionOp>(op), targets,
@@ -270,7 +260,7 @@ static const DecodeFamily kFamilies[] = {
     {DecodeFamilyKind::XqaPaged, "xqa-paged", Backend::xqa, decodesPaged,
      xqaPagedRejections, planXqaPaged, ownsXqaPaged, buildXqaPaged},
     {DecodeFamilyKind::PrefillPaged, "prefill-paged", Backend::xqa,
-     decodesPaged, prefillPagedRejections, planPrefillPaged, ownsPrefillPaged,
+     decodesPaged, xqaPagedRejections, planPrefillPaged, ownsPrefillPaged,
      buildPrefillPaged},
     {DecodeFamilyKind::PortablePaged, "portable-paged", Backend::portable,
      decodesPaged, servesAll, planPortable, ownsPortable, buildPortablePaged},

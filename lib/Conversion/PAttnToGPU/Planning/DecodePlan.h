@@ -108,12 +108,8 @@ PrefillSharedLayout layoutPrefillShared(pattn::CacheType key,
                                         pattn::CacheType value,
                                         int64_t keysPerTile, int64_t stages);
 
-/// Why the prefill family cannot serve `op` on `chips`, beyond the XQA rows
-/// of the eligibility table (which it also needs); empty when it can.
-llvm::SmallVector<std::string> prefillRejections(pattn::PagedAttentionOp op,
-                                                 llvm::ArrayRef<Chip> chips);
-
-/// The prefill plan of a prompt `op` for every chip of `chips`.
+/// The prefill plan of a prompt `op` for every chip of `chips` (the
+/// family serves what the XQA rows of the eligibility table take).
 pattn::PrefillPlanAttr planPrefill(pattn::PagedAttentionOp op,
                                    llvm::ArrayRef<Chip> chips,
                                    int64_t maxKeysPerSplit);

@@ -102,9 +102,9 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   return text;
 }
 
-/// The prefill family's plan of a prompt where it was asked for and serves
-/// the op, with a remark on how its blocks cover the batch (or why XQA's
-/// query tiles serve it instead); null otherwise.
+/// The prefill family's plan of a prompt where it was asked for, with a
+/// remark on how its blocks cover the batch; null otherwise. (It serves
+/// every op the XQA family does, which the caller has checked.)
 static Attribute
 planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
                     const ::pattn::DecodePlanOptions &options) {
@@ -113,12 +113,6 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
     return {};
   const ::pattn::DecodeFamily &prefill =
       ::pattn::decodeFamily(::pattn::DecodeFamilyKind::PrefillPaged);
-  SmallVector<std::string> rejections = prefill.rejections(op, targets);
-  if (!rejections.empty()) {
-    op.emitRemark() << "prefill kernel not used (XQA query tiles instead): "
-                    << llvm::join(rejections, "; ");
-    return {};
-  }
   auto plan =
       cast<::pattn::PrefillPlanAttr>(prefill.plan(op, targets, options));
   // One kernel serves the whole ragged batch: a sequence's n query tokens

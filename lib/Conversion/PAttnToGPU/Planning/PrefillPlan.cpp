@@ -20,7 +20,6 @@
 
 #include "pattn/Numerics/Numerics.h"
 
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
@@ -65,29 +64,16 @@ static int64_t prefillTile(CacheType key, CacheType value, int64_t limit) {
   return 0;
 }
 
-SmallVector<std::string> pattn::prefillRejections(PagedAttentionOp op,
-                                                  ArrayRef<Chip> chips) {
-  SmallVector<std::string> failures;
-  if (static_cast<int64_t>(op.getMaxQueryLen()) <= kMaxSpeculativeTokens)
-    failures.push_back(llvm::formatv(
-        "max_query_len {0} is a decode's: the prefill kernel serves prompts "
-        "(more than {1} query tokens per sequence)",
-        op.getMaxQueryLen(), kMaxSpeculativeTokens));
-  CacheType key = op.getKey().getType(), value = op.getValue().getType();
-  if (!prefillTile(key, value, sharedLimitOf(chips)))
-    failures.push_back(llvm::formatv(
-        "a prefill tile of 16 keys needs {0} bytes of shared memory > {1}",
-        layoutPrefillShared(key, value, 16, 2).total, sharedLimitOf(chips)));
-  return failures;
-}
-
 PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
                                    int64_t maxKeysPerSplit) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
   int64_t limit = sharedLimitOf(chips);
   int64_t tile = prefillTile(key, value, limit);
-  assert(tile && "prefillRejections found nothing");
+  // Every shape the XQA rows of the eligibility table take fits: at
+  // head_dim 256 (the largest), 16-key tiles of two stages need 68 KB, and
+  // every chip has at least 99 KB per block.
+  assert(tile && "an XQA-eligible prompt fits 16-key prefill tiles");
   // At most 2 blocks per SM: a warp holds 64 accumulators, 32 query
   // registers and a step's scores and operands (246 registers for i4 K
   // and nvfp4 V on sm_90a), which 128 registers (4 blocks) would spill.
