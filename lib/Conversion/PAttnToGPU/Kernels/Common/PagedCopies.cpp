@@ -13,7 +13,9 @@
 #include "Kernels/Common/PagedCopies.h"
 
 #include "Kernels/Codecs/Codecs.h"
+#include "Kernels/TensorCore/TensorCore.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
 using namespace mlir;
@@ -305,4 +307,36 @@ void PagedTileCopies::issueTile(Value tileIndex, Value slot, ValueRange pages) {
       Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
       kb.ifThen(inTile, [&] { copyChunk(g, pass); });
     }
+}
+
+SmallVector<Value> PagedTileCopies::startRing(CpAsyncRing &ring,
+                                              int64_t stages) {
+  for (int64_t s = 0; s + 1 < stages; ++s) {
+    Value stage = kb.i32(int32_t(s));
+    SmallVector<Value> pages = lookupPages(stage);
+    ring.issue(stage, [&] { issueTile(stage, index(s), pages); });
+  }
+  SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
+  return aheadPages;
+}
+
+SmallVector<Value> PagedTileCopies::copyAhead(CpAsyncRing &ring, Value tile,
+                                              Value i32Stages, int64_t stages,
+                                              ValueRange pages) {
+  Value ahead = kb.add(tile, kb.i32(int32_t(stages - 1)));
+  ring.issue(ahead, [&] {
+    Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
+    issueTile(ahead, aheadSlot, pages);
+  });
+  // The next tile's lookups land while this one is computed.
+  return lookupPages(kb.add(ahead, kb.i32(1)));
+}
+
+Value PagedTileCopies::stepAllLive(Value slot, Value n0, Value lane) {
+  Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
+  Value laneLiveAt = kb.add(kb.mul(slot, index(layout.tileKeys)), laneKey);
+  Value laneFlag = kb.load(liveKeys, {laneLiveAt});
+  Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
+  return NVVM::VoteSyncOp::create(kb.b, kb.loc, kb.b.getI1Type(), kb.i32(-1),
+                                  laneLive, NVVM::VoteSyncKind::all);
 }

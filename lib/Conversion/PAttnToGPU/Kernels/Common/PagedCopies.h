@@ -28,6 +28,8 @@
 
 namespace pattn {
 
+class CpAsyncRing;
+
 /// One side (K or V) of a paged cache as a tile copier reads it.
 struct PagedSide {
   CacheType type;
@@ -98,6 +100,20 @@ public:
   /// block-table entries `pages` that lookupPages returned for it.
   void issueTile(mlir::Value tileIndex, mlir::Value slot,
                  mlir::ValueRange pages);
+  /// The ring's prologue: tiles 0 ... stages - 2 in flight; returns the
+  /// block-table entries of tile stages - 1 (the loop looks one tile
+  /// further ahead than it copies, so no copy waits for its lookups).
+  llvm::SmallVector<mlir::Value> startRing(CpAsyncRing &ring, int64_t stages);
+  /// In the loop, at tile `tile` (i32): copies tile + stages - 1 into its
+  /// slot (`i32Stages`: the stages as an i32 value), given the entries
+  /// `pages` looked up for it; returns those of the tile after it.
+  llvm::SmallVector<mlir::Value> copyAhead(CpAsyncRing &ring, mlir::Value tile,
+                                           mlir::Value i32Stages,
+                                           int64_t stages,
+                                           mlir::ValueRange pages);
+  /// Whether keys n0 ... n0 + 15 (index) of ring slot `slot` are all live:
+  /// one flag per lane (`lane` of the warp) and a warp vote.
+  mlir::Value stepAllLive(mlir::Value slot, mlir::Value n0, mlir::Value lane);
 
 private:
   /// The sides whose rows have the same 16-byte segments, so that a thread

@@ -181,20 +181,13 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
 SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
                                          Value tileStart, Value stageBase,
                                          Value n0) {
-  Location loc = kb.loc;
   // Logits: scales, softcap, masks. Element e of n-tile nt holds
   // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1). Steps whose
   // 16 keys are all live, and visible to every real row (causal
   // for the first token, in the window of the last), skip the
   // masks: a warp-uniform branch, the common case.
   Value stepStart = kb.add(tileStart, kb.toI32(n0));
-  Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
-  Value laneLiveAt = kb.add(kb.mul(slot, index(tileKeys)), laneKey);
-  Value laneFlag = kb.load(liveKeys, {laneLiveAt});
-  Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
-  Value allLive =
-      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), kb.i32(-1),
-                               laneLive, NVVM::VoteSyncKind::all);
+  Value allLive = copies->stepAllLive(slot, n0, lane);
   Value stepLast = kb.add(stepStart, kb.i32(15));
   Value unmasked = kb.land(
       allLive, kb.cmpi(arith::CmpIPredicate::sle, stepLast, firstQueryPos));
@@ -519,18 +512,8 @@ Value XqaBuilder::setUpBlock() {
 }
 
 SmallVector<Value> XqaBuilder::startRing() {
-  // Prologue: stages - 1 tiles in flight, and the block-table entries of
-  // the next one loaded (the loop always looks one tile further ahead
-  // than it copies, so no copy waits for its page lookups).
   CpAsyncRing ring(kb, tileCount);
-  for (int64_t s = 0; s + 1 < stages; ++s) {
-    Value stage = kb.i32(int32_t(s));
-    SmallVector<Value> pages = copies->lookupPages(stage);
-    ring.issue(stage, [&] { copies->issueTile(stage, index(s), pages); });
-  }
-  SmallVector<Value> aheadPages =
-      copies->lookupPages(kb.i32(int32_t(stages - 1)));
-  return aheadPages;
+  return copies->startRing(ring, stages);
 }
 
 void XqaBuilder::prepareSoftmax() {
@@ -570,15 +553,9 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
         // groups are pending.
         ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
-        Value ahead = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
-        ValueRange pages = carried.drop_front(softmaxState);
-        ring.issue(ahead, [&] {
-          Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
-          copies->issueTile(ahead, aheadSlot, pages);
-        });
-        // The next tile's lookups land while this one is computed.
         SmallVector<Value> nextPages =
-            copies->lookupPages(kb.add(ahead, kb.i32(1)));
+            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
+                              carried.drop_front(softmaxState));
         Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
         Value keyRows = ringRows(key, slot);
         Value valueRows = ringRows(value, slot);

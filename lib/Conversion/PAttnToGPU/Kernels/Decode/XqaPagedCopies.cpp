@@ -94,16 +94,7 @@ SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
   Value row = kb.add(kb.rems(lane, index(16)), index(mt * 16));
   Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
   Value column = kb.add(columnHalf, index(step * 16));
-  Value fragment = nvgpu::LdMatrixOp::create(
-      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()), queryTile,
-      ValueRange{row, column}, builder.getBoolAttr(false),
-      builder.getI32IntegerAttr(4));
-  SmallVector<Value> registers;
-  for (int64_t r = 0; r < 4; ++r) {
-    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
-    registers.push_back(tc.bitsOperand(halves));
-  }
-  return registers;
+  return tc.loadOperandA(queryTile, row, column);
 }
 
 ArrayRef<Value> XqaBuilder::queryFragment(int64_t step, int64_t mt) {

@@ -135,16 +135,7 @@ SmallVector<Value> PrefillBuilder::queryFragment(int64_t step) {
   Value row = kb.add(warpRow, kb.rems(lane, index(16)));
   Value columnHalf = kb.mul(kb.divs(lane, index(16)), index(8));
   Value column = kb.add(columnHalf, index(step * 16));
-  Value fragment = nvgpu::LdMatrixOp::create(
-      builder, kb.loc, VectorType::get({4, 2}, builder.getF16Type()), queryTile,
-      ValueRange{row, column}, builder.getBoolAttr(false),
-      builder.getI32IntegerAttr(4));
-  SmallVector<Value> registers;
-  for (int64_t r = 0; r < 4; ++r) {
-    Value halves = vector::ExtractOp::create(builder, kb.loc, fragment, r);
-    registers.push_back(tc.bitsOperand(halves));
-  }
-  return registers;
+  return tc.loadOperandA(queryTile, row, column);
 }
 
 SmallVector<Value> PrefillBuilder::runTiles() {
@@ -158,12 +149,7 @@ SmallVector<Value> PrefillBuilder::runTiles() {
 
   // Prologue: stages - 1 tiles in flight, the next one's pages loaded.
   CpAsyncRing ring(kb, keys.tileCount);
-  for (int64_t s = 0; s + 1 < stages; ++s) {
-    Value stage = kb.i32(int32_t(s));
-    SmallVector<Value> pages = copies->lookupPages(stage);
-    ring.issue(stage, [&] { copies->issueTile(stage, index(s), pages); });
-  }
-  SmallVector<Value> ahead = copies->lookupPages(kb.i32(int32_t(stages - 1)));
+  SmallVector<Value> ahead = copies->startRing(ring, stages);
   init.append(ahead.begin(), ahead.end());
   Value i32Stages = kb.i32(int32_t(stages));
   Type f16 = builder.getF16Type();
@@ -175,14 +161,9 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         // previous one (its ring slot and the decoded tiles).
         ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
-        Value aheadTile = kb.add(i32Iteration, kb.i32(int32_t(stages - 1)));
-        ValueRange pages = carried.drop_front(softmaxState);
-        ring.issue(aheadTile, [&] {
-          Value aheadSlot = kb.toIndex(kb.rems(aheadTile, i32Stages));
-          copies->issueTile(aheadTile, aheadSlot, pages);
-        });
         SmallVector<Value> nextPages =
-            copies->lookupPages(kb.add(aheadTile, kb.i32(1)));
+            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
+                              carried.drop_front(softmaxState));
         TileViews tile;
         tile.slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
         tile.stageBase =

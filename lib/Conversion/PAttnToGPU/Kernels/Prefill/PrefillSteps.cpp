@@ -166,15 +166,8 @@ SmallVector<Value> PrefillBuilder::logitStep(ArrayRef<Value> scores,
   // of the warp. A step whose keys are all live, before the warp's first
   // token and (with a window) after the block's last token's window start
   // needs no mask: a warp-uniform branch, the common case.
-  Location loc = kb.loc;
   Value stepStart = kb.add(tile.tileStart, kb.toI32(n0));
-  Value laneKey = kb.add(n0, kb.rems(lane, index(16)));
-  Value laneLiveAt = kb.add(kb.mul(tile.slot, index(tileKeys)), laneKey);
-  Value laneFlag = kb.load(liveKeys, {laneLiveAt});
-  Value laneLive = kb.cmpi(arith::CmpIPredicate::ne, laneFlag, kb.i32(0));
-  Value allLive =
-      NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), kb.i32(-1),
-                               laneLive, NVVM::VoteSyncKind::all);
+  Value allLive = copies->stepAllLive(tile.slot, n0, lane);
   Value stepLast = kb.add(stepStart, kb.i32(15));
   Value unmasked = kb.land(
       allLive, kb.cmpi(arith::CmpIPredicate::sle, stepLast, warpFirstQueryPos));

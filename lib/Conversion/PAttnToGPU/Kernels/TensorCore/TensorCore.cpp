@@ -103,6 +103,20 @@ SmallVector<Value> MmaBuilder::loadSegments(Value rowsView, Value lane,
   return ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
 }
 
+SmallVector<Value> MmaBuilder::loadOperandA(Value view, Value row,
+                                            Value column) {
+  Value fragment = nvgpu::LdMatrixOp::create(
+      kb.b, kb.loc, VectorType::get({4, 2}, kb.b.getF16Type()), view,
+      ValueRange{row, column}, kb.b.getBoolAttr(false),
+      kb.b.getI32IntegerAttr(4));
+  SmallVector<Value> registers;
+  for (int64_t r = 0; r < 4; ++r) {
+    Value halves = vector::ExtractOp::create(kb.b, kb.loc, fragment, r);
+    registers.push_back(bitsOperand(halves));
+  }
+  return registers;
+}
+
 Value MmaBuilder::shuffleXor(Value v, int32_t mask) {
   Value offset = kb.i32(mask);
   Value width = kb.i32(kWarpThreads);

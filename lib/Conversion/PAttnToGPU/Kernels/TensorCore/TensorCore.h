@@ -46,6 +46,12 @@ public:
   llvm::SmallVector<mlir::Value> ldmatrix(mlir::Value view, mlir::Value row,
                                           mlir::Value column, int64_t tiles,
                                           bool transpose);
+  /// The four A registers of an m16 x k16 tile of `view` (a 2-D f16
+  /// workgroup memref holding operand bits) by ldmatrix.x4, this lane
+  /// addressing (row, column): rows (lane % 16), columns 8 (lane / 16) of
+  /// the tile.
+  llvm::SmallVector<mlir::Value> loadOperandA(mlir::Value view, mlir::Value row,
+                                              mlir::Value column);
   /// ldmatrix (x4, or x2 when `pair` is false) of 16 rows of `rowsView`
   /// from `key0` times 8-element segment `segment` (and `segment` + 1):
   /// fragment 2 * σ + h is segment `segment` + σ of rows key0 + 8h ..., as
