@@ -49,3 +49,9 @@ python3 -c "import onnxruntime" 2>/dev/null || pip_install onnxruntime
 python3 -c "import torch" 2>/dev/null ||
   pip_install --retries 0 --timeout 30 --index-url https://download.pytorch.org/whl/cpu torch 2>/dev/null ||
   pip_install torch
+# pattn.integrations.transformers and its tests (python/tests/
+# test_transformers_integration.py) run small models built from configs;
+# 5.17.0 is what the GPU machine has (see docs/Serving.md), so the CPU tests
+# check the same API the GPU tests use.
+python3 -c "import transformers" 2>/dev/null ||
+  pip_install "transformers==5.17.0"

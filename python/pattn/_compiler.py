@@ -363,12 +363,11 @@ def _source_text(source: PathLike) -> str:
             from None
 
 
-def _cached_artifact(source: PathLike, variant: str,
-                     identity: _Identity) -> Optional[str]:
+def _cached_artifact(source: PathLike, variant: str, identity: _Identity,
+                     directory: Optional[str]) -> Optional[str]:
     """The cache entry for ``source`` compiled as ``variant`` (the chips and
-    options) by the compiler ``identity``, or None without an artifact
-    cache."""
-    directory = os.environ.get("PATTN_ARTIFACT_DIR")
+    options) by the compiler ``identity`` in the cache ``directory``, or
+    None without an artifact cache."""
     if not directory:
         return None
     text = _source_text(source)
@@ -571,7 +570,7 @@ def _compile_into_cache(entry: str, executable: str, identity: _Identity,
         os.makedirs(directory, exist_ok=True)
     except OSError as error:
         raise CompileError(f"cannot create the artifact cache {directory} "
-                           f"($PATTN_ARTIFACT_DIR): {error}") from None
+                           f"(cache_dir or $PATTN_ARTIFACT_DIR): {error}") from None
     with _entry_lock(entry):
         problem = _entry_problem(entry)  # another writer may have been first
         if problem is None:
@@ -597,7 +596,7 @@ def _compile_into_cache(entry: str, executable: str, identity: _Identity,
                 # another compiler (or for other input or options).
                 if problem == "missing":
                     what = (f"the artifact cache {directory} "
-                            f"($PATTN_ARTIFACT_DIR) has no entry "
+                            f"(cache_dir or $PATTN_ARTIFACT_DIR) has no entry "
                             f"{os.path.basename(entry)} for this source, "
                             f"these options and this compiler ({executable}, "
                             f"sha256 {identity.compiler_facts.sha256[:16]}..."
@@ -629,7 +628,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             compiler: Optional[PathLike] = None,
             hardware_conversions: bool = True,
             backend: str = "auto", fold: bool = True,
-            prompt_kernel: str = "xqa") -> str:
+            prompt_kernel: str = "xqa",
+            cache_dir: Optional[PathLike] = None) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -711,7 +711,11 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     if prompt_kernel != "xqa":
         key_options.append(f"--prompt-kernel={prompt_kernel}")
     variant = " ".join([chip_list] + key_options)
-    if output is None and os.environ.get("PATTN_ARTIFACT_DIR"):
+    if cache_dir is not None:
+        cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")
+    else:
+        cache_dir = os.environ.get("PATTN_ARTIFACT_DIR") or None
+    if output is None and cache_dir:
         try:
             executable = find_compiler(compiler)
         except CompileError as error:
@@ -724,7 +728,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
                 "(scripts/gpu-prepare.sh puts one in "
                 ".gpu-artifacts/compiler/bin/pattn-compile)") from None
         identity = _compiler_identity(executable)
-        cached = _cached_artifact(source, variant, identity)
+        cached = _cached_artifact(source, variant, identity, cache_dir)
         assert cached is not None
         return _compile_into_cache(cached, executable, identity, source,
                                    chip_list, flags, variant)

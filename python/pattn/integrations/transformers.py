@@ -1,0 +1,277 @@
+"""pattn in Hugging Face transformers: generate() on quantized paged caches.
+
+::
+
+    from pattn.integrations.transformers import PattnCache, register
+    register()                                     # attn_implementation "pattn"
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16,
+                                                 attn_implementation="pattn")
+    cache = PattnCache(model.config, max_batch_size=4, max_cache_len=8192,
+                       cache_format="i4")
+    out = model.generate(**inputs, past_key_values=cache, max_new_tokens=64)
+
+:class:`PattnCache` is a ``transformers.Cache`` whose layers keep K and V
+in pattn pages of a :class:`pattn.serving.CacheFormat` (f16, bf16, i8,
+f8e4m3, i4 with per-channel K scales, nvfp4), and :func:`register` adds
+``"pattn"`` to transformers' ``AttentionInterface`` (and its mask to
+``AttentionMaskInterface``). The model applies its own RoPE and norms as
+always; ``Cache.update`` hands the new K/V rows to the attention function,
+which appends them to the pages and attends in one pattn call per layer:
+``decode`` for one token per sequence, ``extend`` for prompts, prompt
+chunks and speculative tokens.
+
+Sequences are ragged inside the cache: a left-padded batch's pad tokens are
+never written (the attention mask says which tokens are real), so each
+sequence's pages hold only its own tokens, and RoPE positions (transformers
+counts them from the mask) match the cache positions. Each sequence owns
+``ceil(max_cache_len / block_size)`` pages.
+
+Calibrated sides (int4's per-channel K table; any ``tensor``/``channel``
+side of a custom format): the first prompt a layer sees sets its table,
+``s[h, c] = headroom * max(amax[h, c], amax_max * 2**-16) / max_code``
+over the prompt's real tokens of every sequence, kept for the cache's life
+(later tokens that exceed it saturate); ``scales=`` gives tables instead.
+The floor keeps a silent channel's scale within 16 binades of the loudest,
+inside the fold's budget (SPEC §6), so the XQA kernel stays eligible.
+
+Kernels are compiled per layer shape once (pattn's artifact cache, a
+progress line while it runs). On CPU tensors, or with
+``kernels="reference"``, the same calls run on pattn's float64 reference
+(:class:`pattn.serving.ReferenceKernels`).
+
+Importing this module never imports transformers or torch; the classes
+that derive from transformers' are made on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, Optional, Union
+
+from .._errors import ArgumentError
+from ..serving import CacheFormat
+from ._state import CacheState
+
+__all__ = ["ATTENTION_NAME", "PattnCache", "pattn_attention_forward",
+           "pattn_attention_mask", "register"]
+
+#: The attn_implementation name pattn registers.
+ATTENTION_NAME = "pattn"
+
+_HANDOFF = threading.local()
+_CLASSES: Dict[str, Any] = {}
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as error:
+        raise ImportError(
+            "pattn.integrations.transformers needs transformers >= 5.0 "
+            f"(pip install transformers): {error}") from None
+    return transformers
+
+
+def register() -> None:
+    """Registers ``"pattn"`` with transformers' ``AttentionInterface`` and
+    ``AttentionMaskInterface`` (idempotent), so that
+    ``attn_implementation="pattn"`` and ``model.set_attn_implementation(
+    "pattn")`` work; also ``"paged|pattn"`` for continuous batching
+    (:mod:`pattn.integrations.transformers_batching`)."""
+    _transformers()
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+    from . import transformers_batching
+    AttentionInterface.register(ATTENTION_NAME, pattn_attention_forward)
+    AttentionMaskInterface.register(ATTENTION_NAME, pattn_attention_mask)
+    transformers_batching.register()
+
+
+def pattn_attention_mask(batch_size: int, q_length: int, kv_length: int,
+                         q_offset: int = 0, kv_offset: int = 0,
+                         mask_function: Any = None,
+                         attention_mask: Any = None, **kwargs: Any) -> Any:
+    """The mask pattn's attention takes: which of this step's query tokens
+    are real, as a bool [batch, q_length] (the last ``q_length`` columns
+    of the 2-D padding mask), or None when all are. Causality, windows and
+    the cache's history are the kernel's own business."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2:
+        raise ArgumentError(
+            "attn_implementation 'pattn' takes the 2-D padding mask "
+            f"[batch, tokens]; got a {attention_mask.dim()}-D mask")
+    real = attention_mask[:, -q_length:].bool()
+    return None if bool(real.all()) else real
+
+
+def _pending(key: Any) -> Any:
+    pending = getattr(_HANDOFF, "pending", None)
+    _HANDOFF.pending = None
+    if pending is None or pending[2] is not key:
+        raise ArgumentError(
+            "attn_implementation 'pattn' attends over a pattn cache: call the "
+            "model with past_key_values=pattn.integrations.transformers."
+            "PattnCache(...) (and use_cache=True); this call's keys did not "
+            "come from one")
+    return pending
+
+
+def pattn_attention_forward(module: Any, query: Any, key: Any, value: Any,
+                            attention_mask: Any, scaling: Optional[float] =
+                            None, dropout: float = 0.0,
+                            softcap: Optional[float] = None,
+                            sliding_window: Optional[int] = None,
+                            s_aux: Any = None, **kwargs: Any) -> Any:
+    """transformers' attention function for ``"pattn"``: query
+    [batch, heads, tokens, D], key/value the rows
+    :meth:`PattnCache.update` just took; returns ([batch, tokens, heads,
+    D], None)."""
+    if dropout:
+        raise ArgumentError("attn_implementation 'pattn' is for inference: "
+                            "attention dropout must be 0 (model.eval())")
+    cache, layer_idx, _, _ = _pending(key)
+    sinks = s_aux if s_aux is not None else getattr(module, "sinks", None)
+    out = cache._state.attend(
+        layer_idx, query, key, value, attention_mask, scaling=scaling,
+        softcap=softcap, window=sliding_window, sinks=sinks)
+    return out, None
+
+
+def _cache_classes() -> Any:
+    """PattnCache and PattnLayer, derived from transformers' Cache and
+    CacheLayerMixin on first use."""
+    if "cache" in _CLASSES:
+        return _CLASSES["cache"], _CLASSES["layer"]
+    _transformers()
+    from transformers.cache_utils import Cache, CacheLayerMixin
+
+    class PattnLayer(CacheLayerMixin):
+        """One layer of a :class:`PattnCache`: its place in the shared
+        state. The pages live in the state (``state.layers[i]``)."""
+
+        is_compileable = False
+        is_croppable = True
+
+        def __init__(self, state: CacheState, index: int):
+            super().__init__()
+            self.state = state
+            self.index = index
+
+        def lazy_initialization(self, key_states: Any,
+                                value_states: Any) -> None:
+            self.state.layer(self.index, key_states)
+            self.is_initialized = True
+
+        def update(self, key_states: Any, value_states: Any, *args: Any,
+                   **kwargs: Any) -> Any:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            self.state.note_update(self.index, key_states.shape[-2])
+            return key_states, value_states
+
+        def get_mask_sizes(self, query_length: int) -> Any:
+            return self.state.columns(self.index) + query_length, 0
+
+        def get_seq_length(self) -> int:
+            return self.state.columns(self.index)
+
+        def get_max_length(self) -> int:
+            return self.state.max_cache_len
+
+        def reset(self) -> None:
+            self.state.reset()
+
+        def crop(self, max_length: int) -> None:
+            self.state.crop(self.index, max_length)
+
+        def reorder_cache(self, beam_idx: Any) -> None:
+            self.state.reorder(self.index, beam_idx)
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            self.state.repeat_interleave(self.index, repeats)
+
+        def batch_select_indices(self, indices: Any) -> None:
+            self.state.select(self.index, indices)
+
+        def offload(self) -> None:
+            raise NotImplementedError("a PattnCache stays on its GPU")
+
+        def prefetch(self) -> None:
+            pass
+
+    class PattnCache(Cache):
+        __doc__ = _PATTN_CACHE_DOC
+
+        def __init__(self, config: Any, max_batch_size: int,
+                     max_cache_len: int,
+                     cache_format: Union[str, CacheFormat, None] = None, *,
+                     block_size: int = 16, kernels: str = "auto",
+                     scales: Optional[Dict[int, Dict[str, Any]]] = None,
+                     headroom: float = 1.0, cache_dir: Optional[str] = None,
+                     progress: Any = None):
+            config = getattr(config, "config", config)  # a model is fine
+            text = config.get_text_config() if hasattr(
+                config, "get_text_config") else config
+            layers = int(text.num_hidden_layers)
+            state = CacheState(
+                layers=layers, max_batch_size=max_batch_size,
+                max_cache_len=max_cache_len, cache_format=cache_format,
+                block_size=block_size, kernels=kernels, scales=scales,
+                headroom=headroom, cache_dir=cache_dir, progress=progress)
+            self._state = state
+            super().__init__(layers=[PattnLayer(state, i)
+                                     for i in range(layers)])
+
+        @property
+        def cache_format(self) -> CacheFormat:
+            return self._state.format
+
+        @property
+        def seq_lens(self) -> Any:
+            """Each sequence's tokens in the cache (host list)."""
+            return list(self._state.lengths)
+
+        def update(self, key_states: Any, value_states: Any, layer_idx: int,
+                   *args: Any, **kwargs: Any) -> Any:
+            keys, values = super().update(key_states, value_states,
+                                          layer_idx, *args, **kwargs)
+            _HANDOFF.pending = (self, layer_idx, keys, values)
+            return keys, values
+
+        def memory_bytes(self) -> int:
+            """Bytes of the pages and per-token scales allocated so far."""
+            return self._state.memory_bytes()
+
+        def tokens_per_gib(self) -> float:
+            """How many tokens (all layers) a GiB of this format holds."""
+            return self._state.tokens_per_gib()
+
+    _CLASSES["cache"], _CLASSES["layer"] = PattnCache, PattnLayer
+    return PattnCache, PattnLayer
+
+
+_PATTN_CACHE_DOC = """A transformers ``Cache`` over pattn pages.
+
+``PattnCache(config, max_batch_size, max_cache_len, cache_format="i4")``:
+``config`` is the model's config (or the model); each of up to
+``max_batch_size`` sequences holds up to ``max_cache_len`` tokens in
+``block_size``-token pages of ``cache_format`` (a preset name of
+:data:`pattn.serving.FORMATS` or a :class:`pattn.serving.CacheFormat`;
+None: the model's 16-bit type). Buffers are allocated on the first
+``update`` of each layer, on the device and in the type of its keys.
+``kernels``: ``"auto"`` (compiled pattn kernels on CUDA, the reference on
+CPU), ``"compiled"`` or ``"reference"``. ``scales``: ``{layer: {"k":
+table, "v": table}}`` for calibrated sides, else the first prompt
+calibrates them (module docstring); ``headroom`` multiplies calibrated
+scales. ``cache_dir`` and ``progress`` go to the kernel compiles.
+"""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PattnCache":
+        return _cache_classes()[0]
+    if name == "PattnLayer":
+        return _cache_classes()[1]
+    raise AttributeError(name)
+
