@@ -41,8 +41,8 @@ def calibrated_scale(values: Any, encoding: str, scale: str,
     if scale == "tensor":
         amax = amax.amax().reshape(1)
     top = amax.max()
-    table = torch.maximum(amax, top * 2.0 ** -16) * (
-        float(headroom) / MAX_CODE[encoding])
+    table = torch.maximum(amax, top * 2.0 ** -16) * float(headroom) \
+        / MAX_CODE[encoding]
     return torch.where(top > 0, table, torch.ones_like(table)).contiguous()
 
 
