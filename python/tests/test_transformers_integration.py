@@ -367,3 +367,96 @@ def test_memory_of_a_cache():
     assert sizes["f16"] == 2 * pages * 2 * 2 * 16 * 2   # layers, K+V, h, D
     assert math.isclose(sizes["i4"], 2 * pages * serving.FORMATS[
         "i4"].bytes_per_token(2, 16))
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3", "gemma2"])
+def test_layer_specs_are_the_ones_attention_asks_for(kind):
+    """precompile() compiles what a run will look up: the specs read from
+    a config (a meta-device model) equal the ones the attention calls
+    build."""
+    model = model_of(kind)
+    ids, mask = prompts()
+    cache = ptx.PattnCache(model.config, 3, 64, cache_format="i4")
+    model.set_attn_implementation("pattn")
+    model(ids, attention_mask=mask, past_key_values=cache)
+    used = []
+    for layer in cache._state._layers:
+        for spec in layer.specs.values():
+            if spec not in used:
+                used.append(spec)
+    assert ptx.layer_specs(config(kind), "i4") == used
+    assert len(used) == (2 if kind == "gemma2" else 1)
+
+
+def _batching_run(model, prompts_, implementation, block_sharing=True):
+    from transformers.generation import ContinuousBatchingConfig
+    model.set_attn_implementation(implementation)
+    model.generation_config = transformers.GenerationConfig(
+        do_sample=False, max_new_tokens=6, eos_token_id=-1, pad_token_id=0)
+    # Small blocks and batches: requests are scheduled in several chunks.
+    config = ContinuousBatchingConfig(block_size=16, num_blocks=64,
+                                      max_batch_tokens=24,
+                                      allow_block_sharing=block_sharing)
+    out = model.generate_batch(prompts_, continuous_batching_config=config,
+                               max_new_tokens=6)
+    return {key: list(value.generated_tokens) for key, value in out.items()}
+
+
+@pytest.fixture
+def cpu_batching(monkeypatch):
+    """Continuous batching sizes its cache from the device's memory; on
+    the CPU, say 8 GiB are free. Leaves the format at its default after."""
+    from transformers.generation.continuous_batching import cache as cb
+    monkeypatch.setattr(cb, "get_device_and_memory_breakdown",
+                        lambda: (torch.device("cpu"), 8 << 30, 0, 0))
+    yield
+    from pattn.integrations import transformers_batching
+    transformers_batching.use(None)
+
+
+@pytest.mark.parametrize("fmt", ["f16", "i4", "nvfp4"])
+def test_generate_batch_on_pattn_pages(cpu_batching, fmt):
+    """generate_batch() unchanged, 'paged|pattn': transformers' scheduler
+    and allocator, chunked prefill over 16-token blocks, pattn pages; f16
+    gives paged|sdpa's tokens, quantized formats mostly the same."""
+    from pattn.integrations import transformers_batching
+    model = model_of("llama")
+    generator = torch.Generator().manual_seed(3)
+    lengths = (30, 3, 47, 12, 21)
+    requests = [torch.randint(1, 96, (n,), generator=generator).tolist()
+                for n in lengths]
+    expected = _batching_run(model, requests, "paged|sdpa")
+    transformers_batching.use(fmt)
+    got = _batching_run(model, requests, "paged|pattn")
+    assert sorted(got) == sorted(expected)
+    same = sum(a == b for key in got
+               for a, b in zip(got[key], expected[key]))
+    total = sum(len(v) for v in expected.values())
+    if fmt == "f16":
+        assert got == expected
+    else:
+        assert same >= 0.7 * total, (fmt, same, total)
+
+
+def test_block_table_from_the_engines_slots():
+    from pattn.integrations.transformers_batching import _block_table
+    # Two requests: 5 tokens in blocks 7, 2 (4-token blocks); 3 in block 9.
+    read = torch.tensor([28, 29, 30, 31, 8, 36, 37, 38])
+    cu_k = torch.tensor([0, 5, 8])
+    table = _block_table(read, torch.tensor([8, 38]), cu_k,
+                         torch.tensor([0, 1, 2]), 4, 3)
+    assert table.tolist() == [[7, 2, -1], [9, -1, -1]]
+    # No cached past: the write index lists every token.
+    table = _block_table(torch.tensor([], dtype=torch.long), read, cu_k,
+                         cu_k, 4, 2)
+    assert table.tolist() == [[7, 2], [9, -1]]
+
+
+def test_paged_pattn_outside_batching_is_an_error():
+    model = model_of("llama")
+    ids, mask = prompts()
+    from pattn.integrations import transformers_batching
+    transformers_batching.register()
+    model.set_attn_implementation("paged|pattn")
+    with pytest.raises(pattn.ArgumentError, match="generate_batch"):
+        model(ids, attention_mask=mask)

@@ -121,6 +121,7 @@ class CacheState:
         self.lengths: List[int] = []
         self._lengths_device: Any = None
         self._block_table: Any = None
+        self._slot_base: Any = None
         self._step: Optional[_Step] = None
 
     # -- layers ------------------------------------------------------------
@@ -185,6 +186,7 @@ class CacheState:
         self._block_table = torch.arange(
             self.max_batch_size * pages, dtype=torch.int32,
             device=device).view(self.max_batch_size, pages)
+        self._slot_base = self._block_table[:, 0] * self.block_size
 
     def _new_step(self, query: Any, real: Any) -> _Step:
         import torch
@@ -219,7 +221,7 @@ class CacheState:
             chunks.append(self._extend_chunk(batch, width, low, high,
                                              chunk_real, device))
         whole = real is None and len(chunks) == 1
-        self._lengths_device = chunks[-1].seq_lens
+        self._lengths_device.copy_(chunks[-1].seq_lens)
         return _Step(batch, width, chunks, whole)
 
     def _decode_step(self, batch: int) -> _Step:
@@ -231,13 +233,13 @@ class CacheState:
                 f"PattnCache: sequence {full[0]} is full ({capacity} tokens "
                 f"in {self.pages_per_sequence} pages; max_cache_len "
                 f"{self.max_cache_len})")
+        # In place on the device: a captured decode step (a CUDA graph of
+        # the model's forward) advances the lengths on every replay.
         lengths = self._lengths_device
-        base = torch.arange(batch, dtype=torch.int32,
-                            device=lengths.device) * capacity
-        slots = base + lengths
-        seq_lens = lengths + 1
+        lengths.add_(1)
+        slots = self._slot_base[:batch] + lengths - 1
+        seq_lens = lengths
         self.lengths = [n + 1 for n in self.lengths]
-        self._lengths_device = seq_lens
         chunk = _Chunk("decode", None, slots, seq_lens, None, batch)
         return _Step(batch, 1, [chunk], True)
 
@@ -404,9 +406,8 @@ class CacheState:
     def _sync_lengths(self) -> None:
         import torch
         if self._lengths_device is not None:
-            self._lengths_device = torch.tensor(
-                self.lengths, dtype=torch.int32,
-                device=self._lengths_device.device)
+            self._lengths_device.copy_(torch.tensor(self.lengths,
+                                                    dtype=torch.int32))
 
     def _rows(self, layer: _Layer, batch: int) -> List[Any]:
         """Views [batch, pages, ...] of the layer's per-block buffers."""

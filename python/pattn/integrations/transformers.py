@@ -52,8 +52,9 @@ from .._errors import ArgumentError
 from ..serving import CacheFormat
 from ._state import CacheState
 
-__all__ = ["ATTENTION_NAME", "PattnCache", "pattn_attention_forward",
-           "pattn_attention_mask", "register"]
+__all__ = ["ATTENTION_NAME", "PattnCache", "layer_specs",
+           "pattn_attention_forward", "pattn_attention_mask", "precompile",
+           "register"]
 
 #: The attn_implementation name pattn registers.
 ATTENTION_NAME = "pattn"
@@ -94,8 +95,13 @@ def pattn_attention_mask(batch_size: int, q_length: int, kv_length: int,
     """The mask pattn's attention takes: which of this step's query tokens
     are real, as a bool [batch, q_length] (the last ``q_length`` columns
     of the 2-D padding mask), or None when all are. Causality, windows and
-    the cache's history are the kernel's own business."""
+    the cache's history are the kernel's own business. While a CUDA graph
+    is being captured the check would need the host, so a captured step
+    takes every token as real (a decode step's are)."""
     if attention_mask is None:
+        return None
+    import torch
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         return None
     if attention_mask.dim() != 2:
         raise ArgumentError(
@@ -136,6 +142,68 @@ def pattn_attention_forward(module: Any, query: Any, key: Any, value: Any,
         layer_idx, query, key, value, attention_mask, scaling=scaling,
         softcap=softcap, window=sliding_window, sinks=sinks)
     return out, None
+
+
+def layer_specs(model: Any, cache_format: Union[str, CacheFormat, None],
+                dtype: str = "f16", block_size: int = 16) -> list:
+    """The :class:`pattn.serving.LayerSpec` of each distinct attention layer
+    of ``model`` (a model, or a config: then built on torch's meta device,
+    which allocates nothing), as its attention calls will ask for them:
+    heads from the config, ``scaling``, ``attn_logit_softcapping``,
+    ``sliding_window`` and ``sinks`` from the attention modules."""
+    import torch
+    from ..serving import LayerSpec, cache_format as as_format
+    if not hasattr(model, "modules"):
+        transformers = _transformers()
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(model)
+    config = model.config.get_text_config() if hasattr(
+        model.config, "get_text_config") else model.config
+    fmt = as_format(cache_format, dtype)
+    specs = []
+    for module in model.modules():
+        if not (hasattr(module, "layer_idx") and hasattr(module, "scaling")
+                and hasattr(module, "k_proj")):
+            continue
+        head_dim = int(getattr(module, "head_dim", None) or
+                       config.hidden_size // config.num_attention_heads)
+        softcap = getattr(module, "attn_logit_softcapping", None)
+        window = getattr(module, "sliding_window", None)
+        spec = LayerSpec(
+            int(config.num_attention_heads), int(config.num_key_value_heads),
+            head_dim, dtype, fmt, block_size,
+            softmax_scale=float(module.scaling), softcap=float(softcap or 0),
+            window=int(window) if window else -1,
+            sinks=getattr(module, "sinks", None) is not None)
+        if spec not in specs:
+            specs.append(spec)
+    return specs
+
+
+def precompile(model: Any, cache_formats: Any, chips: Any,
+               dtype: str = "f16", block_size: int = 16,
+               cache_dir: Optional[str] = None, progress: Any = None) -> list:
+    """Compiles the kernels of ``model`` (a model or a config) for each of
+    ``cache_formats`` and ``chips`` into the artifact cache (``cache_dir``,
+    default :func:`pattn.serving.default_cache_dir`), so that a GPU machine
+    without pattn's compiler finds them there. Returns the artifacts'
+    paths."""
+    import pattn
+    from ..serving import build_module, default_cache_dir
+    formats = [cache_formats] if isinstance(cache_formats, (str,
+                                                            CacheFormat)) \
+        else list(cache_formats)
+    chip_list = [chips] if isinstance(chips, str) else list(chips)
+    directory = cache_dir or default_cache_dir()
+    paths = []
+    for fmt in formats:
+        for spec in layer_specs(model, fmt, dtype, block_size):
+            for chip in chip_list:
+                if progress is not None:
+                    progress(f"pattn: compiling {spec} for {chip}")
+                paths.append(pattn.compile(build_module(spec), chips=(chip,),
+                                           cache_dir=directory))
+    return paths
 
 
 def _cache_classes() -> Any:
