@@ -710,7 +710,8 @@ def test_artifact_cache_keeps_backends_and_folds_apart(fake_compiler,
     # under the chips alone (when pattn-compile forced the portable
     # backend) is not taken for an "auto" one.
     old_key = _compiler._cached_artifact(
-        MLIR, "sm_90a", _compiler._compiler_identity(str(compiler)))
+        MLIR, "sm_90a", _compiler._compiler_identity(str(compiler)),
+        os.environ["PATTN_ARTIFACT_DIR"])
     assert old_key not in paths
 
 
@@ -1082,3 +1083,21 @@ def test_artifact_cache_entries_follow_the_umask(fake_compiler, tmp_path,
     assert stat.S_IMODE(cache.stat().st_mode) == 0o777 & ~umask
     assert modes["libpattn_runtime.so"] == 0o777 & ~umask
     assert modes["libpattn_runtime.so.sha256"] == 0o666 & ~umask
+
+
+def test_compile_caches_in_cache_dir_without_the_environment(
+        fake_compiler, tmp_path, monkeypatch):
+    """cache_dir= is the artifact cache where $PATTN_ARTIFACT_DIR is unset
+    (and wins over it where set): a second compile is served from it."""
+    compiler, log = fake_compiler
+    monkeypatch.delenv("PATTN_ARTIFACT_DIR", raising=False)
+    first = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                          cache_dir=tmp_path / "mine")
+    assert pathlib.Path(first).parent == tmp_path / "mine"
+    log.unlink()
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "other"))
+    again = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                          cache_dir=str(tmp_path / "mine"))
+    assert again == first and not log.exists()
+    with pytest.raises(pattn.ArgumentTypeError, match="cache_dir"):
+        pattn.compile(MLIR, chips="sm_90a", compiler=compiler, cache_dir=3)

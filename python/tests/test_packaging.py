@@ -89,8 +89,10 @@ def test_the_wheel_holds_the_package_at_the_repository_version(source_copy,
         names = archive.namelist()
         metadata = archive.read(f"pattn-{VERSION}.dist-info/METADATA").decode()
     modules = sorted(n for n in names if not n.startswith("pattn-"))
+    package = REPO / "python" / "pattn"
     assert modules == sorted(
-        f"pattn/{p.name}" for p in (REPO / "python" / "pattn").glob("*.py"))
+        p.relative_to(package.parent).as_posix()
+        for p in package.glob("**/*.py"))
     assert f"Version: {VERSION}" in metadata
     assert "Provides-Extra: torch" in metadata
     # The importer's command.
