@@ -460,3 +460,31 @@ def test_paged_pattn_outside_batching_is_an_error():
     model.set_attn_implementation("paged|pattn")
     with pytest.raises(pattn.ArgumentError, match="generate_batch"):
         model(ids, attention_mask=mask)
+
+
+def test_a_pattn_cache_needs_the_pattn_attention():
+    """With another attention the model would attend over the new rows
+    alone: the next update says so instead."""
+    model = model_of("llama")
+    ids, mask = prompts()
+    model.set_attn_implementation("sdpa")
+    with pytest.raises(pattn.ArgumentError, match="attn_implementation="
+                       "'pattn'"):
+        model(ids, attention_mask=mask,
+              past_key_values=ptx.PattnCache(model.config, 3, 64))
+
+
+def test_replays_of_a_captured_step_are_counted_on_the_host():
+    """note_replays() advances what the host knows (lengths, positions)
+    as replays advanced the device; past the pages it is an error."""
+    model = model_of("llama")
+    ids, mask = prompts()
+    cache = ptx.PattnCache(model.config, 3, 32, "f16")
+    model.set_attn_implementation("pattn")
+    model(ids, attention_mask=mask, past_key_values=cache)
+    cache.note_replays(3)
+    assert cache.seq_lens == [24, 20, 16]
+    assert cache.get_seq_length() == 24
+    with pytest.raises(pattn.ArgumentError, match="max_cache_len"):
+        cache.note_replays(9)
+    assert cache.seq_lens == [24, 20, 16]

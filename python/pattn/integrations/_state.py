@@ -24,7 +24,7 @@ from ..serving import (MAX_CODE, MAX_QUERY_TOKENS, CacheFormat,
                        LayerBuffers, LayerSpec, kernels_for)
 from ..serving import cache_format as _cache_format
 
-__all__ = ["CacheState", "calibrated_scale"]
+__all__ = ["CacheState", "calibrated_scale", "checked_table"]
 
 _KERNEL_MODES = ("auto", "compiled", "reference")
 _DTYPES = {"torch.float16": "f16", "torch.bfloat16": "bf16"}
@@ -55,7 +55,6 @@ class _Chunk:
     slots: Any
     seq_lens: Any
     query_start: Any           # None for decode
-    tokens: int
 
 
 @dataclasses.dataclass
@@ -152,11 +151,27 @@ class CacheState:
         for side in self.format.calibrated:
             if side in given:
                 target = buffers.tensors[f"{side}_scale"]
-                target.copy_(_table(given[side], target, index, side))
+                target.copy_(checked_table(given[side], target, index, side))
         layer = _Layer(buffers, calibrated=all(
             side in given for side in self.format.calibrated))
         self._layers[index] = layer
         return layer
+
+    def note_replays(self, replays: int) -> None:
+        """Counts ``replays`` replays of a captured decode step: each
+        sequence and each layer's positions advanced by one per replay on
+        the device, which the host did not see."""
+        if replays < 0:
+            raise ArgumentError("PattnCache.note_replays: replays >= 0")
+        capacity = self.pages_per_sequence * self.block_size
+        lengths = [n + replays for n in self.lengths]
+        if any(n > capacity for n in lengths):
+            raise ArgumentError(
+                f"PattnCache: {replays} replays ran past max_cache_len "
+                f"{self.max_cache_len}; the pages held no more")
+        self.lengths = lengths
+        self._columns = [c + replays if c else c for c in self._columns]
+        self._step = None
 
     def note_update(self, index: int, tokens: int) -> None:
         self._columns[index] += int(tokens)
@@ -205,21 +220,23 @@ class CacheState:
                 f"{tuple(real.shape)}, expected [{batch}, {width}]")
         if real is None and width == 1:
             return self._decode_step(batch)
-        counts_all = ([width] * batch if real is None
-                      else real.sum(dim=1).tolist())
+        windows = [(low, min(width, low + MAX_QUERY_TOKENS))
+                   for low in range(0, width, MAX_QUERY_TOKENS)]
+        counts = [[high - low] * batch if real is None
+                  else real[:, low:high].sum(dim=1).tolist()
+                  for low, high in windows]
         capacity = self.pages_per_sequence * self.block_size
-        for b, count in enumerate(counts_all):
-            if self.lengths[b] + count > capacity:
+        for b in range(batch):
+            total = self.lengths[b] + sum(c[b] for c in counts)
+            if total > capacity:
                 raise ArgumentError(
-                    f"PattnCache: sequence {b} would hold "
-                    f"{self.lengths[b] + count} tokens; the cache holds "
-                    f"{self.max_cache_len} per sequence (max_cache_len)")
-        chunks = []
-        for low in range(0, width, MAX_QUERY_TOKENS):
-            high = min(width, low + MAX_QUERY_TOKENS)
-            chunk_real = None if real is None else real[:, low:high]
-            chunks.append(self._extend_chunk(batch, width, low, high,
-                                             chunk_real, device))
+                    f"PattnCache: sequence {b} would hold {total} tokens; "
+                    f"the cache holds {self.max_cache_len} per sequence "
+                    "(max_cache_len)")
+        chunks = [self._extend_chunk(batch, width, window, chunk_counts,
+                                     None if real is None else
+                                     real[:, window[0]:window[1]], device)
+                  for window, chunk_counts in zip(windows, counts)]
         whole = real is None and len(chunks) == 1
         self._lengths_device.copy_(chunks[-1].seq_lens)
         return _Step(batch, width, chunks, whole)
@@ -234,27 +251,28 @@ class CacheState:
                 f"in {self.pages_per_sequence} pages; max_cache_len "
                 f"{self.max_cache_len})")
         # In place on the device: a captured decode step (a CUDA graph of
-        # the model's forward) advances the lengths on every replay.
+        # the model's forward) advances the lengths on every replay. The
+        # host's copy (capacity checks, the next prompt's slots) advances
+        # once, at the capture: note_replays() brings it up to date.
         lengths = self._lengths_device
         lengths.add_(1)
         slots = self._slot_base[:batch] + lengths - 1
         seq_lens = lengths
         self.lengths = [n + 1 for n in self.lengths]
-        chunk = _Chunk("decode", None, slots, seq_lens, None, batch)
+        chunk = _Chunk("decode", None, slots, seq_lens, None)
         return _Step(batch, 1, [chunk], True)
 
-    def _extend_chunk(self, batch: int, width: int, low: int, high: int,
-                      real: Any, device: Any) -> _Chunk:
-        """The ``extend`` call for query columns [low, high) of a step."""
+    def _extend_chunk(self, batch: int, width: int, window: Any,
+                      counts: List[int], real: Any, device: Any) -> _Chunk:
+        """The ``extend`` call for query columns [low, high) of a step,
+        ``counts[b]`` real tokens of sequence b among them."""
         import torch
-        span = high - low
+        low, high = window
         if real is None:
-            counts = [span] * batch
             index = None if (low, high) == (0, width) else torch.cat([
                 torch.arange(b * width + low, b * width + high)
                 for b in range(batch)]).to(device)
         else:
-            counts = real.sum(dim=1).tolist()
             rows = torch.arange(batch, device=real.device)[:, None] * width \
                 + torch.arange(low, high, device=real.device)[None, :]
             index = rows[real].to(device)
@@ -273,7 +291,7 @@ class CacheState:
                 "query_start": torch.tensor(starts, dtype=torch.int32)}
         moved = {name: t.to(device) for name, t in host.items()}
         return _Chunk("extend", index, moved["slots"], moved["seq_lens"],
-                      moved["query_start"], starts[-1])
+                      moved["query_start"])
 
     def _step_for(self, index: int, query: Any, real: Any) -> _Step:
         step = self._step
@@ -453,16 +471,18 @@ class CacheState:
         self._move_rows(index, [int(i) for i in indices], len(indices))
 
 
-def _table(value: Any, target: Any, index: int, side: str) -> Any:
+def checked_table(value: Any, target: Any, index: int, side: str) -> Any:
+    """``value`` as layer ``index``'s ``side`` table, the shape and device
+    of ``target``; an error unless it is finite and non-negative."""
     import torch
     table = torch.as_tensor(value, dtype=torch.float32).to(target.device)
     if table.numel() != target.numel():
         raise ArgumentError(
-            f"PattnCache: scales[{index}][{side!r}] has {table.numel()} "
+            f"pattn: scales[{index}][{side!r}] has {table.numel()} "
             f"values; this layer's table is {list(target.shape)}")
     table = table.reshape(target.shape)
     if not bool(torch.isfinite(table).all()) or bool((table < 0).any()):
-        raise ArgumentError(f"PattnCache: scales[{index}][{side!r}] must be "
+        raise ArgumentError(f"pattn: scales[{index}][{side!r}] must be "
                             "finite and non-negative (SPEC §2)")
     return table
 

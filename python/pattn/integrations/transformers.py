@@ -302,18 +302,30 @@ def _cache_classes() -> Any:
 
         def update(self, key_states: Any, value_states: Any, layer_idx: int,
                    *args: Any, **kwargs: Any) -> Any:
+            unclaimed = getattr(_HANDOFF, "pending", None)
+            if unclaimed is not None and unclaimed[0] is self:
+                _HANDOFF.pending = None
+                raise ArgumentError(
+                    "PattnCache: layer "
+                    f"{unclaimed[1]}'s new keys were not taken by pattn's "
+                    "attention: a PattnCache hands the attention only the "
+                    "new rows, so the model must run with "
+                    "attn_implementation='pattn' (register() it, then "
+                    "model.set_attn_implementation('pattn'))")
             keys, values = super().update(key_states, value_states,
                                           layer_idx, *args, **kwargs)
             _HANDOFF.pending = (self, layer_idx, keys, values)
             return keys, values
 
+        def note_replays(self, replays: int = 1) -> None:
+            """After replaying a captured decode step ``replays`` times
+            (each replay advanced the pages and lengths on the device),
+            brings the host's lengths and positions up to date."""
+            self._state.note_replays(replays)
+
         def memory_bytes(self) -> int:
             """Bytes of the pages and per-token scales allocated so far."""
             return self._state.memory_bytes()
-
-        def tokens_per_gib(self) -> float:
-            """How many tokens (all layers) a GiB of this format holds."""
-            return self._state.tokens_per_gib()
 
     _CLASSES["cache"], _CLASSES["layer"] = PattnCache, PattnLayer
     return PattnCache, PattnLayer

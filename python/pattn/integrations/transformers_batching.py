@@ -39,7 +39,7 @@ from .._errors import ArgumentError
 from ..serving import CacheFormat, LayerSpec, kernels_for
 from ..serving import cache_format as _as_format
 from ..serving import row_bytes as _row_bytes
-from ._state import calibrated_scale
+from ._state import calibrated_scale, checked_table
 
 __all__ = ["NAME", "PattnPagedAttentionCache", "paged_attention", "register",
            "use"]
@@ -265,9 +265,10 @@ def _tables(cache: Any, layer: int, spec: LayerSpec, k: Any, v: Any) -> Any:
             if scale not in ("tensor", "channel"):
                 continue
             if side in given:
-                tables[f"{side}_scale"] = torch.as_tensor(
-                    given[side], dtype=torch.float32).to(k.device).reshape(
-                        spec.cache_type(side).scale_type().shape)
+                shape = tuple(spec.cache_type(side).scale_type().shape)
+                tables[f"{side}_scale"] = checked_table(
+                    given[side], torch.empty(shape, device=k.device), layer,
+                    side)
             elif torch.cuda.is_available() and \
                     torch.cuda.is_current_stream_capturing():
                 raise ArgumentError(

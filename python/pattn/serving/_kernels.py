@@ -84,9 +84,6 @@ class LayerSpec:
                         head_dim=self.head_dim, encoding=encoding,
                         scale=scale, layout=self.layout)
 
-    def bytes_per_token(self) -> int:
-        return self.format.bytes_per_token(self.kv_heads, self.head_dim)
-
 
 def _cache_arguments(function: ir.Function, spec: LayerSpec, side: str,
                      alias: ir.Alias) -> ir.Value:
