@@ -33,39 +33,38 @@ fi
 echo "GCC 12 build: $(grep -E 'tests passed' "$work/ctest.log")"
 failures=0
 checked=0
+# Compiles INPUT with both builds and FLAGS; a difference is reported under
+# LABEL. Usage: compare INPUT LABEL FLAGS...
+compare() {
+  local input="$1" label="$2"
+  shift 2
+  "$clang_build/bin/pattn-compile" "$input" "$@" -o "$work/clang.mlir"
+  "$gcc_build/bin/pattn-compile" "$input" "$@" -o "$work/gcc.mlir"
+  checked=$((checked + 1))
+  if ! cmp -s "$work/clang.mlir" "$work/gcc.mlir"; then
+    echo "differs: $(basename "$input") $label"
+    diff "$work/clang.mlir" "$work/gcc.mlir" | head -20
+    failures=$((failures + 1))
+  fi
+}
 # A fleet build, and an sm_90a-only one (which plans the wgmma MLA kernel).
 for chips in sm_80,sm_89,sm_90a,sm_100a sm_90a; do
-for input in "$root"/test/Target/Inputs/all-ops.mlir \
-    "$root"/test/Target/Inputs/mla-wgmma.mlir "$root"/examples/*.mlir; do
-  for backend in auto portable; do
-    for conversions in true false; do
-      flags=(--chips=$chips --backend=$backend
-             --hardware-conversions=$conversions --emit=mlir)
-      "$clang_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/clang.mlir"
-      "$gcc_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/gcc.mlir"
-      checked=$((checked + 1))
-      if ! cmp -s "$work/clang.mlir" "$work/gcc.mlir"; then
-        echo "differs: $(basename "$input") chips=$chips backend=$backend hardware-conversions=$conversions"
-        diff "$work/clang.mlir" "$work/gcc.mlir" | head -20
-        failures=$((failures + 1))
-      fi
+  for input in "$root"/test/Target/Inputs/all-ops.mlir \
+      "$root"/test/Target/Inputs/mla-wgmma.mlir "$root"/examples/*.mlir; do
+    for backend in auto portable; do
+      for conversions in true false; do
+        compare "$input" \
+          "chips=$chips backend=$backend hardware-conversions=$conversions" \
+          --chips=$chips --backend=$backend \
+          --hardware-conversions=$conversions --emit=mlir
+      done
     done
   done
-done
-done
-# The prefill family, on the prompts of its tests.
-for chips in sm_80,sm_89,sm_90a,sm_100a sm_90a; do
+  # The prefill family, on the prompts of its tests.
   for input in "$root"/test/Target/prefill-ptxas.mlir \
       "$root"/test/Conversion/PAttnToGPU/convert-pattn-to-gpu-prefill.mlir; do
-    flags=(--chips=$chips --prompt-kernel=prefill --emit=mlir)
-    "$clang_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/clang.mlir"
-    "$gcc_build/bin/pattn-compile" "$input" "${flags[@]}" -o "$work/gcc.mlir"
-    checked=$((checked + 1))
-    if ! cmp -s "$work/clang.mlir" "$work/gcc.mlir"; then
-      echo "differs: $(basename "$input") chips=$chips prompt-kernel=prefill"
-      diff "$work/clang.mlir" "$work/gcc.mlir" | head -20
-      failures=$((failures + 1))
-    fi
+    compare "$input" "chips=$chips prompt-kernel=prefill" \
+      --chips=$chips --prompt-kernel=prefill --emit=mlir
   done
 done
 echo "host-compiler IR check: $checked outputs compared, $failures differ"

@@ -11,6 +11,7 @@ torch or transformers.
 """
 
 import math
+import sys
 
 import pytest
 
@@ -488,3 +489,57 @@ def test_replays_of_a_captured_step_are_counted_on_the_host():
     with pytest.raises(pattn.ArgumentError, match="max_cache_len"):
         cache.note_replays(9)
     assert cache.seq_lens == [24, 20, 16]
+
+
+def test_rules_of_the_attention_function():
+    """Each rule pattn's attention enforces, with its message."""
+    model = model_of("llama")
+    ids, mask = prompts()
+    model.set_attn_implementation("pattn")
+    # Training-time dropout.
+    model.train()
+    model.config.attention_dropout = 0.1
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = 0.1
+    with pytest.raises(pattn.ArgumentError, match="dropout"):
+        model(ids, attention_mask=mask,
+              past_key_values=ptx.PattnCache(model.config, 3, 64))
+    model.eval()
+    # A 4-D mask is not a padding mask.
+    with pytest.raises(pattn.ArgumentError, match="2-D padding mask"):
+        ptx.pattn_attention_mask(3, 21, 21,
+                                 attention_mask=torch.ones(3, 1, 21, 21))
+    # One batch per cache.
+    cache = ptx.PattnCache(model.config, 3, 64)
+    model(ids, attention_mask=mask, past_key_values=cache)
+    with pytest.raises(pattn.ArgumentError, match="serves one batch"):
+        model(ids[:2, -1:], past_key_values=cache)
+    # One head size for Q, K and V.
+    state = cache._state
+    query = torch.zeros(3, 8, 1, 16, dtype=torch.float16)
+    with pytest.raises(pattn.ArgumentError, match="one head size"):
+        state.attend(0, query, torch.zeros(3, 2, 1, 16, dtype=torch.float16),
+                     torch.zeros(3, 2, 1, 8, dtype=torch.float16), None)
+
+
+def test_rules_of_continuous_batching(monkeypatch):
+    from pattn.integrations import transformers_batching as tb
+    with pytest.raises(pattn.ArgumentError, match="rows of different"):
+        tb.use(serving.CacheFormat("x", k=("i4", "channel"),
+                                   v=("i8", "token")))
+    # The module transformers put in sys.modules (its lazy loader may have
+    # replaced the one imported above).
+    monkeypatch.setattr(sys.modules["transformers"], "__version__", "5.25.0")
+    with pytest.raises(pattn.ArgumentError, match="5.25.0"):
+        tb.use("i4")
+    monkeypatch.undo()
+
+    class Cache:
+        pattn_format = serving.FORMATS["f16"]
+
+    class Module:
+        layer_idx = 0
+    rows = torch.zeros(1, 2, 3, 16, dtype=torch.float16)
+    with pytest.raises(pattn.ArgumentError, match="sliding-window"):
+        tb.paged_attention(Module(), rows, rows, rows, None, cache=Cache(),
+                           sliding_window=8)

@@ -218,6 +218,17 @@ DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
                                       const CacheBuffers &value,
                                       pattn::PortablePlanAttr plan);
 
+/// A tensor-core family's kernels over paged caches (the XQA decode, the
+/// prefill): `buildDecode` builds the family's kernel (appending its host
+/// operands), then the portable split merge; `sharedBytes` of dynamic shared
+/// memory a block.
+DecodeKernels buildTensorCorePagedKernels(
+    KernelModule &kernels, pattn::PagedAttentionOp op, const CacheBuffers &key,
+    const CacheBuffers &value, int64_t sharedBytes,
+    llvm::function_ref<
+        mlir::gpu::GPUFuncOp(llvm::SmallVectorImpl<mlir::Value> &)>
+        buildDecode);
+
 /// The tensor-core decode of an op planned for XQA (`plan`): grid (splits,
 /// batch * kv_heads), 128 threads, plan.shared_bytes of dynamic shared
 /// memory; the splits are taken from gridDim.x. Its merge is the portable

@@ -214,3 +214,19 @@ std::tuple<Value, Value, Value> pattn::findQuerySequence(KernelBuilder &kb,
   Value end = kb.load(queryStart, {kb.add(sequence, kb.index(1))});
   return {sequence, kb.sub(end, begin), kb.sub(token32, begin)};
 }
+
+auto ::pattn::buildTensorCorePagedKernels(
+    KernelModule &kernels, PagedAttentionOp op, const CacheBuffers &key,
+    const CacheBuffers &value, int64_t sharedBytes,
+    llvm::function_ref<gpu::GPUFuncOp(llvm::SmallVectorImpl<Value> &)>
+        buildDecode) -> DecodeKernels {
+  DecodeKernels result;
+  result.decode = buildDecode(result.decodeOperands);
+  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands);
+  result.numHeads = static_cast<int64_t>(op.getNumHeads());
+  result.valueDim = value.type.getHeadDim();
+  result.blockSize = key.type.getBlockSize();
+  result.decodeBlocksPerToken = 0;
+  result.sharedBytes = sharedBytes;
+  return result;
+}

@@ -611,14 +611,10 @@ auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
                                     XqaPlanAttr plan, const CacheBuffers &key,
                                     const CacheBuffers &value)
     -> DecodeKernels {
-  DecodeKernels result;
   XqaBuilder xqa(kernels, op, plan, key, value);
-  result.decode = xqa.build(result.decodeOperands);
-  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands);
-  result.numHeads = static_cast<int64_t>(op.getNumHeads());
-  result.valueDim = value.type.getHeadDim();
-  result.blockSize = key.type.getBlockSize();
-  result.decodeBlocksPerToken = 0;
-  result.sharedBytes = plan.getSharedBytes();
-  return result;
+  return buildTensorCorePagedKernels(
+      kernels, op, key, value, plan.getSharedBytes(),
+      [&](llvm::SmallVectorImpl<Value> &operands) {
+        return xqa.build(operands);
+      });
 }

@@ -293,14 +293,10 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 auto ::pattn::buildPrefillKernels(KernelModule &kernels, PagedAttentionOp op,
                                   PrefillPlanAttr plan, const CacheBuffers &key,
                                   const CacheBuffers &value) -> DecodeKernels {
-  DecodeKernels result;
   PrefillBuilder prefill(kernels, op, plan, key, value);
-  result.decode = prefill.build(result.decodeOperands);
-  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands);
-  result.numHeads = static_cast<int64_t>(op.getNumHeads());
-  result.valueDim = value.type.getHeadDim();
-  result.blockSize = key.type.getBlockSize();
-  result.decodeBlocksPerToken = 0;
-  result.sharedBytes = plan.getSharedBytes();
-  return result;
+  return buildTensorCorePagedKernels(
+      kernels, op, key, value, plan.getSharedBytes(),
+      [&](llvm::SmallVectorImpl<Value> &operands) {
+        return prefill.build(operands);
+      });
 }
