@@ -63,6 +63,9 @@ class Shape:
     #: Query tokens per sequence (> 1: speculative decode, causal among
     #: them; SDPA is not timed on those rows).
     query_tokens: int = 1
+    #: Each sequence's own query count (a mixed batch of prompt chunks and
+    #: decode tokens); query_tokens is then the largest.
+    query_counts: tuple = ()
     #: The activations' type (f16 or bf16); the 16-bit cache row stores
     #: the same type (SPEC §6: XQA multiplies the activation's type).
     dtype: str = "f16"
@@ -164,7 +167,9 @@ def bytes_read(shape: Shape, cache: str, block_size: int) -> float:
         total += 2 * 4
     blocks = shape.batch * (-(-shape.seq_len // block_size))
     total += blocks * 4 + shape.batch * 4
-    total += shape.batch * shape.query_tokens * shape.heads * shape.head_dim * 2
+    queries = sum(shape.query_counts) if shape.query_counts else \
+        shape.batch * shape.query_tokens
+    total += queries * shape.heads * shape.head_dim * 2
     if shape.query_tokens > 1:
         total += (shape.batch + 1) * 4  # query_start
     return float(total)
@@ -190,7 +195,7 @@ def bench_config(shape: Shape, cache: str, block_size: int,
         k_encoding=encoding, k_scale=scale, v_encoding=encoding,
         v_scale=scale, head_dim=shape.head_dim, block_size=block_size,
         kv_heads=shape.kv_heads, g=shape.heads // shape.kv_heads,
-        query_tokens=shape.query_tokens,
+        query_tokens=shape.query_tokens, query_counts=shape.query_counts,
         seq_lens=(shape.seq_len,) * shape.batch,
         layout=layout, dtype=shape.dtype, static_tables=False)
 
@@ -263,18 +268,22 @@ class PattnCase:
         slots = (table[:, positions // block_size].long() * block_size
                  + positions % block_size).reshape(-1)
 
-        n = shape.query_tokens
+        counts = shape.query_counts or (shape.query_tokens,) * B
+        rows = sum(counts)
         self.inputs = {
             "block_table": table,
             "seq_lens": torch.full((B,), L, dtype=torch.int32, device="cuda"),
-            "query": signed_uniform(torch, (B * n, shape.heads, D),
+            "query": signed_uniform(torch, (rows, shape.heads, D),
                                     generator).to(dtype),
-            "out": torch.empty((B * n, shape.heads, D), dtype=dtype,
+            "out": torch.empty((rows, shape.heads, D), dtype=dtype,
                                device="cuda"),
         }
-        if n > 1:
-            self.inputs["query_start"] = torch.arange(
-                0, (B + 1) * n, n, dtype=torch.int32, device="cuda")
+        if shape.query_tokens > 1:
+            starts = [0]
+            for count in counts:
+                starts.append(starts[-1] + count)
+            self.inputs["query_start"] = torch.tensor(
+                starts, dtype=torch.int32, device="cuda")
         for prefix in "kv":
             if self.operands[prefix] is not None:
                 self.inputs[f"{prefix}_scale"] = self.operands[prefix]

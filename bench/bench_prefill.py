@@ -40,6 +40,12 @@ SHAPES = [
     Shape("B8-32/8-D128-C512-L16K", 8, 32, 8, 128, 16384 + 512,
           query_tokens=512),
 ]
+#: The mixed-batch bar: 64 decode tokens and one 2K-token chunk (each
+#: sequence 8K long) in one call, against the two parts called separately.
+MIXED = Shape("B65-mixed-64x1+C2K-L8K", 65, 32, 8, 128, 8192,
+              query_tokens=2048, query_counts=(1,) * 64 + (2048,))
+MIXED_PARTS = (Shape("B64-32/8-D128-L8K", 64, 32, 8, 128, 8192),
+               Shape("B1-C2K-L8K", 1, 32, 8, 128, 8192, query_tokens=2048))
 CACHES = ("f16", "i8", "f8e4m3", "i4", "nvfp4")
 BACKENDS = ("auto", "prefill", "portable")
 
@@ -77,6 +83,40 @@ def sdpa_call(torch, shape: Shape):
     return lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
 
 
+MIXED_BACKENDS = ("auto", "prefill")
+
+
+def time_case(torch, pattn, chip, shape, cache, backend, args) -> float:
+    """Median µs of one pattn call of ``shape`` on ``cache``."""
+    case = decode.PattnCase(torch, pattn, chip, shape, cache, 16, "nhd",
+                            backend)
+    median = time_calls(torch, case.decoders(), args.warmup,
+                        args.iters).median_us
+    del case
+    torch.cuda.empty_cache()
+    return median
+
+
+def mixed_table(torch, pattn, chip, caches, args) -> list:
+    """The mixed batch in one call against its parts called one after the
+    other (the decode part is plain 1-token decode either way)."""
+    lines = [f"Mixed batch: {MIXED.name} (64 sequences with one query token "
+             "and one 2048-token chunk, each sequence 8192 keys) in one call "
+             f"vs {MIXED_PARTS[0].name} + {MIXED_PARTS[1].name} separately",
+             "", "| cache | kernel | mixed µs | decode part µs | chunk part µs "
+             "| parts µs | mixed ÷ parts |", "|---|---|---:|---:|---:|---:|---:|"]
+    for cache in caches:
+        for backend in MIXED_BACKENDS:
+            mixed, *parts = [time_case(torch, pattn, chip, shape, cache,
+                                       backend, args)
+                             for shape in (MIXED, *MIXED_PARTS)]
+            lines.append(f"| {cache} | {backend} | {mixed:.1f} | "
+                         f"{parts[0]:.1f} | {parts[1]:.1f} | {sum(parts):.1f}"
+                         f" | {mixed / sum(parts):.2f}x |")
+            print(lines[-1], file=sys.stderr, flush=True)
+    return lines
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="all",
@@ -89,6 +129,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="only compile the modules into "
                         "$PATTN_ARTIFACT_DIR (no GPU needed)")
     parser.add_argument("--write-results", metavar="PATH")
+    parser.add_argument("--no-mixed", action="store_true",
+                        help="leave out the mixed-batch table")
     return parser.parse_args(argv)
 
 
@@ -101,8 +143,13 @@ def main(argv=None) -> int:
         print("bench_prefill: nothing selected", file=sys.stderr)
         return 2
     if args.precompile:
-        return decode.precompile(args.precompile, 16, "nhd", list(BACKENDS),
-                                 shapes, caches)
+        status = decode.precompile(args.precompile, 16, "nhd",
+                                   list(BACKENDS), shapes, caches)
+        if status or args.no_mixed:
+            return status
+        return decode.precompile(args.precompile, 16, "nhd",
+                                 list(MIXED_BACKENDS),
+                                 [MIXED, *MIXED_PARTS], caches)
     import torch
     import pattn
     if not torch.cuda.is_available():
@@ -127,12 +174,8 @@ def main(argv=None) -> int:
         for cache in caches:
             times = {}
             for backend in BACKENDS:
-                case = decode.PattnCase(torch, pattn, chip, shape, cache, 16,
-                                        "nhd", backend)
-                times[backend] = time_calls(torch, case.decoders(),
-                                            args.warmup, args.iters).median_us
-                del case
-                torch.cuda.empty_cache()
+                times[backend] = time_case(torch, pattn, chip, shape, cache,
+                                           backend, args)
             auto, portable = times["auto"], times["portable"]
             prefill = times["prefill"]
             lines.append(
@@ -142,6 +185,8 @@ def main(argv=None) -> int:
                 f"{tflops(shape, portable):.1f} | {sdpa:.1f} | "
                 f"{tflops(shape, sdpa):.1f} | {prefill / sdpa:.2f}x |")
             print(lines[-1], file=sys.stderr, flush=True)
+    if not args.no_mixed:
+        lines += [""] + mixed_table(torch, pattn, chip, caches, args)
     table = "\n".join(lines) + "\n"
     print(table)
     if args.write_results:

@@ -20,6 +20,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
+
+#: generate_batch(): the engine's default 256-token blocks, these formats.
+BATCHING_BLOCK = 256
+BATCHING_FORMATS = ("f16", "i4")
 
 
 def model_config():
@@ -113,6 +118,73 @@ def run(args) -> list:
     return rows, per_token
 
 
+def _batching_run(model, requests, implementation, new_tokens, fmt=None):
+    """One generate_batch() over ``requests`` (the engine's defaults: its
+    scheduler, 256-token blocks, no CUDA graphs for mask-taking paths);
+    returns (seconds, generated tokens, the outputs)."""
+    import torch
+    import transformers
+    from transformers.generation import ContinuousBatchingConfig
+    from pattn.integrations import transformers_batching
+    if fmt is not None:
+        transformers_batching.use(fmt)
+    model.set_attn_implementation(implementation)
+    model.generation_config = transformers.GenerationConfig(
+        do_sample=False, max_new_tokens=new_tokens, eos_token_id=-1,
+        pad_token_id=0)
+    config = ContinuousBatchingConfig(block_size=BATCHING_BLOCK,
+                                      use_cuda_graph=False)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = model.generate_batch(requests, continuous_batching_config=config,
+                               max_new_tokens=new_tokens)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    tokens = {key: list(value.generated_tokens) for key, value in out.items()}
+    return seconds, sum(len(t) for t in tokens.values()), tokens
+
+
+def run_batching(args) -> list:
+    """generate_batch() throughput: ``args.requests`` prompts of 64-2048
+    tokens (seeded), ``args.new_tokens`` greedy tokens each, paged|sdpa
+    against paged|pattn in each of BATCHING_FORMATS; a short warm-up run
+    per path first. Rows: (path, seconds, tokens/s, tokens equal to
+    paged|sdpa's, note)."""
+    import torch
+    import transformers
+    from pattn.integrations import transformers as ptx
+    ptx.register()
+    torch.manual_seed(0)
+    config = model_config()
+    model = transformers.AutoModelForCausalLM.from_config(
+        config, dtype=torch.float16).cuda().eval()
+    generator = torch.Generator().manual_seed(11)
+    lengths = torch.randint(64, 2049, (args.requests,), generator=generator)
+    requests = [torch.randint(1, config.vocab_size, (int(n),),
+                              generator=generator).tolist() for n in lengths]
+    paths = [("paged|sdpa", None)] + [("paged|pattn", fmt)
+                                      for fmt in BATCHING_FORMATS]
+    rows, reference = [], None
+    for implementation, fmt in paths:
+        name = implementation + (f" {fmt}" if fmt else "")
+        try:
+            _batching_run(model, requests[:8], implementation, 4, fmt)
+            seconds, count, tokens = _batching_run(
+                model, requests, implementation, args.new_tokens, fmt)
+        except Exception as error:  # noqa: BLE001 - a path that fails says so
+            rows.append((name, None, None, None,
+                         f"{type(error).__name__}: {error}"[:160]))
+            continue
+        if reference is None:
+            reference = tokens
+        same = sum(a == b for key in tokens
+                   for a, b in zip(tokens[key], reference.get(key, [])))
+        rows.append((name, seconds, count / seconds,
+                     same / max(1, count), ""))
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
@@ -121,6 +193,10 @@ def main() -> int:
     parser.add_argument("--formats", nargs="+",
                         default=["f16", "i8", "f8e4m3", "i4", "nvfp4"])
     parser.add_argument("--write-results", metavar="FILE")
+    parser.add_argument("--batching", action="store_true",
+                        help="also time generate_batch()")
+    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--new-tokens", type=int, default=128)
     args = parser.parse_args()
     rows, per_token = run(args)
     fastest_sdpa = min(ms for name, ms, _ in rows
@@ -139,6 +215,19 @@ def main() -> int:
               "f16 in the same bytes |", "|---|---:|---:|"]
     for fmt, size in per_token.items():
         lines.append(f"| {fmt} | {size} | {per_token['f16'] / size:.2f}x |")
+    if args.batching:
+        lines += ["", f"generate_batch(): {args.requests} requests of "
+                  f"64-2048 prompt tokens, {args.new_tokens} greedy tokens "
+                  f"each, {BATCHING_BLOCK}-token blocks, no CUDA graphs", "",
+                  "| path | seconds | generated tokens / s | tokens equal "
+                  "to paged\\|sdpa | note |", "|---|---:|---:|---:|---|"]
+        for name, seconds, rate, same, note in run_batching(args):
+            name = name.replace("|", "\\|")
+            if seconds is None:
+                lines.append(f"| {name} | - | - | - | {note} |")
+            else:
+                lines.append(f"| {name} | {seconds:.1f} | {rate:.0f} | "
+                             f"{same:.1%} | {note} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write_results:

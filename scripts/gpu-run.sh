@@ -8,7 +8,9 @@
 # parts (default "suite sanitize bench"; "onnx" compares with ONNX Runtime;
 # "profile" adds ncu source-level reports of the XQA decode; "mla" runs the
 # MLA benchmark with FlashInfer; "mla-profile" the same ncu reports of the
-# tensor-core MLA decode), so that each call fits a time limit.
+# tensor-core MLA decode; "prefill" the prefill family's tests and benchmark
+# with FlashInfer's prefill; "transformers" the integration's GPU tests and
+# benchmark), so that each call fits a time limit.
 #   bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="bench profile" bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="suite sanitize mla" bash scripts/gpu-run.sh   # issue 10's final run
@@ -125,6 +127,44 @@ if part mla-profile; then
       echo "profiled $shape $preset: $(wc -l < "$out/$name-sass.csv") SASS rows"
     done
   done
+fi
+
+# The prefill family (issue 30): its GPU tests (every prompt case against the
+# float64 reference), bench/bench_prefill.py (XQA query tiles, the prefill
+# family, portable, SDPA) and FlashInfer's paged prefill (fa2/fa3) in the
+# same call. FlashInfer's modules build just in time in a first, background
+# run (its times discarded) while the tests run; the second run times them.
+if part prefill; then
+  fi_site="$(mktemp -d)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$fi_site" \
+    "$root"/.whl/*.whl
+  fi_env=(PYTHONPATH="$fi_site" FLASHINFER_CUDA_ARCH_LIST=9.0 MAX_JOBS=16)
+  env "${fi_env[@]}" python3 "$PATTN_ARTIFACT_DIR/flashinfer_prefill.py" /dev/null \
+    > "$out/flashinfer-prefill-build.log" 2>&1 &
+  fi_build=$!
+  PATTN_TEST_BACKEND=auto python3 -m pytest python/tests/gpu/test_gpu_attention.py -q -rfs \
+    --tb=short -p no:cacheprovider -k "prefill_kernel or prompt" > "$out/prefill-tests.log" 2>&1
+  grep -E "^FAILED|passed|failed" "$out/prefill-tests.log" | tail -6
+  wait $fi_build
+  env "${fi_env[@]}" python3 "$PATTN_ARTIFACT_DIR/flashinfer_prefill.py" \
+    "$out/peers-prefill.json" > "$out/peers-prefill.log" 2>&1
+  echo "flashinfer prefill exit status $?"
+  python3 bench/bench_prefill.py --write-results "$out/prefill.md" 2> "$out/prefill-bench.log"
+  echo "prefill benchmark exit status $?"
+fi
+
+# The transformers integration (issue 31): generate() on pattn caches against
+# sdpa on Llama-3/Qwen3/Gemma-2-shaped models (the quantized formats' KL and
+# top-1 into transformers.jsonl), then the 1B decode-step benchmark and
+# generate_batch() throughput (bench/bench_transformers.py).
+if part transformers; then
+  PATTN_TRANSFORMERS_RESULTS="$out/transformers.jsonl" python3 -m pytest \
+    python/tests/gpu/test_gpu_transformers.py -q -rfs --tb=short -p no:cacheprovider \
+    > "$out/transformers-tests.log" 2>&1
+  grep -E "^FAILED|passed|failed" "$out/transformers-tests.log" | tail -6
+  python3 bench/bench_transformers.py --batching --write-results "$out/transformers.md" \
+    > "$out/transformers-bench.log" 2>&1
+  echo "transformers benchmark exit status $?"
 fi
 
 part bench || exit 0

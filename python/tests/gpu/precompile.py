@@ -11,7 +11,9 @@ compiling.
     PATTN_ARTIFACT_DIR=.gpu-artifacts python3 python/tests/gpu/precompile.py --chip sm_90a
 
 --only-mla compiles the MLA cases alone, for `pytest -k mla` while the MLA
-kernel changes.
+kernel changes; --only-prompts the prompt cases (both backends and the
+prefill family) and test_torch_op.py's, for `pytest -k prompt` and
+test_torch_op.py while the prefill kernels change.
 """
 
 from __future__ import annotations
@@ -37,6 +39,23 @@ def _install_torch_stand_in(capability: tuple[int, int]) -> None:
     sys.modules["torch"] = torch
 
 
+def _compile_prompts(pattn, suite, test_torch_op, args) -> int:
+    """The prompt cases on both backends and on the prefill family, and
+    the torch-op cases."""
+    jobs = [(case, suite.BACKEND, {}) for case in suite.PROMPTS]
+    jobs += [(case, suite.OTHER_BACKEND, {}) for case in suite.PROMPTS]
+    if suite.BACKEND != "portable":
+        jobs += [(case, suite.BACKEND, {"prompt_kernel": "prefill"})
+                 for case in suite.PROMPTS]
+    jobs += [(case, suite.BACKEND, {}) for case in test_torch_op.CASES]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(lambda job: pattn.compile(
+            job[0].plan().module.text, chips=[args.chip], backend=job[1],
+            **job[2]), jobs))
+    print(f"{len(jobs)} prompt and torch-op modules for {args.chip}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chip", default="sm_90a",
@@ -44,6 +63,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only-mla", action="store_true",
                         help="only the MLA cases (for `pytest -k mla`)")
+    parser.add_argument("--only-prompts", action="store_true",
+                        help="only the prompt cases and the torch-op cases "
+                        "(for `pytest -k prompt` and test_torch_op.py)")
     args = parser.parse_args()
     if not os.environ.get("PATTN_ARTIFACT_DIR"):
         parser.error("set PATTN_ARTIFACT_DIR to the cache directory")
@@ -57,6 +79,8 @@ def main() -> int:
     import test_torch_op
 
     assert suite.CHIP == args.chip, (suite.CHIP, args.chip)
+    if args.only_prompts:
+        return _compile_prompts(pattn, suite, test_torch_op, args)
     mla_texts = [suite.mla_plan(config).module.text
                  for config in suite.MLA_CASES]
     paged = [] if args.only_mla else \

@@ -42,6 +42,12 @@ def main() -> int:
         paths = ptx.precompile(config, formats, args.chip,
                                progress=lambda line: print(line, flush=True))
         count += len(paths)
+    # bench_transformers.py --batching: generate_batch() on the engine's
+    # 256-token blocks.
+    count += len(ptx.precompile(
+        bench.model_config(), bench.BATCHING_FORMATS, args.chip,
+        block_size=bench.BATCHING_BLOCK,
+        progress=lambda line: print(line, flush=True)))
     print(f"{count} artifacts for {args.chip} in "
           f"{os.environ['PATTN_ARTIFACT_DIR']}")
     return 0

@@ -171,3 +171,60 @@ def test_op_eager_compiled_and_graph_replay_agree(case, gpu_results):
     suite.assert_close(got, run.reference(), plan.dtype,
                        "decode through the torch op", gpu_results,
                        run.families(), run.value_scale())
+
+
+@pytest.mark.parametrize("case", CASES[:1], ids=suite._ids)
+def test_op_under_reduce_overhead_records_a_cuda_graph(case):
+    """torch.compile(mode="reduce-overhead"): with the tensors the step
+    writes marked static (torch._dynamo.mark_static_address: a serving
+    engine's caches and output buffers live for the whole run), inductor's
+    CUDA-graph trees accept the ops' in-place writes, record the step and
+    replay it; every replay writes what the eager step writes, bit for
+    bit."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import cudagraph_trees
+    plan = case.plan()
+    module = _load(plan.module.text)
+    ops = module.torch_ops()
+    signatures = {name: tuple(arg.name for arg in plan.module.functions[name])
+                  for name in STEP}
+    written = sorted({spec.name for name in STEP
+                      for spec in module[name].args if spec.written})
+    tensors = _initial_tensors(plan)
+    initial = {name: tensor.clone() for name, tensor in tensors.items()}
+
+    def step(t: dict) -> None:
+        for name in STEP:
+            ops[name](**{arg: t[arg] for arg in signatures[name]})
+
+    def reset() -> None:
+        for name, value in initial.items():
+            tensors[name].copy_(value)
+        tensors["out"].fill_(float("nan"))
+
+    def outcome() -> dict:
+        torch.cuda.synchronize()
+        module.check_device_errors()
+        return {name: _bytes(tensors[name]) for name in written}
+
+    reset()
+    step(tensors)
+    eager = outcome()
+    for name in written:
+        torch._dynamo.mark_static_address(tensors[name])
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    for call in range(4):  # warm-up, record, then replays
+        reset()
+        compiled(tensors)
+        got = outcome()
+        for name in written:
+            assert torch.equal(got[name], eager[name]), \
+                f"call {call}, {name}: the CUDA-graph step differs from eager"
+    skips = dict(counters["inductor"])
+    assert skips.get("cudagraph_skips", 0) == 0, (
+        f"inductor skipped CUDA graphs: {skips}")
+    manager = cudagraph_trees.get_manager(create_if_none_exists=False)
+    assert manager is not None and any(manager.roots.values()), \
+        "no CUDA graph was recorded"
