@@ -129,10 +129,10 @@ if part mla-profile; then
   done
 fi
 
-# The prefill family (issue 30): its GPU tests (every prompt case against the
-# float64 reference), bench/bench_prefill.py (XQA query tiles, the prefill
-# family, portable, SDPA) and FlashInfer's paged prefill (fa2/fa3) in the
-# same call. FlashInfer's modules build just in time in a first, background
+# The prefill family (issue 30): its GPU tests (every prompt case and the
+# engine-page cases against the float64 reference), bench/bench_prefill.py
+# (XQA query tiles, the prefill family, portable, SDPA) and FlashInfer's
+# paged prefill (fa2/fa3) in the same call. FlashInfer's modules build just in time in a first, background
 # run (its times discarded) while the tests run; the second run times them.
 if part prefill; then
   fi_site="$(mktemp -d)"
@@ -143,7 +143,7 @@ if part prefill; then
     > "$out/flashinfer-prefill-build.log" 2>&1 &
   fi_build=$!
   PATTN_TEST_BACKEND=auto python3 -m pytest python/tests/gpu/test_gpu_attention.py -q -rfs \
-    --tb=short -p no:cacheprovider -k "prefill_kernel or prompt" > "$out/prefill-tests.log" 2>&1
+    --tb=short -p no:cacheprovider -k "prefill_kernel or prompt or engine" > "$out/prefill-tests.log" 2>&1
   grep -E "^FAILED|passed|failed" "$out/prefill-tests.log" | tail -6
   wait $fi_build
   env "${fi_env[@]}" python3 "$PATTN_ARTIFACT_DIR/flashinfer_prefill.py" \

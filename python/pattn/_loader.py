@@ -534,6 +534,10 @@ class ArgSpec:
     dtype: str
     shape: Tuple[int, ...]
     written: bool = True
+    #: Strides in elements of a page-strided buffer (pages a static stride
+    #: apart, row-major inside: K or V viewed out of an engine's
+    #: ``[blocks, 2, ...]`` allocation); None for a contiguous one.
+    strides: Optional[Tuple[int, ...]] = None
 
     def shape_text(self) -> str:
         return "[" + ", ".join("?" if d < 0 else str(d)
@@ -669,6 +673,7 @@ def _check_tensors(function: str, specs: Sequence[ArgSpec],
             device = arg.device
             device_key = _device_key(device)
             contiguous = bool(arg.is_contiguous())
+            given_strides = tuple(arg.stride()) if spec.strides else ()
             raw_pointer = None if fake else arg.data_ptr()
         except Exception as error:  # noqa: BLE001 - any protocol failure
             raise fail(
@@ -713,10 +718,13 @@ def _check_tensors(function: str, specs: Sequence[ArgSpec],
                     f"{_shape_text(shape)}")
         strides: List[int] = []
         if not fake:
-            strides = _row_major_strides(shape)
+            strides = list(spec.strides) if spec.strides else \
+                _row_major_strides(shape)
             elements = 1
-            for d in shape:
-                elements *= d
+            for d, s in zip(shape, strides):  # one past the last element
+                elements += (d - 1) * s if d else 0
+            if 0 in shape:
+                elements = 0
             if (any(s > _INT64_MAX for s in strides) or
                     elements * _DTYPE_BYTES[spec.dtype] > _INT64_MAX):
                 raise fail(
@@ -734,7 +742,19 @@ def _check_tensors(function: str, specs: Sequence[ArgSpec],
                 f"argument '{spec.name}' is on {device}, but "
                 f"'{first[0].name}' is on {first[1]}; all arguments must "
                 "be on one device")
-        if not contiguous:
+        if spec.strides:
+            # Strides along dimensions of one element are arbitrary.
+            # (Fake tensors may have symbolic sizes: only ints are read.)
+            if any(isinstance(size, int) and size > 1 and
+                   isinstance(got, int) and got != want
+                   for size, got, want in
+                   zip(shape, given_strides, spec.strides)):
+                raise fail(
+                    f"argument '{spec.name}' must have strides "
+                    f"{_shape_text(spec.strides)} (pages "
+                    f"{spec.strides[0]} elements apart, row-major inside), "
+                    f"got strides {_shape_text(given_strides)}")
+        elif not contiguous:
             raise fail(f"argument '{spec.name}' must be contiguous "
                        "(use .contiguous())")
         if fake:
@@ -1187,8 +1207,17 @@ def _parse_manifest(manifest: Any) -> Dict[str, Any]:
                    f"argument '{arg['name']}' of '{entry['name']}' has "
                    f"'written' {_short_repr.repr(written)}; it must be true or "
                    "false")
+            strides = arg.get("strides")
+            expect(strides is None or (
+                isinstance(strides, list) and
+                len(strides) == len(arg["shape"]) and
+                all(is_size(d) and d >= 0 for d in strides)),
+                   f"argument '{arg['name']}' of '{entry['name']}' has "
+                   f"strides {_short_repr.repr(strides)}; they must be one "
+                   "size below 2^63 per dimension")
             args.append(ArgSpec(arg["name"], arg["dtype"],
-                                tuple(arg["shape"]), written))
+                                tuple(arg["shape"]), written,
+                                None if strides is None else tuple(strides)))
         parsed.append({"name": entry["name"], "symbol": entry["symbol"],
                        "args": args})
     return {"version": version, "chips": chips, "functions": parsed}

@@ -293,32 +293,48 @@ class Type(_Frozen):
 
 class MemRefType(Type):
     """``memref<...>``: ``shape`` holds an int per static size and ``None``
-    per dynamic one; ``element`` is one of :data:`ELEMENT_TYPES`. Built by
-    :func:`memref`."""
+    per dynamic one; ``element`` is one of :data:`ELEMENT_TYPES`;
+    ``strides`` (static, in elements) gives a ``strided<[...]>`` layout,
+    None the identity one. Built by :func:`memref`."""
 
-    __slots__ = ("shape", "element")
+    __slots__ = ("shape", "element", "strides")
 
-    def __init__(self, shape: Sequence[Optional[int]], element: str):
-        self._set(shape=_shape("ir.memref", shape),
-                  element=_element("ir.memref", "element", element))
+    def __init__(self, shape: Sequence[Optional[int]], element: str,
+                 strides: Optional[Sequence[int]] = None):
+        shape = _shape("ir.memref", shape)
+        if strides is not None:
+            strides = tuple(strides)
+            if len(strides) != len(shape) or not all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                    for x in strides):
+                raise IRTypeError(
+                    f"ir.memref: strides must be one static int >= 0 per "
+                    f"dimension of {len(shape)}, got {strides!r:.100}")
+        self._set(shape=shape,
+                  element=_element("ir.memref", "element", element),
+                  strides=strides)
 
     @property
     def rank(self) -> int:
         return len(self.shape)
 
     def _key(self) -> tuple:
-        return ("memref", self.shape, self.element)
+        return ("memref", self.shape, self.element, self.strides)
 
     def _text(self) -> str:
         dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
-        return f"memref<{dims}{self.element}>"
+        layout = "" if self.strides is None else \
+            f", strided<[{', '.join(map(str, self.strides))}]>"
+        return f"memref<{dims}{self.element}{layout}>"
 
 
 @_rejects_bad_calls(IRTypeError, "ir.memref")
-def memref(shape: Sequence[Optional[int]], element: str) -> MemRefType:
+def memref(shape: Sequence[Optional[int]], element: str, *,
+           strides: Optional[Sequence[int]] = None) -> MemRefType:
     """``memref<shape x element>``: ``memref([None, 32, 128], "f16")`` is
-    ``memref<?x32x128xf16>``."""
-    return MemRefType(shape, element)
+    ``memref<?x32x128xf16>``; with ``strides=[8192, 128, 1]`` it is
+    ``memref<?x32x128xf16, strided<[8192, 128, 1]>>``."""
+    return MemRefType(shape, element, strides)
 
 
 class CacheType(Type):
@@ -363,11 +379,33 @@ class CacheType(Type):
         return memref((blocks, self.block_size, self.kv_heads, inner),
                       element)
 
-    def storage_type(self, blocks: Optional[int] = None) -> MemRefType:
+    def storage_type(self, blocks: Optional[int] = None,
+                     page_stride: Optional[int] = None) -> MemRefType:
         """The i8 page storage ``bind_cache`` takes, for ``blocks`` pages
-        (dynamic by default)."""
-        return self._paged(_blocks("CacheType.storage_type", blocks),
-                           self.row_bytes, "i8")
+        (dynamic by default). ``page_stride`` (bytes, at least one page, a
+        multiple of 16) places the pages that far apart: K or V viewed out
+        of an engine's ``[blocks, 2, ...]`` allocation has twice the page
+        size (:meth:`page_bytes`)."""
+        storage = self._paged(_blocks("CacheType.storage_type", blocks),
+                              self.row_bytes, "i8")
+        if page_stride is None:
+            return storage
+        page = self.page_bytes
+        if (not isinstance(page_stride, int) or isinstance(page_stride, bool)
+                or page_stride < page or page_stride % 16):
+            raise IRError(
+                f"CacheType.storage_type: page_stride must be an int of at "
+                f"least one page ({page} bytes) and a multiple of 16, got "
+                f"{page_stride!r:.60}")
+        inner = [1]
+        for size in reversed(storage.shape[2:]):
+            inner.insert(0, inner[0] * size)
+        return memref(storage.shape, "i8", strides=[page_stride, *inner])
+
+    @property
+    def page_bytes(self) -> int:
+        """Bytes of one page of storage: block_size x kv_heads rows."""
+        return self.block_size * self.kv_heads * self.row_bytes
 
     def group_scales_type(
             self, blocks: Optional[int] = None) -> Optional[MemRefType]:

@@ -168,6 +168,32 @@ def test_cache_types_derive_their_buffers(encoding, head_dim, row):
                                                                      "f32")
 
 
+def test_page_strided_storage_for_an_engines_allocation(opt):
+    """storage_type(page_stride=) gives K or V of an engine's
+    [blocks, 2, ...] allocation: pages that far apart, row-major inside;
+    the verifier takes it (bind_cache's page-strided rule)."""
+    k = ir.cache(block_size=16, kv_heads=8, head_dim=128, encoding="i8",
+                 scale="token")
+    assert k.page_bytes == 16 * 8 * 128
+    strided = k.storage_type(page_stride=2 * k.page_bytes)
+    assert str(strided) == ("memref<?x16x8x128xi8, strided<[32768, 1024, "
+                            "128, 1]>>")
+    assert strided != k.storage_type()
+    assert strided.strides == (32768, 1024, 128, 1)
+    hnd = k.replace(layout="hnd").storage_type(3, page_stride=32768)
+    assert str(hnd) == "memref<3x8x16x128xi8, strided<[32768, 2048, 128, 1]>>"
+    for bad in (8192, 16392, 2.0 * 16384, True):
+        with pytest.raises(pattn.ArgumentError, match="page_stride must be"):
+            k.storage_type(page_stride=bad)
+    with pytest.raises(pattn.ArgumentError, match="strides must be one"):
+        ir.memref([None, 4], "i8", strides=[16])
+    m = ir.Module()
+    f = m.function("f")
+    f.bind_cache(f.arg("k_pages", strided), k,
+                 token_scales=f.arg("k_tokens", k.token_scales_type()))
+    m.verify(opt)
+
+
 def test_records_print_presets_by_name_and_lanes_written_out():
     assert str(ir.record("fp8_ds_mla")) == "!pattn.record<fp8_ds_mla>"
     token = ir.record("nvfp4_ds_mla_fp8_rope", "token")

@@ -322,6 +322,11 @@ def test_manifest_is_read(module, artifact_path):
     ("incomplete_entry", json.dumps({**MANIFEST, "functions": [
         {"name": "f"}]}),
      "needs a name, a symbol and args"),
+    ("short_strides", json.dumps({**MANIFEST, "functions": [
+        {"name": "f", "symbol": "decode_step",
+         "args": [{"name": "x", "dtype": "i8", "shape": [-1, 4],
+                   "strides": [16]}]}]}),
+     "argument 'x' of 'f' has strides \\[16\\]; they must be one size"),
 ])
 def test_broken_artifacts_are_load_errors(builder, name, manifest, message):
     path = builder.build(name, manifest)
@@ -1101,3 +1106,46 @@ def test_compile_caches_in_cache_dir_without_the_environment(
     assert again == first and not log.exists()
     with pytest.raises(pattn.ArgumentTypeError, match="cache_dir"):
         pattn.compile(MLIR, chips="sm_90a", compiler=compiler, cache_dir=3)
+
+
+#: decode_step over page-strided K pages: each page 16 x 8 x 64 bytes, the
+#: pages 16384 bytes apart (K of a [blocks, 2, 16, 8, 64] allocation).
+PAGE_STRIDED = {**MANIFEST, "functions": [
+    {"name": "decode_step", "symbol": "decode_step",
+     "args": [{"name": "cache", "dtype": "i8", "shape": [-1, 16, 8, 64],
+               "strides": [16384, 512, 64, 1]},
+              {"name": "seq_lens", "dtype": "i32", "shape": [-1]}]}]}
+
+
+def test_page_strided_views_of_an_engine_allocation(builder):
+    """A page-strided argument takes K or V of an engine's [blocks, 2, ...]
+    allocation as they are (no copy): the view's pointer and the manifest's
+    strides reach the function; other strides are an error naming the
+    expected ones, a contiguous tensor included."""
+    torch = _torch()
+    path = builder.build("page_strided", json.dumps(PAGE_STRIDED))
+    module = pattn.load(path)
+    probe = Probe(path)
+    probe.fail_next_calls_with(0)
+    assert module.decode_step.args[0].strides == (16384, 512, 64, 1)
+    kv = torch.zeros((3, 2, 16, 8, 64), dtype=torch.uint8)
+    lens = torch.tensor([3, 4, 5], dtype=torch.int32)
+    for side in (0, 1):
+        module.decode_step(OnCuda(kv[:, side]), OnCuda(lens), stream=STREAM)
+        assert probe.received[:11] == [
+            kv[0, side].data_ptr(), kv[0, side].data_ptr(), 0, 3, 16, 8, 64,
+            16384, 512, 64, 1]
+    # One page: the outer stride is not read.
+    module.decode_step(OnCuda(kv[:1, 1].clone()), OnCuda(lens),
+                       stream=STREAM)
+    with pytest.raises(pattn.ArgumentError,
+                       match=r"argument 'cache' must have strides \[16384, "
+                       r"512, 64, 1\] \(pages 16384 elements apart, "
+                       r"row-major inside\), got strides \[8192, 512, 64, "
+                       r"1\]"):
+        module.decode_step(OnCuda(kv[:, 0].contiguous()), OnCuda(lens),
+                           stream=STREAM)
+    hnd = torch.zeros((3, 2, 8, 16, 64), dtype=torch.uint8)
+    with pytest.raises(pattn.ArgumentError, match="must have strides"):
+        module.decode_step(OnCuda(hnd[:, 0].transpose(1, 2)), OnCuda(lens),
+                           stream=STREAM)

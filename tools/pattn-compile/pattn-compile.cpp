@@ -242,8 +242,10 @@ static constexpr llvm::StringLiteral kLoaderElementTypes[] = {
     "f16", "bf16", "f32", "i8", "i32", "i64", "f8E4M3FN", "f8E5M2"};
 
 /// Checks what a loader can pass for entry argument `index`: an element
-/// type it has, a contiguous layout (loaders pass contiguous tensors and
-/// describe them with identity strides) and a size within 64-bit bytes.
+/// type it has, a contiguous or page-strided layout (loaders pass
+/// contiguous tensors with identity strides, and views whose pages lie a
+/// static stride apart with the manifest's strides) and a size within
+/// 64-bit bytes.
 static LogicalResult checkEntryBuffer(func::FuncOp function, unsigned index,
                                       MemRefType type) {
   Location loc = function.getArgument(index).getLoc();
@@ -255,11 +257,15 @@ static LogicalResult checkEntryBuffer(func::FuncOp function, unsigned index,
                                             kLoaderElementTypes),
                                         ", ")
                           << " elements";
-  if (!type.getLayout().isIdentity())
+  if (!::pattn::hasPagedLayout(type) ||
+      (!type.getLayout().isIdentity() &&
+       cast<StridedLayoutAttr>(type.getLayout()).getOffset() != 0))
     return emitError(loc)
            << "entry point argument #" << index << " has type " << type
-           << "; loaders pass contiguous buffers: take it with an identity "
-              "layout and make the view inside the function";
+           << "; loaders pass contiguous buffers, or pages a static stride "
+              "apart (strided<[S, ...]> at offset 0, row-major inside a "
+              "page, S at least one page and a multiple of 16 bytes): take it with one of those "
+              "layouts and make other views inside the function";
   if (::pattn::exceedsInt64Bytes(type))
     return emitError(loc) << "entry point argument #" << index << " of type "
                           << type
@@ -307,6 +313,16 @@ buildManifest(ModuleOp module, ArrayRef<std::string> chipNames,
       llvm::json::Object arg{{"name", *name}};
       arg["dtype"] = elementName(memref.getElementType());
       arg["shape"] = std::move(shape);
+      // Contiguous buffers say nothing; page-strided ones give the strides
+      // (in elements) that loaders check and pass.
+      if (::pattn::isPageStrided(memref)) {
+        auto [strides, offset] = memref.getStridesAndOffset();
+        (void)offset;
+        llvm::json::Array list;
+        for (int64_t stride : strides)
+          list.push_back(stride);
+        arg["strides"] = std::move(list);
+      }
       arg["written"] = written.contains(index);
       args.push_back(std::move(arg));
     }

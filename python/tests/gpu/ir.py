@@ -107,6 +107,10 @@ class Config:
     static_tables: bool = False
     softmax_scale: Optional[float] = None
     query_counts: tuple[int, ...] = ()
+    #: K and V pages as the two halves of each block of one
+    #: [blocks, 2, ...] allocation (vLLM's and FlashInfer's layout): the
+    #: storage arguments are page-strided views, pages two pages apart.
+    engine_pages: bool = False
     name: str = ""  # a label for named cases; part of the id
 
     def __post_init__(self):
@@ -163,6 +167,8 @@ class Config:
         parts.append("L" + "-".join(map(str, self.seq_lens)))
         if self.query_counts:
             parts.append("n" + "-".join(map(str, self.query_counts)))
+        if self.engine_pages:
+            parts.append("engine-pages")
         if self.name:
             parts.insert(0, self.name)
         return ",".join(parts)
@@ -217,19 +223,21 @@ class MlaConfig:
 @dataclasses.dataclass(frozen=True)
 class Arg:
     """One memref argument: element type as MLIR spells it, shape with None
-    for a dynamic dimension."""
+    for a dynamic dimension, strides of a page-strided buffer (None:
+    contiguous)."""
 
     name: str
     element: str  # i8, f8E4M3FN, f32, i32, i64, f16, bf16
     shape: tuple[Optional[int], ...]
+    strides: Optional[tuple[int, ...]] = None
 
     @classmethod
     def of(cls, name: str, type: pir.MemRefType) -> "Arg":
-        return cls(name, type.element, type.shape)
+        return cls(name, type.element, type.shape, type.strides)
 
     @property
     def type(self) -> pir.MemRefType:
-        return pir.memref(self.shape, self.element)
+        return pir.memref(self.shape, self.element, strides=self.strides)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +271,16 @@ def cache_args(config: Config, prefix: str, encoding: str,
     """The buffers bound as one cache: pages, nvfp4 group scales, token
     scales (shapes as the verifier derives them)."""
     cache = cache_type(config, encoding, scale)
-    args = [Arg.of(f"{prefix}_pages", cache.storage_type())]
+    stride = None
+    if config.engine_pages:
+        pages = {cache_type(config, e, s).page_bytes for e, s in (
+            (config.k_encoding, config.k_scale),
+            (config.v_encoding, config.v_scale))}
+        if len(pages) != 1:
+            raise ValueError(f"engine_pages needs K and V pages of one size, "
+                             f"got {sorted(pages)} bytes")
+        stride = 2 * cache.page_bytes
+    args = [Arg.of(f"{prefix}_pages", cache.storage_type(page_stride=stride))]
     if cache.group_scales_type() is not None:
         args.append(Arg.of(f"{prefix}_groups", cache.group_scales_type()))
     if cache.token_scales_type() is not None:

@@ -12,8 +12,9 @@ compiling.
 
 --only-mla compiles the MLA cases alone, for `pytest -k mla` while the MLA
 kernel changes; --only-prompts the prompt cases (both backends and the
-prefill family) and test_torch_op.py's, for `pytest -k prompt` and
-test_torch_op.py while the prefill kernels change.
+prefill family), the engine-page cases and test_torch_op.py's, for
+`pytest -k "prompt or engine"` and test_torch_op.py while the prefill
+kernels and page layouts change.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ def _install_torch_stand_in(capability: tuple[int, int]) -> None:
 
 
 def _compile_prompts(pattn, suite, test_torch_op, args) -> int:
-    """The prompt cases on both backends and on the prefill family, and
-    the torch-op cases."""
-    jobs = [(case, suite.BACKEND, {}) for case in suite.PROMPTS]
-    jobs += [(case, suite.OTHER_BACKEND, {}) for case in suite.PROMPTS]
+    """The prompt and engine-page cases on both backends, the prompt cases
+    on the prefill family, and the torch-op cases."""
+    engine = [case for case in suite.NAMED if case.config.engine_pages]
+    jobs = [(case, backend, {}) for case in suite.PROMPTS + engine
+            for backend in (suite.BACKEND, suite.OTHER_BACKEND)]
     if suite.BACKEND != "portable":
         jobs += [(case, suite.BACKEND, {"prompt_kernel": "prefill"})
                  for case in suite.PROMPTS]
@@ -64,8 +66,9 @@ def main() -> int:
     parser.add_argument("--only-mla", action="store_true",
                         help="only the MLA cases (for `pytest -k mla`)")
     parser.add_argument("--only-prompts", action="store_true",
-                        help="only the prompt cases and the torch-op cases "
-                        "(for `pytest -k prompt` and test_torch_op.py)")
+                        help="only the prompt, engine-page and torch-op "
+                        "cases (for `pytest -k 'prompt or engine'` and "
+                        "test_torch_op.py)")
     args = parser.parse_args()
     if not os.environ.get("PATTN_ARTIFACT_DIR"):
         parser.error("set PATTN_ARTIFACT_DIR to the cache directory")

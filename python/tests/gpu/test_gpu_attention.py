@@ -429,6 +429,19 @@ def plan_paged(config: ir.Config, *, k_table=None, k_magnitude=None,
         else ref.default_softmax_scale(D))
 
 
+def paged_cache_tensors(plan: PagedPlan) -> dict:
+    """Both sides' cache buffers on the device, from the plan's initial
+    bytes; with ``engine_pages`` the K and V pages are the halves of one
+    [blocks, 2, ...] allocation (views, as an engine passes them)."""
+    tensors = {**cache_tensors("k", plan.k_initial),
+               **cache_tensors("v", plan.v_initial)}
+    if plan.config.engine_pages:
+        k, v = tensors["k_pages"], tensors["v_pages"]
+        both = torch.stack([k, v], dim=1)  # a copy: [blocks, 2, ...]
+        tensors["k_pages"], tensors["v_pages"] = both[:, 0], both[:, 1]
+    return tensors
+
+
 def cache_tensors(prefix: str, cache: ref.PagedCache) -> dict:
     tensors = {f"{prefix}_pages": upload(cache.storage, "i8")}
     if cache.group_scales is not None:
@@ -508,8 +521,7 @@ class PagedRun:
 
 def run_paged(plan: PagedPlan) -> PagedRun:
     module = COMPILER.load(plan.module.text)
-    tensors = {**cache_tensors("k", plan.k_initial),
-               **cache_tensors("v", plan.v_initial),
+    tensors = {**paged_cache_tensors(plan),
                "k_new": upload(plan.k_new, plan.dtype),
                "v_new": upload(plan.v_new, plan.dtype),
                "slots": upload(plan.slots, "i64"),
@@ -625,6 +637,17 @@ NAMED = [Case(config) for config in [
     ir.Config(name="gemma-softcap", k_encoding="bf16", k_scale="none",
               v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=256,
               g=2, softcap=30.0, softmax_scale=0.0625, seq_lens=(45, 120)),
+    # An engine's allocation ([blocks, 2, ...], K and V as views): vLLM's
+    # NHD f16 cache, the serving int4 preset in HND with speculative
+    # tokens, nvfp4 with its separate scale buffers.
+    ir.Config(name="engine-f16", kv_heads=8, g=4, engine_pages=True,
+              seq_lens=(0, 33, 200, 17)),
+    ir.Config(name="engine-i4-hnd", k_encoding="i4", k_scale="channel",
+              v_encoding="i4", v_scale="token", layout="hnd", g=4,
+              query_tokens=3, engine_pages=True, seq_lens=(5, 300, 17)),
+    ir.Config(name="engine-nvfp4", k_encoding="nvfp4", k_scale="token",
+              v_encoding="nvfp4", v_scale="token", block_size=32,
+              engine_pages=True, seq_lens=(77, 1, 40)),
 ]]
 
 # Masks: empty sequences, unmapped pages (SPEC §7: zeros, never NaN).
@@ -682,6 +705,10 @@ PROMPTS = [Case(config) for config in [
               v_encoding="i8", v_scale="channel", block_size=64, g=6,
               query_tokens=96, query_counts=(96, 96, 12),
               seq_lens=(1500, 96, 300), static_tables=True),
+    ir.Config(name="chunk-engine-i8-hnd", k_encoding="i8", k_scale="token",
+              v_encoding="i8", v_scale="token", layout="hnd", kv_heads=2,
+              g=4, query_tokens=200, query_counts=(200, 1, 50),
+              seq_lens=(900, 40, 50), engine_pages=True),
     ir.Config(name="prompt-e4m3-window1", k_encoding="f8e4m3",
               k_scale="channel", v_encoding="f16", v_scale="none",
               layout="hnd", g=4, window=1, query_tokens=64,

@@ -66,8 +66,7 @@ def _load(text: str):
 
 def _initial_tensors(plan) -> dict:
     """The step's inputs on the device, as run_paged makes them."""
-    tensors = {**suite.cache_tensors("k", plan.k_initial),
-               **suite.cache_tensors("v", plan.v_initial),
+    tensors = {**suite.paged_cache_tensors(plan),
                "k_new": suite.upload(plan.k_new, plan.dtype),
                "v_new": suite.upload(plan.v_new, plan.dtype),
                "slots": suite.upload(plan.slots, "i64"),

@@ -299,8 +299,54 @@ func.func @f(%s: memref<?x16x8xi8>) {
 // -----
 
 func.func @f(%s: memref<4x16x8x128xi8, strided<[16384, 1024, 128, 1], offset: 7>>) {
-  // expected-error @below {{storage must be a contiguous memref (identity layout)}}
+  // expected-error @below {{storage must be contiguous within each page: an identity layout, or strided<[S, ...], offset: O>}}
   %c = pattn.bind_cache storage(%s : memref<4x16x8x128xi8, strided<[16384, 1024, 128, 1], offset: 7>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+// Pages a stride apart must still be row-major inside (here the heads and
+// tokens are swapped).
+func.func @f(%s: memref<?x16x8x128xi8, strided<[32768, 128, 2048, 1]>>) {
+  // expected-error @below {{storage must be contiguous within each page}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8, strided<[32768, 128, 2048, 1]>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+// Pages closer than one page would overlap.
+func.func @f(%s: memref<?x16x8x128xi8, strided<[8192, 1024, 128, 1]>>) {
+  // expected-error @below {{storage must be contiguous within each page}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8, strided<[8192, 1024, 128, 1]>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+// Every page starts 16-byte aligned.
+func.func @f(%s: memref<?x16x8x128xi8, strided<[16392, 1024, 128, 1]>>) {
+  // expected-error @below {{both multiples of 16 bytes}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8, strided<[16392, 1024, 128, 1]>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+// The page stride is static: the kernels address pages with it.
+func.func @f(%s: memref<?x16x8x128xi8, strided<[?, 1024, 128, 1]>>) {
+  // expected-error @below {{storage must be contiguous within each page}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8, strided<[?, 1024, 128, 1]>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
+// Scale buffers stay contiguous.
+func.func @f(%s: memref<?x16x8x128xi8, strided<[32768, 1024, 128, 1]>>, %t: memref<?x16x8xf32, strided<[256, 8, 1]>>) {
+  // expected-error @below {{token_scales must be a contiguous memref (identity layout)}}
+  %c = pattn.bind_cache storage(%s : memref<?x16x8x128xi8, strided<[32768, 1024, 128, 1]>>) token_scales(%t : memref<?x16x8xf32, strided<[256, 8, 1]>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
   return
 }
 
@@ -381,6 +427,15 @@ func.func @f(%s: memref<10x16x8x128xi8>, %t: memref<12x16x8xf32>) {
 func.func @f(%s: memref<?x64x656xi8>, %t: memref<?x64x1xf32>) {
   // expected-error @below {{a record cache keeps its scales inside the records and binds no scale buffers}}
   %c = pattn.bind_cache storage(%s : memref<?x64x656xi8>) token_scales(%t : memref<?x64x1xf32>) : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
+  return
+}
+
+// -----
+
+// Record caches take contiguous records.
+func.func @f(%s: memref<?x64x656xi8, strided<[83968, 656, 1]>>) {
+  // expected-error @below {{storage must be a contiguous memref (identity layout)}}
+  %c = pattn.bind_cache storage(%s : memref<?x64x656xi8, strided<[83968, 656, 1]>>) : !pattn.record_cache<block_size = 64, record = !pattn.record<fp8_ds_mla>>
   return
 }
 

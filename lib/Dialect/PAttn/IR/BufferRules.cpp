@@ -38,6 +38,13 @@ bool pattn::exceedsInt64Bytes(MemRefType type) {
   if (llvm::is_contained(type.getShape(), 0))
     return false; // an empty buffer, whatever its other dimensions
   int64_t bytes = elementBytes(type.getElementType());
+  // A page-strided buffer spans its pages' stride per page.
+  if (isPageStrided(type)) {
+    int64_t pages = type.getDimSize(0);
+    return llvm::MulOverflow(bytes, pageStrideElements(type), bytes) ||
+           (!ShapedType::isDynamic(pages) &&
+            llvm::MulOverflow(bytes, pages, bytes));
+  }
   for (int64_t dim : type.getShape()) {
     if (ShapedType::isDynamic(dim))
       continue;
@@ -45,6 +52,56 @@ bool pattn::exceedsInt64Bytes(MemRefType type) {
       return true;
   }
   return false;
+}
+
+/// The elements of one page: the product of the inner sizes, or nullopt
+/// when one is dynamic (or the product overflows).
+static std::optional<int64_t> pageElements(MemRefType type) {
+  int64_t elements = 1;
+  for (int64_t dim : type.getShape().drop_front()) {
+    if (ShapedType::isDynamic(dim) || llvm::MulOverflow(elements, dim, elements))
+      return std::nullopt;
+  }
+  return elements;
+}
+
+bool pattn::isPageStrided(MemRefType type) {
+  auto layout = dyn_cast<StridedLayoutAttr>(type.getLayout());
+  if (!layout || type.getRank() < 2 || ShapedType::isDynamic(layout.getOffset()))
+    return false;
+  std::optional<int64_t> page = pageElements(type);
+  ArrayRef<int64_t> strides = layout.getStrides();
+  if (!page || ShapedType::isDynamic(strides.front()) ||
+      strides.front() < *page)
+    return false;
+  // Every page starts 16-byte aligned, as the buffer does (whole rows move
+  // in 16-byte copies).
+  int64_t element = elementBytes(type.getElementType());
+  int64_t strideBytes = 0, offsetBytes = 0;
+  if (llvm::MulOverflow(strides.front(), element, strideBytes) ||
+      llvm::MulOverflow(layout.getOffset(), element, offsetBytes) ||
+      strideBytes % 16 != 0 || offsetBytes % 16 != 0)
+    return false;
+  // Row-major inside a page.
+  int64_t expected = 1;
+  for (int64_t i = type.getRank() - 1; i >= 1; --i) {
+    if (strides[i] != expected)
+      return false;
+    expected *= type.getDimSize(i);
+  }
+  return true;
+}
+
+bool pattn::hasPagedLayout(MemRefType type) {
+  return type.getLayout().isIdentity() || isPageStrided(type);
+}
+
+int64_t pattn::pageStrideElements(MemRefType type) {
+  if (isPageStrided(type))
+    return cast<StridedLayoutAttr>(type.getLayout()).getStrides().front();
+  std::optional<int64_t> page = pageElements(type);
+  assert(page && "a contiguous page of static sizes");
+  return *page;
 }
 
 LogicalResult pattn::verifyBuffersFitInt64(Operation *op) {
@@ -80,6 +137,8 @@ struct Binding {
   Type type;
   std::optional<int64_t> begin;
   std::optional<int64_t> extent;
+  /// For a page-strided view: its page stride and page size, in elements.
+  std::optional<int64_t> pageStride, pageSize;
 };
 
 } // namespace
@@ -166,10 +225,16 @@ static SmallVector<Binding> bindingsOf(Value root) {
     View view = views[i];
     for (Operation *user : view.value.getUsers()) {
       if (auto bind = dyn_cast<BindCacheOp>(user)) {
-        if (bind.getStorage() == view.value)
-          bindings.push_back(
-              {bind, view.value, bind.getType(), view.begin,
-               extentOf(cast<MemRefType>(view.value.getType()))});
+        if (bind.getStorage() != view.value)
+          continue;
+        auto type = cast<MemRefType>(view.value.getType());
+        Binding binding{bind, view.value, bind.getType(), view.begin,
+                        extentOf(type)};
+        if (isPageStrided(type)) {
+          binding.pageStride = pageStrideElements(type);
+          binding.pageSize = pageElements(type);
+        }
+        bindings.push_back(binding);
         continue;
       }
       if (isa<memref::CastOp, memref::ExpandShapeOp, memref::CollapseShapeOp,
@@ -189,6 +254,14 @@ static bool overlap(const Binding &a, const Binding &b) {
     return false;
   if (*a.begin == *b.begin)
     return true;
+  // Pages of the same stride interleave (K and V of an engine's
+  // [blocks, 2, ...] buffer): they share bytes when, within one stride,
+  // the page that starts later begins before the other's ends.
+  if (a.pageStride && a.pageStride == b.pageStride) {
+    int64_t stride = *a.pageStride;
+    int64_t shift = ((*b.begin - *a.begin) % stride + stride) % stride;
+    return shift < *a.pageSize || stride - shift < *b.pageSize;
+  }
   const Binding &low = *a.begin < *b.begin ? a : b;
   const Binding &high = *a.begin < *b.begin ? b : a;
   return low.extent && *high.begin - *low.begin < *low.extent;

@@ -44,12 +44,22 @@ static std::string formatShape(ArrayRef<int64_t> shape) {
   return text;
 }
 
-/// Checks that operand `name` is a contiguous memref whose shape matches
-/// `expected` (a dynamic dimension on either side matches anything).
+/// Checks that operand `name` is a contiguous memref (or, with
+/// `pageStrided`, one whose pages may lie a static stride apart:
+/// hasPagedLayout) whose shape matches `expected` (a dynamic dimension on
+/// either side matches anything).
 static LogicalResult checkShape(Operation *op, StringRef name, Value value,
-                                ArrayRef<int64_t> expected) {
+                                ArrayRef<int64_t> expected,
+                                bool pageStrided = false) {
   auto type = cast<MemRefType>(value.getType());
-  if (!type.getLayout().isIdentity())
+  if (pageStrided && !hasPagedLayout(type))
+    return op->emitOpError()
+           << name << " must be contiguous within each page: an identity "
+           << "layout, or strided<[S, ...], offset: O> with row-major inner "
+           << "strides, a static page stride S of at least one page and a "
+           << "static offset O, both multiples of 16 bytes, got "
+           << type;
+  if (!pageStrided && !type.getLayout().isIdentity())
     return op->emitOpError() << name << " must be a contiguous memref "
                              << "(identity layout), got " << type;
   bool matches = type.getRank() == int64_t(expected.size());
@@ -223,7 +233,8 @@ LogicalResult BindCacheOp::verify() {
   } else {
     auto cache = cast<CacheType>(getType());
     if (failed(checkShape(op, "storage", getStorage(),
-                          cache.getStorageShape(ShapedType::kDynamic))))
+                          cache.getStorageShape(ShapedType::kDynamic),
+                          /*pageStrided=*/true)))
       return failure();
     if (cache.needsGroupScales() != bool(getGroupScales()))
       return emitOpError() << (getGroupScales() ? "group_scales given for"

@@ -26,6 +26,23 @@ namespace pattn {
 /// checked by the runtime at launch.
 bool exceedsInt64Bytes(mlir::MemRefType type);
 
+/// Whether `type` holds pages the lowering can address: contiguous (the
+/// identity layout), or page-strided: `strided<[S, ...], offset: O>` with
+/// every stride but the outermost the row-major one, a static outermost
+/// stride S of at least one page (product of the inner sizes, all static)
+/// and a static offset O, S and O elements multiples of 16 bytes.
+/// A page-strided buffer is one page of a larger record per block, as K or
+/// V of an engine's `[blocks, 2, block_size, heads, head_dim]` allocation.
+bool hasPagedLayout(mlir::MemRefType type);
+
+/// Whether `type` is page-strided (hasPagedLayout, not the identity).
+bool isPageStrided(mlir::MemRefType type);
+
+/// The distance between pages (outermost index) in elements: the outermost
+/// stride of a page-strided `type`, the product of the inner sizes of a
+/// contiguous one (which must be static).
+int64_t pageStrideElements(mlir::MemRefType type);
+
 /// Fails, naming the operand, when a memref operand of `op` exceeds the
 /// int64 byte range (exceedsInt64Bytes).
 mlir::LogicalResult verifyBuffersFitInt64(mlir::Operation *op);

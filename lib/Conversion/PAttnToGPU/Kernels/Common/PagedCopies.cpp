@@ -81,18 +81,29 @@ void pattn::flattenPagedStorage(KernelBuilder &kb, PagedSide &side,
                                 int64_t blockSize) {
   int64_t rowBytes = side.type.getRowBytes();
   int64_t heads = side.type.getKvHeads();
+  // Pages are contiguous, or a static stride apart (a page-strided view of
+  // an engine's allocation): either way one byte stride per page.
+  auto storageType = cast<MemRefType>(side.storage.getType());
+  int64_t pageStride = pageStrideElements(storageType);
+  // A view inside the function (V of an engine's [blocks, 2, ...] buffer)
+  // starts at a static offset, which the flat view keeps.
+  auto [strides, offset] = storageType.getStridesAndOffset();
+  (void)strides;
   // A reinterpret_cast, which the memref lowering turns into the same
   // pointer (collapse_shape would need expand-strided-metadata first).
   Value pages = memref::DimOp::create(kb.b, kb.loc, side.storage, 0);
-  Value bytes = kb.mul(pages, kb.index(blockSize * heads * rowBytes));
-  auto flatType =
-      MemRefType::get({ShapedType::kDynamic}, kb.b.getIntegerType(8));
+  Value bytes = kb.mul(pages, kb.index(pageStride));
+  MemRefLayoutAttrInterface flatLayout;
+  if (offset != 0)
+    flatLayout = StridedLayoutAttr::get(kb.b.getContext(), offset, {1});
+  auto flatType = MemRefType::get({ShapedType::kDynamic},
+                                  kb.b.getIntegerType(8), flatLayout);
   side.flat = memref::ReinterpretCastOp::create(
       kb.b, kb.loc, flatType, side.storage,
-      /*offset=*/OpFoldResult(kb.b.getIndexAttr(0)),
+      /*offset=*/OpFoldResult(kb.b.getIndexAttr(offset)),
       /*sizes=*/{OpFoldResult(bytes)},
       /*strides=*/{OpFoldResult(kb.b.getIndexAttr(1))});
-  side.pageStride = blockSize * heads * rowBytes;
+  side.pageStride = pageStride;
   bool hnd = side.type.getLayout() == Layout::hnd;
   side.tokenStride = hnd ? rowBytes : heads * rowBytes;
   side.headStride = hnd ? blockSize * rowBytes : rowBytes;

@@ -60,8 +60,9 @@ void describePagedSide(PagedSide &side, const CacheBuffers &buffers, bool isKey,
                        const DecodeSignature &signature,
                        const XqaSharedLayout &layout);
 
-/// Sets side.flat and the byte strides from side.storage (its rows are
-/// contiguous, PAttnOps' bind_cache checks that).
+/// Sets side.flat and the byte strides from side.storage (contiguous inside
+/// each page, pages contiguous or a static stride apart, at a static offset:
+/// bind_cache checks that, BufferRules' hasPagedLayout).
 void flattenPagedStorage(KernelBuilder &kb, PagedSide &side, int64_t blockSize);
 
 /// The ring in a kernel's dynamic shared memory (byte offsets) and its
