@@ -264,7 +264,8 @@ static LogicalResult checkEntryBuffer(func::FuncOp function, unsigned index,
            << "entry point argument #" << index << " has type " << type
            << "; loaders pass contiguous buffers, or pages a static stride "
               "apart (strided<[S, ...]> at offset 0, row-major inside a "
-              "page, S at least one page and a multiple of 16 bytes): take it with one of those "
+              "page, S at least one page and a multiple of 16 bytes): take it "
+              "with one of those "
               "layouts and make other views inside the function";
   if (::pattn::exceedsInt64Bytes(type))
     return emitError(loc) << "entry point argument #" << index << " of type "

@@ -59,7 +59,8 @@ bool pattn::exceedsInt64Bytes(MemRefType type) {
 static std::optional<int64_t> pageElements(MemRefType type) {
   int64_t elements = 1;
   for (int64_t dim : type.getShape().drop_front()) {
-    if (ShapedType::isDynamic(dim) || llvm::MulOverflow(elements, dim, elements))
+    if (ShapedType::isDynamic(dim) ||
+        llvm::MulOverflow(elements, dim, elements))
       return std::nullopt;
   }
   return elements;
@@ -67,7 +68,8 @@ static std::optional<int64_t> pageElements(MemRefType type) {
 
 bool pattn::isPageStrided(MemRefType type) {
   auto layout = dyn_cast<StridedLayoutAttr>(type.getLayout());
-  if (!layout || type.getRank() < 2 || ShapedType::isDynamic(layout.getOffset()))
+  if (!layout || type.getRank() < 2 ||
+      ShapedType::isDynamic(layout.getOffset()))
     return false;
   std::optional<int64_t> page = pageElements(type);
   ArrayRef<int64_t> strides = layout.getStrides();

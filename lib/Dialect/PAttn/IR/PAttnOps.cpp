@@ -57,8 +57,7 @@ static LogicalResult checkShape(Operation *op, StringRef name, Value value,
            << name << " must be contiguous within each page: an identity "
            << "layout, or strided<[S, ...], offset: O> with row-major inner "
            << "strides, a static page stride S of at least one page and a "
-           << "static offset O, both multiples of 16 bytes, got "
-           << type;
+           << "static offset O, both multiples of 16 bytes, got " << type;
   if (!pageStrided && !type.getLayout().isIdentity())
     return op->emitOpError() << name << " must be a contiguous memref "
                              << "(identity layout), got " << type;
