@@ -543,3 +543,57 @@ def test_rules_of_continuous_batching(monkeypatch):
     with pytest.raises(pattn.ArgumentError, match="sliding-window"):
         tb.paged_attention(Module(), rows, rows, rows, None, cache=Cache(),
                            sliding_window=8)
+
+
+@pytest.mark.parametrize("fmt", ["f16", "i4", "nvfp4"])
+def test_interleaved_pages_hold_what_separate_pages_hold(fmt, opt):
+    """LayerSpec(interleaved_kv=True): K and V are the halves of one
+    [blocks, 2, ...] allocation (an engine's), the kernels take them as
+    page-strided views; a prompt step writes the same page bytes and
+    attends to the same output as with separate K and V buffers."""
+    import dataclasses
+    spec = serving.LayerSpec(8, 2, 64, "f16", serving.CacheFormat(fmt), 16,
+                             softmax_scale=0.125, layout="hnd")
+    engine = dataclasses.replace(spec, interleaved_kv=True)
+    module = serving.build_module(engine)
+    assert "strided<[" in str(module)
+    module.verify(opt)
+    generator = torch.Generator().manual_seed(5)
+    lengths, tables = (20, 7), [[3, 0], [5, -1]]
+    slots = [tables[0][t // 16] * 16 + t % 16 for t in range(20)] + \
+        [5 * 16 + t for t in range(7)]
+
+    def rows(*shape):
+        return (torch.rand(shape, generator=generator) * 2 - 1).half()
+
+    inputs = {"query": rows(27, 8, 64), "k_new": rows(27, 2, 64),
+              "v_new": rows(27, 2, 64),
+              "slots": torch.tensor(slots, dtype=torch.int32),
+              "block_table": torch.tensor(tables, dtype=torch.int32),
+              "seq_lens": torch.tensor(lengths, dtype=torch.int32),
+              "query_start": torch.tensor([0, 20, 27], dtype=torch.int32)}
+    results = []
+    for layer in (spec, engine):
+        buffers = serving.LayerBuffers(layer, 6, "cpu")
+        tensors = {**buffers.tensors, **inputs,
+                   "out": torch.full((27, 8, 64), float("nan"),
+                                     dtype=torch.float16)}
+        serving.ReferenceKernels(layer).step("extend", tensors)
+        results.append((tensors, buffers))
+    (separate, _), (interleaved, buffers) = results
+    k, v = buffers.tensors["k_pages"], buffers.tensors["v_pages"]
+    assert k.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+    assert k.stride(0) == 2 * spec.cache_type("k").page_bytes
+    assert torch.equal(interleaved["out"], separate["out"])
+    assert not torch.isnan(interleaved["out"]).any()
+    for name in ("k_pages", "v_pages"):
+        assert torch.equal(interleaved[name], separate[name]), name
+        assert interleaved[name].any(), name
+
+
+def test_interleaved_pages_need_pages_of_one_size():
+    with pytest.raises(pattn.ArgumentError, match="interleaved K and V "
+                       "pages must be of one size"):
+        serving.LayerSpec(8, 2, 64, "f16", serving.CacheFormat(
+            "x", k=("i4", "channel"), v=("i8", "token")), 16,
+            interleaved_kv=True)

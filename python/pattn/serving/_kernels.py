@@ -68,6 +68,10 @@ class LayerSpec:
     window: int = -1
     sinks: bool = False
     layout: str = "nhd"
+    #: K and V pages as the two halves of each block of one
+    #: [blocks, 2, ...] allocation (vLLM's and FlashInfer's layout): the
+    #: kernels take page-strided views of it (pages of equal size only).
+    interleaved_kv: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in ("f16", "bf16"):
@@ -77,6 +81,21 @@ class LayerSpec:
             raise ArgumentError(
                 f"pattn.serving.LayerSpec: {self.num_heads} query heads are "
                 f"not a multiple of {self.kv_heads} KV heads")
+        if self.interleaved_kv and self.cache_type("k").page_bytes != \
+                self.cache_type("v").page_bytes:
+            raise ArgumentError(
+                f"pattn.serving.LayerSpec: interleaved K and V pages must be "
+                f"of one size; format {self.format.name} has K pages of "
+                f"{self.cache_type('k').page_bytes} bytes and V pages of "
+                f"{self.cache_type('v').page_bytes}")
+
+    def storage_type(self, side: str,
+                     blocks: Optional[int] = None) -> ir.MemRefType:
+        """``side``'s page storage as the kernels take it: contiguous, or
+        page-strided (two pages a block) when ``interleaved_kv``."""
+        kind = self.cache_type(side)
+        stride = 2 * kind.page_bytes if self.interleaved_kv else None
+        return kind.storage_type(blocks, page_stride=stride)
 
     def cache_type(self, side: str) -> ir.CacheType:
         encoding, scale = getattr(self.format, side)
@@ -90,7 +109,7 @@ def _cache_arguments(function: ir.Function, spec: LayerSpec, side: str,
     """Binds ``side``'s buffers (arguments ``<side>_pages``, ``_groups``,
     ``_tokens``) as a cache."""
     kind = spec.cache_type(side)
-    pages = function.arg(f"{side}_pages", kind.storage_type())
+    pages = function.arg(f"{side}_pages", spec.storage_type(side))
     extra = {}
     if kind.group_scales_type() is not None:
         extra["group_scales"] = function.arg(f"{side}_groups",
@@ -149,7 +168,8 @@ def build_module(spec: LayerSpec) -> ir.Module:
 class LayerBuffers:
     """One layer's cache buffers, allocated with torch: ``k_pages`` and
     ``v_pages`` (uint8 [blocks, block_size, kv_heads, row bytes], or
-    [blocks, kv_heads, block_size, row] for ``hnd``), nvfp4's
+    [blocks, kv_heads, block_size, row] for ``hnd``; with
+    ``interleaved_kv`` the two halves of one [blocks, 2, ...] tensor), nvfp4's
     ``<side>_groups`` (float8_e4m3fn, D/16 per row), a token side's
     ``<side>_tokens`` (f32 [blocks, block_size, kv_heads]) and a calibrated
     side's ``<side>_scale`` (f32 [1] or [kv_heads, D]), all zero until
@@ -160,11 +180,18 @@ class LayerBuffers:
         self.spec = spec
         self.num_blocks = num_blocks
         self.tensors: Dict[str, Any] = {}
+        if spec.interleaved_kv:  # one [blocks, 2, ...] allocation
+            page = _shape(spec.cache_type("k").storage_type(num_blocks))
+            pairs = torch.zeros((num_blocks, 2) + page[1:], dtype=torch.uint8,
+                                device=device)
+            self.tensors["k_pages"], self.tensors["v_pages"] = \
+                pairs[:, 0], pairs[:, 1]
         for side in ("k", "v"):
             kind = spec.cache_type(side)
-            self.tensors[f"{side}_pages"] = torch.zeros(
-                _shape(kind.storage_type(num_blocks)), dtype=torch.uint8,
-                device=device)
+            if not spec.interleaved_kv:
+                self.tensors[f"{side}_pages"] = torch.zeros(
+                    _shape(kind.storage_type(num_blocks)), dtype=torch.uint8,
+                    device=device)
             groups = kind.group_scales_type(num_blocks)
             if groups is not None:
                 self.tensors[f"{side}_groups"] = torch.zeros(
