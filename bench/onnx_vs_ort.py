@@ -19,8 +19,9 @@ interleaved), packed QKV (Phi-3's export), head sinks, Gemma-2's softcap 50
 with its 4096-token window over longer sequences, and Qwen3's QK-norm
 (which ORT's CPU provider rejects, so that case is checked against the
 float64 reference only); two cases start from ORT's prefill of a prompt
-(the same node with S = the prompt length) and decode from its present.
-Per step it checks:
+(the same node with S = the prompt length) and decode from its present,
+and four have pattn compute a 300-2000-token prompt itself
+(bench/onnx_prompts.py checks it the same way). Per step it checks:
 
 - the output against ORT's within SPEC §8's f16 tolerance (atol 8e-4 scaled
   by max(1, max |V|) over the sequence's cached values, rtol 5e-3), and
@@ -75,6 +76,10 @@ class Case:
     # sequence) through the same node with S = prefill, and both continue
     # from ORT's present (``past`` is then ignored).
     prefill: int = 0
+    # > 0: pattn computes a prompt of this many tokens per sequence itself
+    # (the node imported with S = pattn_prompt; ORT runs it too), and the
+    # decode steps follow from each one's own cache (bench/onnx_prompts.py).
+    pattn_prompt: int = 0
 
 
 CASES = [
@@ -100,6 +105,17 @@ CASES = [
          (96, 96, 96), 5, rotary=True, prefill=96),
     Case("Qwen2.5-7B, ORT prefill 37 then decode", 2, 28, 4, 128, 128,
          (37, 37), 5, prefill=37),
+    # Prompts computed by pattn (issue 30): Llama-3, Qwen2.5, Phi-3 and
+    # Gemma-2 shapes, 300-2000 tokens, then decode.
+    Case("Llama-3-8B RoPE, pattn prompt 1000 then decode", 2, 32, 8, 128,
+         1024, (1000, 1000), 3, rotary=True, pattn_prompt=1000),
+    Case("Qwen2.5-7B, pattn prompt 300 then decode", 3, 28, 4, 128, 512,
+         (300, 300, 300), 3, pattn_prompt=300),
+    Case("Phi-3 packed QKV RoPE, pattn prompt 500 then decode", 2, 32, 32,
+         96, 512, (500, 500), 3, rotary=True, packed=True, pattn_prompt=500),
+    Case("Gemma-2 softcap 50 window 256, pattn prompt 2000 then decode", 1,
+         16, 8, 256, 2048, (2000,), 3, softcap=50.0, window=256,
+         pattn_prompt=2000),
 ]
 
 # Not in the default run: neighbours of Phi-3's shape, to narrow a failure
@@ -170,10 +186,10 @@ def build_model(case: Case, seq: int = 1):
 BACKEND = "auto"
 
 
-def compile_case(case: Case):
+def compile_case(case: Case, seq: int = 1):
     import pattn
     import pattn.onnx
-    model = build_model(case)
+    model = build_model(case, seq)
     module, manifest = pattn.onnx.import_model(model)
     artifact = pattn.compile(module, chips=["sm_90a"], backend=BACKEND)
     return model, manifest["functions"][0], artifact
@@ -310,6 +326,15 @@ def run_case(case: Case, seed: int):
         lengths = np.full(B, P, np.int32)
 
     rows = []
+    if case.pattn_prompt:
+        import onnx_prompts
+        row, o_pk, o_pv = onnx_prompts.run_prompt(
+            case, randn, statics, pk, pv, rotate, q_w, k_w, sinks, BACKEND)
+        rows.append(row)
+        if o_pk is not None:  # each continues from its own cache
+            ort_k, ort_v = o_pk, o_pv
+        initial_k, initial_v = pk.clone(), pv.clone()
+        lengths = np.full(B, case.pattn_prompt, np.int32)
     for step in range(case.steps):
         q, k, v = randn(B, 1, H * D), randn(B, 1, KV * D), randn(B, 1, KV * D)
         seqlens_k = lengths.astype(np.int32)  # total - 1 = past tokens
@@ -678,6 +703,9 @@ def main() -> int:
         for case in cases:
             _, _, artifact = compile_case(case)
             print(f"{case.name}: {artifact}")
+            if case.pattn_prompt:
+                print(f"{case.name} (prompt): "
+                      f"{compile_case(case, case.pattn_prompt)[2]}")
         for case in paged:
             print(f"{case.name}: {compile_paged(case)[1]}")
         return 0
