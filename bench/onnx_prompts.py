@@ -58,15 +58,8 @@ def run_prompt(case, randn, statics, pk, pv, rotate, q_w, k_w, sinks,
 
     o_out = o_pk = o_pv = None
     ort_error = None
-    feeds = dict(past_key=pk.cpu().numpy(), past_value=pv.cpu().numpy(),
-                 seqlens_k=np.full(B, P - 1, np.int32),
-                 total_sequence_length=np.array(P, np.int32))
-    if case.packed:
-        feeds["query"] = packed
-    else:
-        feeds.update(query=q, key=k, value=v)
-    for name, value in statics.items():
-        feeds[name] = value.cpu().numpy()
+    feeds = ovo.ort_feeds(case, pk.cpu().numpy(), pv.cpu().numpy(),
+                          np.full(B, P - 1, np.int32), P, q, k, v, statics)
     try:
         session = ort.InferenceSession(model.SerializeToString(),
                                        providers=["CPUExecutionProvider"])

@@ -246,6 +246,23 @@ def rope_tables(S, D):
         np.float16)
 
 
+def ort_feeds(case: Case, past_k, past_v, seqlens_k, total: int, q, k, v,
+              statics: dict) -> dict:
+    """The ORT inputs of one run of the node: q/k/v [B, S, ...] (packed into
+    the query for a packed case), the past buffers, seqlens_k (total - 1
+    per sequence), the batch's total length and the case's constant
+    inputs (device tensors)."""
+    feeds = dict(past_key=past_k, past_value=past_v, seqlens_k=seqlens_k,
+                 total_sequence_length=np.array(total, np.int32))
+    if case.packed:
+        feeds["query"] = np.concatenate([q, k, v], axis=-1)
+    else:
+        feeds.update(query=q, key=k, value=v)
+    for name, value in statics.items():
+        feeds[name] = value.cpu().numpy()
+    return feeds
+
+
 def run_case(case: Case, seed: int):
     import onnxruntime as ort
     import torch
@@ -309,17 +326,10 @@ def run_case(case: Case, seed: int):
         prompt = ort.InferenceSession(
             build_model(case, seq=P).SerializeToString(),
             providers=["CPUExecutionProvider"])
-        feeds = dict(past_key=ort_k, past_value=ort_v,
-                     seqlens_k=np.full(B, P - 1, np.int32),
-                     total_sequence_length=np.array(P, np.int32))
         q, k, v = randn(B, P, H * D), randn(B, P, KV * D), randn(B, P, KV * D)
-        if case.packed:
-            feeds["query"] = np.concatenate([q, k, v], axis=-1)
-        else:
-            feeds.update(query=q, key=k, value=v)
-        for name, value in statics.items():
-            feeds[name] = value.cpu().numpy()
-        _, ort_k, ort_v = prompt.run(None, feeds)
+        _, ort_k, ort_v = prompt.run(None, ort_feeds(
+            case, ort_k, ort_v, np.full(B, P - 1, np.int32), P, q, k, v,
+            statics))
         pk.copy_(torch.from_numpy(ort_k))
         pv.copy_(torch.from_numpy(ort_v))
         initial_k, initial_v = pk.clone(), pv.clone()
@@ -342,14 +352,8 @@ def run_case(case: Case, seed: int):
         packed = np.concatenate([q, k, v], axis=-1)
         o_out = None
         if sess is not None:
-            feeds = dict(past_key=ort_k, past_value=ort_v, seqlens_k=seqlens_k,
-                         total_sequence_length=np.array(total.max(), np.int32))
-            if case.packed:
-                feeds["query"] = packed
-            else:
-                feeds.update(query=q, key=k, value=v)
-            for name, value in statics.items():
-                feeds[name] = value.cpu().numpy()
+            feeds = ort_feeds(case, ort_k, ort_v, seqlens_k, total.max(), q,
+                              k, v, statics)
             try:
                 o_out, o_pk, o_pv = sess.run(None, feeds)
             except Exception as error:  # an EP that rejects at run time
