@@ -234,7 +234,10 @@ class PattnCase:
     and its inputs, on the GPU."""
 
     def __init__(self, torch, pattn, chip: str, shape: Shape, cache: str,
-                 block_size: int, layout: str, backend: str):
+                 block_size: int, layout: str, backend: str,
+                 keep_rows: bool = False):
+        """``keep_rows``: keep the written rows and their slots
+        (``new_rows``, ``slots``) for a caller that writes them again."""
         self.torch, self.shape, self.cache = torch, shape, cache
         encoding, scale = cache_format(shape, cache)
         dtype = torch_dtype(torch, shape)
@@ -301,6 +304,8 @@ class PattnCase:
         self.call("write_k", slots=slots, k_new=new_rows["k_new"])
         self.call("write_v", slots=slots, v_new=new_rows["v_new"])
         torch.cuda.synchronize()
+        if keep_rows:
+            self.new_rows, self.slots = new_rows, slots
         del new_rows
 
         # ... and copies of it to rotate through.

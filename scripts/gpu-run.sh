@@ -131,8 +131,9 @@ fi
 
 # The prefill family (issue 30): its GPU tests (every prompt case and the
 # engine-page cases against the float64 reference), bench/bench_prefill.py
-# (XQA query tiles, the prefill family, portable, SDPA) and FlashInfer's
-# paged prefill (fa2/fa3) in the same call. FlashInfer's modules build just in time in a first, background
+# (XQA query tiles, the prefill family, portable, SDPA), FlashInfer's paged
+# prefill (fa2/fa3) in the same call, and a 32K-token prompt's append
+# (bench/bench_append.py). FlashInfer's modules build just in time in a first, background
 # run (its times discarded) while the tests run; the second run times them.
 if part prefill; then
   fi_site="$(mktemp -d)"
@@ -151,6 +152,8 @@ if part prefill; then
   echo "flashinfer prefill exit status $?"
   python3 bench/bench_prefill.py --write-results "$out/prefill.md" 2> "$out/prefill-bench.log"
   echo "prefill benchmark exit status $?"
+  python3 bench/bench_append.py --write-results "$out/append.md" 2> "$out/append.log"
+  echo "32K append benchmark exit status $?"
 fi
 
 # The transformers integration (issue 31): generate() on pattn caches against
