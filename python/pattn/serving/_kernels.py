@@ -205,6 +205,11 @@ class LayerBuffers:
             if scale is not None:
                 self.tensors[f"{side}_scale"] = torch.ones(
                     _shape(scale), dtype=torch.float32, device=device)
+        # The buffers live as long as the cache: inductor's CUDA graphs
+        # (torch.compile mode="reduce-overhead") may write them in place
+        # instead of skipping the graph for mutated inputs.
+        for tensor in self.tensors.values():
+            torch._dynamo.mark_static_address(tensor)
 
     @property
     def nbytes(self) -> int:
