@@ -38,7 +38,9 @@ done
 # and 64-token pages; the MLA decode of every record preset with bf16
 # queries (the tensor-core kernel on auto), the MLA builds for several
 # chips (two kernel modules), and every rotary case.
-cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256)) or (prefill_kernel and (holes or mixed or gpt-oss or bs64)) or (mla_decode_matches and bf16) or mla_fleet or rotary"
+cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256 or engine)) or (prefill_kernel and (holes or mixed or gpt-oss or bs64 or engine)) or (mla_decode_matches and bf16) or mla_fleet or rotary"
+# PATTN_SANITIZE_CASES picks another set (a pytest -k expression).
+cases="${PATTN_SANITIZE_CASES:-$cases}"
 # The whole report lands in $OUT/sanitize-<tool>.log (a hazard names both
 # accesses there); the summary lines are printed.
 part sanitize && for tool in memcheck racecheck; do
@@ -67,10 +69,15 @@ fi
 # pattn against ONNX Runtime (CPU) on GroupQueryAttention graphs, both
 # backends (bench/onnx_vs_ort.py; ONNX Runtime from .whl-ort/).
 # Carry .ort-artifacts and .whl-ort for it (gpu-prepare.sh).
-if part onnx && ls "$root"/.whl-ort/*.whl >/dev/null 2>&1; then
+# Without .whl-ort, the machine's own onnxruntime (the table names its
+# version).
+if part onnx && { ls "$root"/.whl-ort/*.whl >/dev/null 2>&1 ||
+                  python3 -c "import onnxruntime, onnx" 2>/dev/null; }; then
   ort_site="$(mktemp -d)"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$ort_site" \
-    "$root"/.whl-ort/*.whl
+  if ls "$root"/.whl-ort/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$ort_site" \
+      "$root"/.whl-ort/*.whl
+  fi
   for backend in auto portable; do
     PATTN_ARTIFACT_DIR="$root/.ort-artifacts" \
       PATTN_COMPILE="$root/.ort-artifacts/compiler/bin/pattn-compile" \
