@@ -55,3 +55,7 @@ python3 -c "import torch" 2>/dev/null ||
 # check the same API the GPU tests use.
 python3 -c "import transformers" 2>/dev/null ||
   pip_install "transformers==5.17.0"
+# transformers' tensor parallelism (tp_plan="auto", python/tests/
+# test_tensor_parallel.py) needs accelerate.
+python3 -c "import accelerate" 2>/dev/null ||
+  pip_install "accelerate==1.16.0"

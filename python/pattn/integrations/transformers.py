@@ -145,20 +145,33 @@ def pattn_attention_forward(module: Any, query: Any, key: Any, value: Any,
 
 
 def layer_specs(model: Any, cache_format: Union[str, CacheFormat, None],
-                dtype: str = "f16", block_size: int = 16) -> list:
+                dtype: str = "f16", block_size: int = 16,
+                tp_size: Optional[int] = None) -> list:
     """The :class:`pattn.serving.LayerSpec` of each distinct attention layer
     of ``model`` (a model, or a config: then built on torch's meta device,
     which allocates nothing), as its attention calls will ask for them:
     heads from the config, ``scaling``, ``attn_logit_softcapping``,
-    ``sliding_window`` and ``sinks`` from the attention modules."""
+    ``sliding_window`` and ``sinks`` from the attention modules.
+
+    Under tensor parallelism each rank attends over its share of the heads:
+    ``tp_size`` ranks (default: the model's ``tp_size``, else 1) divide the
+    query and KV heads."""
     import torch
     from ..serving import LayerSpec, cache_format as as_format
+    if tp_size is None:
+        tp_size = int(getattr(model, "tp_size", None) or 1)
     if not hasattr(model, "modules"):
         transformers = _transformers()
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(model)
     config = model.config.get_text_config() if hasattr(
         model.config, "get_text_config") else model.config
+    heads, kv_heads = (int(config.num_attention_heads),
+                       int(config.num_key_value_heads))
+    if tp_size < 1 or heads % tp_size or kv_heads % tp_size:
+        raise ArgumentError(
+            f"layer_specs: {tp_size} tensor-parallel ranks do not divide "
+            f"{heads} query heads and {kv_heads} KV heads evenly")
     fmt = as_format(cache_format, dtype)
     specs = []
     for module in model.modules():
@@ -170,8 +183,8 @@ def layer_specs(model: Any, cache_format: Union[str, CacheFormat, None],
         softcap = getattr(module, "attn_logit_softcapping", None)
         window = getattr(module, "sliding_window", None)
         spec = LayerSpec(
-            int(config.num_attention_heads), int(config.num_key_value_heads),
-            head_dim, dtype, fmt, block_size,
+            heads // tp_size, kv_heads // tp_size, head_dim, dtype, fmt,
+            block_size,
             softmax_scale=float(module.scaling), softcap=float(softcap or 0),
             window=int(window) if window else -1,
             sinks=getattr(module, "sinks", None) is not None)
@@ -182,12 +195,14 @@ def layer_specs(model: Any, cache_format: Union[str, CacheFormat, None],
 
 def precompile(model: Any, cache_formats: Any, chips: Any,
                dtype: str = "f16", block_size: int = 16,
-               cache_dir: Optional[str] = None, progress: Any = None) -> list:
+               cache_dir: Optional[str] = None, progress: Any = None,
+               tp_size: Optional[int] = None) -> list:
     """Compiles the kernels of ``model`` (a model or a config) for each of
     ``cache_formats`` and ``chips`` into the artifact cache (``cache_dir``,
     default :func:`pattn.serving.default_cache_dir`), so that a GPU machine
-    without pattn's compiler finds them there. Returns the artifacts'
-    paths."""
+    without pattn's compiler finds them there; ``tp_size`` as in
+    :func:`layer_specs` (every rank's shard has the same shape, so ranks
+    share the artifacts). Returns the artifacts' paths."""
     import pattn
     from ..serving import build_module, default_cache_dir
     formats = [cache_formats] if isinstance(cache_formats, (str,
@@ -197,7 +212,7 @@ def precompile(model: Any, cache_formats: Any, chips: Any,
     directory = cache_dir or default_cache_dir()
     paths = []
     for fmt in formats:
-        for spec in layer_specs(model, fmt, dtype, block_size):
+        for spec in layer_specs(model, fmt, dtype, block_size, tp_size):
             for chip in chip_list:
                 if progress is not None:
                     progress(f"pattn: compiling {spec} for {chip}")
