@@ -32,6 +32,7 @@ def main() -> int:
     sys.modules["gpu_required"] = types.SimpleNamespace(
         torch=__import__("torch"))
     sys.path.insert(0, str(HERE))
+    import test_gpu_tensor_parallel as tp_tests
     import test_gpu_transformers as tests
     import bench_transformers as bench
     from pattn.integrations import transformers as ptx
@@ -42,6 +43,12 @@ def main() -> int:
         paths = ptx.precompile(config, formats, args.chip,
                                progress=lambda line: print(line, flush=True))
         count += len(paths)
+    # test_gpu_tensor_parallel.py: the whole model on one GPU, half the
+    # heads on each of two.
+    for tp_size in (1, 2):
+        count += len(ptx.precompile(
+            tp_tests.tp_config(), ("f16", "i4"), args.chip, tp_size=tp_size,
+            progress=lambda line: print(line, flush=True)))
     # bench_transformers.py --batching: generate_batch() on the engine's
     # 256-token blocks.
     count += len(ptx.precompile(
