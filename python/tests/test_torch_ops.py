@@ -231,6 +231,34 @@ def _decode_step_function(torch, op):
     return step
 
 
+def test_page_strided_views_go_through_the_op(builder):
+    """An op over a page-strided argument (test_loader.PAGE_STRIDED: K of
+    a [blocks, 2, 16, 8, 64] allocation) takes the view of an engine's
+    buffer on meta tensors and through torch.compile, in one graph; a
+    contiguous tensor fails with the expected strides."""
+    torch = _torch()
+    path = builder.build("page_strided_op", json.dumps(base.PAGE_STRIDED))
+    ops = pattn.load(path).torch_ops()
+    kv = meta(torch, (3, 2, 16, 8, 64), torch.int8)
+    lens = meta(torch, (5,), torch.int32)
+    assert ops.decode_step(kv[:, 0], lens) is None
+    assert ops.decode_step(kv[:, 1], lens) is None
+    with pytest.raises(pattn.ArgumentError, match=r"argument 'cache' must "
+                       r"have strides \[16384, 512, 64, 1\]"):
+        ops.decode_step(meta(torch, (3, 16, 8, 64), torch.int8), lens)
+
+    def step(kv, lens):
+        ops.decode_step(kv[:, 0], lens)
+        ops.decode_step(kv[:, 1], lens)
+        return lens.sum()
+
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(step)(kv, lens)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, \
+        explained.break_reasons
+    torch.compile(step, fullgraph=True, backend="aot_eager")(kv, lens)
+
+
 def test_torch_compile_traces_the_op_without_graph_breaks(ops):
     torch = _torch()
     import torch._dynamo
