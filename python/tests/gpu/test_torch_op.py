@@ -224,6 +224,7 @@ def test_op_under_reduce_overhead_records_a_cuda_graph(case):
     skips = dict(counters["inductor"])
     assert skips.get("cudagraph_skips", 0) == 0, (
         f"inductor skipped CUDA graphs: {skips}")
-    manager = cudagraph_trees.get_manager(create_if_none_exists=False)
+    manager = cudagraph_trees.get_manager(torch.cuda.current_device(),
+                                          create_if_none_exists=False)
     assert manager is not None and any(manager.roots.values()), \
         "no CUDA graph was recorded"
