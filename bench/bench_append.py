@@ -24,8 +24,6 @@ with a channel table). Per cache:
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import sys
 
 import numpy as np
@@ -93,17 +91,12 @@ def main(argv=None) -> int:
                                  [SHAPE], caches)
     import torch
     import pattn
-    if not torch.cuda.is_available():
-        print("bench_append: no CUDA device", file=sys.stderr)
+    chip = decode.device_chip(torch, "bench_append")
+    if chip is None:
         return 2
-    major, minor = torch.cuda.get_device_capability()
-    chip = f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
     lines = [
-        f"pattn 32K-token prompt append — "
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"{torch.cuda.get_device_name()} ({chip}), commit "
-        f"{os.environ.get('PATTN_COMMIT', 'unknown')}; {SHAPE.name}, 16-token "
-        f"NHD pages in random order, write_k + write_v, medians of "
+        decode.run_header(torch, chip, "pattn 32K-token prompt append") +
+        f"; {SHAPE.name}, 16-token NHD pages in random order, write_k + write_v, medians of "
         f"{args.iters} calls; copy = a device copy of the same bytes in "
         "the same run", "",
         "| cache | pages bit-exact | device allocations | µs | GB/s moved "

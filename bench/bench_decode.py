@@ -181,6 +181,26 @@ def sdpa_bytes(shape: Shape) -> float:
                  shape.head_dim * 2)
 
 
+def device_chip(torch, program: str) -> Optional[str]:
+    """The pattn chip of the CUDA device (sm_90a for the H200), or None
+    after saying that ``program`` found no CUDA device."""
+    if not torch.cuda.is_available():
+        print(f"{program}: no CUDA device", file=sys.stderr)
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
+
+
+def run_header(torch, chip: str, title: str) -> str:
+    """``title — <UTC time>, <device> (<chip>), commit <PATTN_COMMIT>``:
+    the first line of a results table."""
+    import datetime
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (f"{title} — {now:%Y-%m-%d %H:%M} UTC, "
+            f"{torch.cuda.get_device_name()} ({chip}), commit "
+            f"{os.environ.get('PATTN_COMMIT', 'unknown')}")
+
+
 def signed_uniform(torch, shape, generator, magnitude=1.0):
     """Random values with |x| in [0.1, 1) * magnitude: never zero."""
     u = torch.rand(shape, device="cuda", generator=generator) * 2 - 1
@@ -590,13 +610,10 @@ def main(argv=None) -> int:
     except ImportError as error:
         print(f"bench_decode: torch is required ({error})", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("bench_decode: no CUDA device", file=sys.stderr)
+    chip = device_chip(torch, "bench_decode")
+    if chip is None:
         return 2
     import pattn
-
-    major, minor = torch.cuda.get_device_capability()
-    chip = f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -25,8 +25,6 @@ L keys), the count FlashInfer's and the issue's tables use.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import sys
 
 import bench_decode as decode
@@ -152,16 +150,12 @@ def main(argv=None) -> int:
                                  [MIXED, *MIXED_PARTS], caches)
     import torch
     import pattn
-    if not torch.cuda.is_available():
-        print("bench_prefill: no CUDA device", file=sys.stderr)
+    chip = decode.device_chip(torch, "bench_prefill")
+    if chip is None:
         return 2
-    major, minor = torch.cuda.get_device_capability()
-    chip = f"sm_{major}{minor}{'a' if major in (9, 10, 12) else ''}"
     lines = [
-        f"pattn prefill benchmark — "
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} "
-        f"UTC, {torch.cuda.get_device_name()} ({chip}), commit "
-        f"{os.environ.get('PATTN_COMMIT', 'unknown')}, 16-token nhd pages, "
+        decode.run_header(torch, chip, "pattn prefill benchmark") +
+        ", 16-token nhd pages, "
         f"medians of {args.iters} eager calls; TFLOPS = 4 B H D pairs / "
         "time", "",
         "| shape | cache | XQA tiles (auto) µs | TFLOPS | prefill µs | "
