@@ -7,7 +7,10 @@
 #   bash scripts/gpu-prepare.sh [CHIP]      # default sm_90a (the H200)
 # The folders are ignored by git; carry them to the GPU machine:
 # .gpu-artifacts (and .whl for the peers) for the suite and benchmarks,
-# .ort-artifacts and .whl-ort for the ONNX Runtime comparison.
+# .ort-artifacts (and .whl-ort, or the GPU machine's own onnxruntime) for
+# the ONNX Runtime comparison. Everything together can pass a call's 64 MiB:
+# python/tests/gpu/precompile.py --only-prompts makes a smaller cache for
+# the prefill and engine-page tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 chip="${1:-sm_90a}"
@@ -31,6 +34,12 @@ for backend in auto portable; do
 done
 python3 bench/bench_decode.py --precompile "$chip"
 python3 bench/bench_mla.py --precompile "$chip"
+# The prefill family's benchmark (with its mixed-batch table), the 32K
+# append, and the transformers tests and benchmarks (gpu-run.sh parts
+# "prefill" and "transformers").
+python3 bench/bench_prefill.py --precompile "$chip"
+python3 bench/bench_append.py --precompile "$chip"
+python3 python/tests/gpu/precompile_transformers.py --chip "$chip"
 # pattn against ONNX Runtime (gpu-run.sh part "onnx"): its modules for both
 # backends in their own cache, .ort-artifacts/, and ONNX Runtime's wheels in
 # .whl-ort/ (the GPU machine's numpy is kept): together they fit one call's
@@ -48,7 +57,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   typing_extensions==4.16.0
 peers="$root/../shared/peers/flashinfer_decode.py"
 if [ -f "$peers" ]; then
-  cp "$peers" "$PATTN_ARTIFACT_DIR/"
+  cp "$peers" "$root/../shared/peers/flashinfer_prefill.py" "$PATTN_ARTIFACT_DIR/"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
     --platform manylinux2014_x86_64 -d "$root/.whl" \
