@@ -432,6 +432,45 @@ func.func @f(%s: memref<?x64x656xi8>, %t: memref<?x64x1xf32>) {
 
 // -----
 
+// K and V of an engine's [blocks, 2, ...] buffer interleave page by page:
+// bound as two cache types, they share no byte (no error, though each
+// view's extent reaches past the other's start).
+!i8k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+!e4v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
+func.func @f(%kv: memref<4x2x16x8x128xi8>) {
+  %kp = memref.subview %kv[0, 0, 0, 0, 0] [4, 1, 16, 8, 128] [1, 1, 1, 1, 1] : memref<4x2x16x8x128xi8> to memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1]>>
+  %vp = memref.subview %kv[0, 1, 0, 0, 0] [4, 1, 16, 8, 128] [1, 1, 1, 1, 1] : memref<4x2x16x8x128xi8> to memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1], offset: 16384>>
+  %k = pattn.bind_cache storage(%kp : memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1]>>) : !i8k
+  %v = pattn.bind_cache storage(%vp : memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1], offset: 16384>>) : !e4v
+  return
+}
+
+// -----
+
+// ... but views of that stride whose pages overlap within it do.
+!i8k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+!e4v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
+func.func @f(%kv: memref<4x2x16x8x128xi8>) {
+  %kp = memref.subview %kv[0, 0, 0, 0, 0] [4, 1, 16, 8, 128] [1, 1, 1, 1, 1] : memref<4x2x16x8x128xi8> to memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1]>>
+  %vp = memref.reinterpret_cast %kv to offset: [8192], sizes: [4, 16, 8, 128], strides: [32768, 1024, 128, 1] : memref<4x2x16x8x128xi8> to memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1], offset: 8192>>
+  // expected-error @below {{binds storage that is also bound as}}
+  %k = pattn.bind_cache storage(%kp : memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1]>>) : !i8k
+  %v = pattn.bind_cache storage(%vp : memref<4x16x8x128xi8, strided<[32768, 1024, 128, 1], offset: 8192>>) : !e4v
+  return
+}
+
+// -----
+
+// A page-strided buffer spans its page stride per page: four pages 2^62
+// bytes apart pass 2^63 - 1 bytes, whatever the pages hold.
+func.func @f(%s: memref<4x16x8x128xi8, strided<[4611686018427387904, 1024, 128, 1]>>) {
+  // expected-error @below {{spans more than 2^63 - 1 bytes}}
+  %c = pattn.bind_cache storage(%s : memref<4x16x8x128xi8, strided<[4611686018427387904, 1024, 128, 1]>>) : !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+  return
+}
+
+// -----
+
 // Record caches take contiguous records.
 func.func @f(%s: memref<?x64x656xi8, strided<[83968, 656, 1]>>) {
   // expected-error @below {{storage must be a contiguous memref (identity layout)}}
