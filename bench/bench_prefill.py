@@ -129,6 +129,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--write-results", metavar="PATH")
     parser.add_argument("--no-mixed", action="store_true",
                         help="leave out the mixed-batch table")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help="the kernels to time (the others' columns "
+                        "print as nan); with --no-sdpa, one kernel alone, "
+                        "for ncu")
+    parser.add_argument("--no-sdpa", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -162,12 +167,14 @@ def main(argv=None) -> int:
         "TFLOPS | portable µs | TFLOPS | SDPA f16 µs | SDPA TFLOPS | "
         "prefill ÷ SDPA time |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    backends = [b for b in args.backends.split(",") if b in BACKENDS]
     for shape in shapes:
-        sdpa = time_calls(torch, [sdpa_call(torch, shape)], args.warmup,
-                          args.iters).median_us
+        sdpa = float("nan") if args.no_sdpa else time_calls(
+            torch, [sdpa_call(torch, shape)], args.warmup,
+            args.iters).median_us
         for cache in caches:
-            times = {}
-            for backend in BACKENDS:
+            times = dict.fromkeys(BACKENDS, float("nan"))
+            for backend in backends:
                 times[backend] = time_case(torch, pattn, chip, shape, cache,
                                            backend, args)
             auto, portable = times["auto"], times["portable"]

@@ -167,6 +167,7 @@ def run_batching(args) -> list:
     rows, reference = [], None
     for implementation, fmt in paths:
         name = implementation + (f" {fmt}" if fmt else "")
+        print(f"generate_batch(): {name} ...", file=sys.stderr, flush=True)
         try:
             _batching_run(model, requests[:8], implementation, 4, fmt)
             seconds, count, tokens = _batching_run(
@@ -174,7 +175,10 @@ def run_batching(args) -> list:
         except Exception as error:  # noqa: BLE001 - a path that fails says so
             rows.append((name, None, None, None,
                          f"{type(error).__name__}: {error}"[:160]))
+            print(f"  failed: {rows[-1][-1]}", file=sys.stderr, flush=True)
             continue
+        print(f"  {count} tokens in {seconds:.1f} s", file=sys.stderr,
+              flush=True)
         if reference is None:
             reference = tokens
         same = sum(a == b for key in tokens
@@ -185,19 +189,9 @@ def run_batching(args) -> list:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--context", type=int, default=8192)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--formats", nargs="+",
-                        default=["f16", "i8", "f8e4m3", "i4", "nvfp4"])
-    parser.add_argument("--write-results", metavar="FILE")
-    parser.add_argument("--batching", action="store_true",
-                        help="also time generate_batch()")
-    parser.add_argument("--requests", type=int, default=256)
-    parser.add_argument("--new-tokens", type=int, default=128)
-    args = parser.parse_args()
+def decode_lines(args) -> list:
+    """The decode-step table and the cache bytes per token (markdown
+    lines)."""
     rows, per_token = run(args)
     fastest_sdpa = min(ms for name, ms, _ in rows
                        if name.startswith("sdpa") and ms is not None)
@@ -215,6 +209,26 @@ def main() -> int:
               "f16 in the same bytes |", "|---|---:|---:|"]
     for fmt, size in per_token.items():
         lines.append(f"| {fmt} | {size} | {per_token['f16'] / size:.2f}x |")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--formats", nargs="+",
+                        default=["f16", "i8", "f8e4m3", "i4", "nvfp4"])
+    parser.add_argument("--write-results", metavar="FILE")
+    parser.add_argument("--batching", action="store_true",
+                        help="also time generate_batch()")
+    parser.add_argument("--requests", type=int, default=256)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--no-decode", action="store_true",
+                        help="skip the decode-step table (with --batching: "
+                        "generate_batch() alone)")
+    args = parser.parse_args()
+    lines = decode_lines(args) if not args.no_decode else []
     if args.batching:
         lines += ["", f"generate_batch(): {args.requests} requests of "
                   f"64-2048 prompt tokens, {args.new_tokens} greedy tokens "

@@ -10,7 +10,10 @@
 # MLA benchmark with FlashInfer; "mla-profile" the same ncu reports of the
 # tensor-core MLA decode; "prefill" the prefill family's tests and benchmark
 # with FlashInfer's prefill; "transformers" the integration's GPU tests and
-# benchmark), so that each call fits a time limit.
+# benchmark; "batching" its generate_batch() test and throughput; "append"
+# the 32K-token append alone; "prefill-profile" ncu of the prefill family),
+# so that
+# each call fits a time limit.
 #   bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="bench profile" bash scripts/gpu-run.sh
 #   PATTN_GPU_PARTS="suite sanitize mla" bash scripts/gpu-run.sh   # issue 10's final run
@@ -159,6 +162,28 @@ if part prefill; then
   echo "flashinfer prefill exit status $?"
   python3 bench/bench_prefill.py --write-results "$out/prefill.md" 2> "$out/prefill-bench.log"
   echo "prefill benchmark exit status $?"
+fi
+# ncu of the prefill family (the first eager call) on issue 30's rows: the
+# whole set, then the details and per-SASS-instruction CSVs, as "profile"
+# does for the decode (bench/ncu_summary.py reads them).
+if part prefill-profile; then
+  for row in "B4-32/8-D128-P4K f16" "B4-32/8-D128-P4K i4" "B8-32/8-D128-C512-L16K f16"; do
+    set -- $row
+    name="ncu-prefill-${1%%-*}-${1##*-}-$2"
+    ncu --set full --import-source no -k regex:pattn_prefill -c 1 -f -o "$out/$name" \
+      python3 bench/bench_prefill.py --shapes "$1" --caches "$2" --backends prefill \
+      --no-sdpa --no-mixed --iters 1 --warmup 0 > "$out/$name.log" 2>&1
+    ncu -i "$out/$name.ncu-rep" --page details --csv > "$out/$name-details.csv" 2>&1
+    ncu -i "$out/$name.ncu-rep" --page source --print-source sass --csv \
+      > "$out/$name-sass.csv" 2>&1
+    rm -f "$out/$name.ncu-rep"
+    echo "profiled prefill $1 $2: $(wc -l < "$out/$name-sass.csv") SASS rows"
+  done
+fi
+
+# A 32K-token prompt's append, bit-exact, allocation-free, against a copy
+# (bench/bench_append.py; also a part of its own).
+if part prefill || part append; then
   python3 bench/bench_append.py --write-results "$out/append.md" 2> "$out/append.log"
   echo "32K append benchmark exit status $?"
 fi
@@ -175,6 +200,19 @@ if part transformers; then
   python3 bench/bench_transformers.py --batching --write-results "$out/transformers.md" \
     > "$out/transformers-bench.log" 2>&1
   echo "transformers benchmark exit status $?"
+fi
+
+# generate_batch() alone (issue 31's throughput row): its GPU test, then
+# 256 requests through paged|sdpa and paged|pattn (f16, i4), each path's
+# progress in the log; bounded so that a stuck engine still returns the log.
+if part batching; then
+  PATTN_TRANSFORMERS_RESULTS="$out/batching.jsonl" timeout "${PATTN_BATCHING_TEST_SECONDS:-240}" python3 -m pytest \
+    python/tests/gpu/test_gpu_transformers.py -k generate_batch -q -rfs --tb=short \
+    -p no:cacheprovider > "$out/batching-tests.log" 2>&1
+  grep -E "^FAILED|passed|failed" "$out/batching-tests.log" | tail -4
+  timeout "${PATTN_BATCHING_SECONDS:-420}" python3 bench/bench_transformers.py --batching \
+    --no-decode --write-results "$out/batching.md" > "$out/batching-bench.log" 2>&1
+  echo "generate_batch() benchmark exit status $?"
 fi
 
 part bench || exit 0

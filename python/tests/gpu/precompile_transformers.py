@@ -55,6 +55,11 @@ def main() -> int:
         bench.model_config(), bench.BATCHING_FORMATS, args.chip,
         block_size=bench.BATCHING_BLOCK,
         progress=lambda line: print(line, flush=True)))
+    # test_gpu_transformers.py's generate_batch() test.
+    count += len(ptx.precompile(
+        tests.configs()["llama3"], tests.BATCHING_FORMATS, args.chip,
+        block_size=tests.BATCHING_BLOCK,
+        progress=lambda line: print(line, flush=True)))
     print(f"{count} artifacts for {args.chip} in "
           f"{os.environ['PATTN_ARTIFACT_DIR']}")
     return 0
