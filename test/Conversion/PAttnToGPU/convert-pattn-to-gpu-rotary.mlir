@@ -23,17 +23,19 @@ func.func @rotary_alone(%q: memref<?x32x128xf16>, %cos: memref<?x64xf16>, %sin: 
 // -----
 
 // K rotated into a temporary that only the cache write reads: the write
-// kernel rotates the row itself (warp 0, into a shared f32 row), the slot
-// check also checks the positions, and neither the rotary kernel nor the
-// temporary is left.
+// kernel rotates the row itself (each warp its own row, into a shared f32
+// row of its own, synchronized per warp), the slot check also checks the
+// positions, and neither the rotary kernel nor the temporary is left.
 // CHECK-LABEL: func.func @fused
 // CHECK-NOT: alloc{{.*}}memref<?x8x128xf16>
 // CHECK-NOT: pattn_rotary
 // CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_slots_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<?xi32>, %{{.*}} : memref<?x16x8x128xi8>, %[[K:.*]] : memref<?x8x128xf16>, %{{.*}} : memref<4096x64xf16>, %{{.*}} : memref<4096x64xf16>
 // CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_write_cache_{{[0-9a-f]+}}
 // CHECK-NOT: memref.dealloc
-// CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}({{.*}}) workgroup(%{{.*}} : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// CHECK:     gpu.barrier
+// CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}({{.*}}) workgroup(%{{.*}} : memref<4x128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-NOT: gpu.barrier
+// CHECK:     nvvm.bar.warp.sync
+// CHECK-NOT: gpu.barrier
 // CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}
 // CHECK:     memref.atomic_rmw ori %c1_i32
 // CHECK:     memref.atomic_rmw ori %c2_i32

@@ -1,10 +1,11 @@
 // RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --pattn-select-backend="chips=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
 
-// A cache write: a single-block slot check, then one block per (token, kv
-// head), 128 threads, writing only when every slot is in range (a rejected
-// call leaves the cache untouched), all on the caller's stream (a trailing
-// !llvm.ptr seen as an async token); an empty batch launches nothing; the
-// function returns the runtime's status.
+// A cache write: a single-block slot check, then one warp per (token, kv
+// head) row, four rows a 128-thread block (ceil(tokens x kv_heads / 4)
+// blocks), writing only when every slot is in range (a rejected call leaves
+// the cache untouched), all on the caller's stream (a trailing !llvm.ptr
+// seen as an async token); an empty batch launches nothing; the function
+// returns the runtime's status.
 // CHECK: func.func private @pattnRuntimeDeviceErrorWord() -> memref<1xi32> attributes {llvm.emit_c_interface}
 // CHECK: memref.global "private" constant @__pattn_size_check : memref<{{[0-9]+}}xi8> = dense<"0x{{[0-9A-F]+}}">
 // CHECK: func.func private @pattnRuntimeRejectSizes(memref<?xi8>, i64, i64) attributes {llvm.emit_c_interface}
@@ -26,26 +27,42 @@
 // CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] () : memref<1xi32>
 // CHECK:     %[[WORD:.*]] = func.call @pattnRuntimeDeviceErrorWord() : () -> memref<1xi32>
 // CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} blocks in (%[[T]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
+// CHECK:     %[[ROWS:.*]] = arith.muli %[[T]], %c2 : index
+// CHECK:     %[[UP:.*]] = arith.addi %[[ROWS]], %c3 : index
+// CHECK:     %[[BLOCKS:.*]] = arith.divsi %[[UP]], %c4 : index
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} blocks in (%[[BLOCKS]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
 // CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
 // CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<1xi32>) kernel
-// Writes only after a clean slot check; slot -1 skips the token.
-// CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%c0] : memref<1xi32>
+// The warp's row (block x 4 + warp), its token and head; it writes only
+// after a clean slot check, and slot -1 skips the token.
+// CHECK:     %[[FIRST:.*]] = arith.muli %{{.*}}, %c4 : index
+// CHECK:     %[[WARP:.*]] = arith.divsi %{{.*}}, %c32 : index
+// CHECK:     %[[ROW:.*]] = arith.addi %[[FIRST]], %[[WARP]] : index
+// CHECK:     arith.cmpi slt, %[[ROW]], %{{.*}} : index
+// CHECK:     arith.remsi %{{.*}}, %c32{{.*}} : index
+// CHECK:     arith.divsi %[[ROW]], %c2 : index
+// CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%c0{{.*}}] : memref<1xi32>
 // CHECK:     arith.cmpi eq, %[[CHECKED]], %c0_i32
 // CHECK:     arith.cmpi sge, %{{.*}}, %c0_i64 : i64
+// CHECK:     arith.remsi %[[ROW]], %c2 : index
 // Two signed codes, biased by 8, packed low nibble first.
 // CHECK:     math.roundeven
 // CHECK:     arith.shli %{{.*}}, %c4_i32
 // CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
 // A slot below -1 or past the pages sets the flag and raises bit 1 of the
-// runtime's device error word (read by the caller after a sync).
+// runtime's device error word (read by the caller after a sync). Each
+// thread loads 16 slots a step (clamped to the last, all loads first),
+// then branches once.
 // CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>, %[[EW:.*]]: memref<1xi32>) kernel
 // CHECK:     gpu.barrier
-// CHECK:     arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
-// CHECK:     arith.cmpi sge
+// CHECK:     scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c2048
+// CHECK-COUNT-16: memref.load %{{.*}} : memref<?xi64>
+// CHECK:       arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
+// CHECK:       arith.cmpi sge
+// CHECK:       scf.if
 // CHECK:     memref.atomic_rmw ori %c1_i32{{.*}}, %[[EW]][%{{.*}}] : (i32, memref<1xi32>) -> i32
 !c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = tensor>
 func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {

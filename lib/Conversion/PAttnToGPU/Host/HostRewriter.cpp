@@ -276,12 +276,15 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
   RotaryOp rotary = fusedRotaries.lookup(op);
   Value tokens = dim(loc, rotary ? rotary.getInput() : op.getValues(), 0);
   ifPositive(loc, tokens, [&] {
-    Value kvHeads =
-        arith::ConstantIndexOp::create(builder, loc, cache->type.getKvHeads());
-    Value one = arith::ConstantIndexOp::create(builder, loc, 1);
+    // One warp per (token, kv head) row, kWriteRowsPerBlock rows a block.
+    ScalarBuilder kb(builder, loc);
+    Value rows = kb.mul(tokens, kb.index(cache->type.getKvHeads()));
+    Value rounded = kb.add(rows, kb.index(kWriteRowsPerBlock - 1));
+    Value blocks = kb.divs(rounded, kb.index(kWriteRowsPerBlock));
+    Value one = kb.index(1);
     dispatch(loc, [&](KernelModule &module) {
       Kernel kernel = buildWriteCacheKernel(module, op, *cache, rotary);
-      launchCheckedWrite(loc, module, kernel, {tokens, kvHeads, one},
+      launchCheckedWrite(loc, module, kernel, {blocks, one, one},
                          op.getSlots(), cache->storage,
                          cache->type.getBlockSize(), rotary);
     });

@@ -127,13 +127,19 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
                             int64_t blockSize,
                             pattn::RotaryOp rotary = nullptr);
 
-/// One block per (token, kv head), one thread per element pair. The last
-/// operand is the slot check's flag: the kernel writes only when it is 0,
-/// so a call with a bad slot leaves the whole cache untouched. With a
-/// `rotary` prologue (whose output is the write's values, used by nothing
-/// else) the kernel reads the rotary's input instead: warp 0 computes the
-/// normalized, rotated row into shared memory exactly as pattn.rotary's
-/// kernel would store it, and the write quantizes that.
+/// The (token, kv head) rows a write-cache block writes: one per warp.
+inline constexpr int64_t kWriteRowsPerBlock = kBlockThreads / 32;
+
+/// One warp per (token, kv head) row, kWriteRowsPerBlock rows a block (row
+/// r is token r / kv_heads, head r % kv_heads), each lane an element pair
+/// per step; the row's and the nvfp4 groups' max |x| are reduced across
+/// the lanes (exactly: max is order-free). The last operand is the slot
+/// check's flag: the kernel writes only when it is 0, so a call with a bad
+/// slot leaves the whole cache untouched. With a `rotary` prologue (whose
+/// output is the write's values, used by nothing else) the kernel reads the
+/// rotary's input instead: each warp computes its normalized, rotated row
+/// into shared memory exactly as pattn.rotary's kernel would store it, and
+/// quantizes that.
 Kernel buildWriteCacheKernel(KernelModule &kernels, pattn::WriteCacheOp op,
                              const CacheBuffers &cache,
                              pattn::RotaryOp rotary = nullptr);

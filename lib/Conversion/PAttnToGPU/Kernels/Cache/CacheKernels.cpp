@@ -93,20 +93,32 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   Value capacity = kb.toI64(kb.mul(
       memref::DimOp::create(builder, loc, storageArg, 0), kb.index(blockSize)));
   Value count = memref::DimOp::create(builder, loc, slotArg, 0);
-  kb.forLoop(tid, count, kb.index(kBlockThreads), {},
-             [&](Value i, ValueRange) -> SmallVector<Value> {
-               Value slot = kb.toI64(kb.load(slotArg, {i}));
-               Value bad =
-                   kb.lor(kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1)),
-                          kb.cmpi(arith::CmpIPredicate::sge, slot, capacity));
-               kb.ifThen(bad, [&] {
-                 kb.store(kb.i32(1), flag, {kb.index(0)});
-                 memref::AtomicRMWOp::create(
-                     builder, loc, arith::AtomicRMWKind::ori,
-                     kb.i32(kSlotOutOfRangeBit), errorWord, {kb.index(0)});
-               });
-               return {};
-             });
+  Value last = kb.sub(count, kb.index(1));
+  // kSlotsPerThreadStep loads in flight per thread and step, then one
+  // branch: a single block checks a 32K-token prompt in a few round trips.
+  constexpr int64_t kSlotsPerThreadStep = 16;
+  Value step = kb.index(kBlockThreads * kSlotsPerThreadStep);
+  kb.forLoop(
+      tid, count, step, {}, [&](Value first, ValueRange) -> SmallVector<Value> {
+        Value bad = kb.boolean(false);
+        for (int64_t j = 0; j < kSlotsPerThreadStep; ++j) {
+          Value i = kb.add(first, kb.index(j * kBlockThreads));
+          Value inside = kb.cmpi(arith::CmpIPredicate::sle, i, last);
+          Value slot = kb.toI64(kb.load(slotArg, {kb.mins(i, last)}));
+          Value low = kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1));
+          Value high = kb.cmpi(arith::CmpIPredicate::sge, slot, capacity);
+          bad = kb.lor(bad, kb.land(inside, kb.lor(low, high)));
+        }
+        kb.ifThen(bad, [&] {
+          Value raised = kb.i32(1);
+          Value zero = kb.index(0);
+          kb.store(raised, flag, {zero});
+          Value bit = kb.i32(kSlotOutOfRangeBit);
+          memref::AtomicRMWOp::create(builder, loc, arith::AtomicRMWKind::ori,
+                                      bit, errorWord, {zero});
+        });
+        return {};
+      });
   if (rotary) {
     RotaryArguments a =
         bindRotaryArguments(rotary, kernel.getArguments().drop_front(2));
@@ -137,7 +149,8 @@ struct WriteCacheKernel {
   Value values, slots, storage, groupScales, tokenScales, scale;
   /// The fused rotary's arguments begin here.
   unsigned rotaryFirst = 0;
-  /// The prepared row in shared memory (fused with a rotary op), as f32.
+  /// The warps' prepared rows in shared memory (fused with a rotary op),
+  /// [kWriteRowsPerBlock, head_dim] f32.
   Value row;
 };
 
@@ -163,9 +176,9 @@ WriteCacheKernel createWriteCacheKernel(KernelModule &kernels,
   if (rotary)
     llvm::append_range(operands, rotaryReads(rotary));
   SmallVector<Type> shared;
-  if (rotary) // the prepared row, as f32
-    shared.push_back(
-        workgroupMemRefType({cache.type.getHeadDim()}, builder.getF32Type()));
+  if (rotary) // each warp's prepared row, as f32
+    shared.push_back(workgroupMemRefType(
+        {kWriteRowsPerBlock, cache.type.getHeadDim()}, builder.getF32Type()));
   w.kernel = kernels.create(builder, op.getLoc(), "pattn_write_cache", operands,
                             {flagType(op.getContext())}, shared);
   gpu::GPUFuncOp kernel = w.kernel.func;
@@ -182,19 +195,23 @@ WriteCacheKernel createWriteCacheKernel(KernelModule &kernels,
   return w;
 }
 
-/// Quantizes one head row of a write into its cache row: what a thread
-/// needs to store an element pair.
+/// Quantizes one head row of a write into its cache row, one warp per row:
+/// lane l takes element pairs l, l + 32, ... (a 4-bit byte each).
 struct CacheRowWriter {
   KernelBuilder &kb;
   CacheType type;
   const WriteCacheKernel &w;
+  Value warp, lane;
   Value token, valueHead, kvHead, page, offset;
   Value tokenScale; ///< `token` granularity only
 
+  int64_t pairs() const { return type.getHeadDim() / 2; }
+  /// The steps of 32 pairs that cover the row (the same for every lane).
+  int64_t steps() const { return llvm::divideCeil(pairs(), 32); }
   /// Element `channel` of the row, as f32.
   Value element(Value channel) {
     if (w.row)
-      return kb.load(w.row, {channel});
+      return kb.load(w.row, {warp, channel});
     return kb.toF32(kb.load(w.values, {token, valueHead, channel}));
   }
   /// The index of byte `byte` of the row in the storage (or in a buffer of
@@ -217,28 +234,95 @@ struct CacheRowWriter {
     }
     llvm_unreachable("unknown granularity");
   }
+  /// This lane's pair of step `step`, clamped into the row, and whether it
+  /// is one (null when every lane's is: the row is a multiple of 32 pairs).
+  std::pair<Value, Value> pairOf(Value step) {
+    Value pair = kb.add(lane, kb.mul(step, kb.index(32)));
+    if (pairs() % 32 == 0)
+      return {pair, Value()};
+    Value inRow = kb.cmpi(arith::CmpIPredicate::slt, pair, kb.index(pairs()));
+    return {kb.mins(pair, kb.index(pairs() - 1)), inRow};
+  }
+  /// max(0, |x0|, |x1|) of a pair (maxnum: a NaN counts as 0, as in a
+  /// running max from 0), 0 for a lane past the row.
+  Value pairAbsMax(Value x0, Value x1, Value inRow) {
+    Value zero = kb.f32(0.0f);
+    Value first = kb.fmax(zero, kb.fabs(x0));
+    Value larger = kb.fmax(first, kb.fabs(x1));
+    return inRow ? kb.select(inRow, larger, zero) : larger;
+  }
+  /// max over the lanes l ^ m of `v`, m < `lanes` (a power of two).
+  Value laneMax(Value v, int64_t lanes) {
+    for (int64_t mask = lanes / 2; mask >= 1; mask /= 2)
+      v = kb.fmax(v, kb.shuffleXor(v, int32_t(mask)));
+    return v;
+  }
   /// Per-token scale: amax / max code (nvfp4: the outer scale
-  /// amax / (6 * 448)), stored once per row by thread 0.
-  void storeTokenScale(Value tid) {
+  /// amax / (6 * 448)), stored once per row by lane 0.
+  void storeTokenScale() {
     Encoding encoding = type.getEncoding();
     float maxCode = encodingInfo(encoding).maxCodeMagnitude;
-    tokenScale = kb.fdiv(
-        rangeAbsMax(kb, type.getHeadDim(), [&](Value c) { return element(c); }),
-        kb.f32(maxCode));
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
+    Value own = kb.forLoop(
+        kb.index(0), kb.index(steps()), kb.index(1), {kb.f32(0.0f)},
+        [&](Value step, ValueRange c) -> SmallVector<Value> {
+          auto [pair, inRow] = pairOf(step);
+          Value c0 = kb.mul(pair, kb.index(2));
+          Value x0 = element(c0);
+          Value x1 = element(kb.add(c0, kb.index(1)));
+          return {kb.fmax(c[0], pairAbsMax(x0, x1, inRow))};
+        })[0];
+    Value amax = laneMax(own, 32);
+    tokenScale = kb.fdiv(amax, kb.f32(maxCode));
+    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
       kb.store(tokenScale, w.tokenScales, {page, offset, kvHead});
     });
   }
-  /// Element pair `pair` (channels 2 pair and 2 pair + 1): a pair fills one
-  /// byte of a 4-bit row.
-  void storePair(Value pair);
+  /// This lane's element pair of step `step` (channels 2 pair and
+  /// 2 pair + 1): a pair fills one byte of a 4-bit row.
+  void storePair(Value step);
+  /// The stores of an element pair, with its values.
+  void storeCodes(Value pair, Value x0, Value x1);
 };
 
-void CacheRowWriter::storePair(Value pair) {
+void CacheRowWriter::storePair(Value step) {
+  auto [pair, inRow] = pairOf(step);
+  Value c0 = kb.mul(pair, kb.index(2));
+  Value x0 = element(c0);
+  Value x1 = element(kb.add(c0, kb.index(1)));
+  if (type.getEncoding() == Encoding::nvfp4) {
+    // A group's pairs are consecutive lanes of one step: its max |x| is a
+    // reduction over them (every lane takes part; lanes past the row are
+    // whole groups of their own, the row being a multiple of 16).
+    int64_t groupSize = encodingInfo(Encoding::nvfp4).groupScales.size;
+    Value amax = laneMax(pairAbsMax(x0, x1, inRow), groupSize / 2);
+    Nvfp4Group group = nvfp4Group(kb, amax, scaleOf(c0));
+    auto store = [&] {
+      Value low = group.code(kb, x0);
+      Value high = group.code(kb, x1);
+      kb.storeByte(kb.ori(low, kb.shl(high, kb.i32(4))), w.storage,
+                   rowAddress(pair));
+      Value first = kb.rems(c0, kb.index(groupSize));
+      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, first, kb.index(0)), [&] {
+        kb.storeByte(group.scaleCode, w.groupScales,
+                     rowAddress(kb.divs(c0, kb.index(groupSize))));
+      });
+    };
+    if (inRow)
+      kb.ifThen(inRow, store);
+    else
+      store();
+    return;
+  }
+  if (inRow)
+    kb.ifThen(inRow, [&] { storeCodes(pair, x0, x1); });
+  else
+    storeCodes(pair, x0, x1);
+}
+
+void CacheRowWriter::storeCodes(Value pair, Value x0, Value x1) {
   Encoding encoding = type.getEncoding();
   Value c0 = kb.mul(pair, kb.index(2));
   Value c1 = kb.add(c0, kb.index(1));
-  Value x0 = element(c0), x1 = element(c1);
   switch (encoding) {
   case Encoding::f16:
   case Encoding::bf16: {
@@ -264,25 +348,39 @@ void CacheRowWriter::storePair(Value pair) {
                  rowAddress(pair));
     return;
   }
-  case Encoding::nvfp4: {
-    Value outer = scaleOf(c0);
-    int64_t groupSize = encodingInfo(encoding).groupScales.size;
-    Value groupBegin =
-        kb.mul(kb.divs(c0, kb.index(groupSize)), kb.index(groupSize));
-    Value amax = rangeAbsMax(
-        kb, groupSize, [&](Value i) { return element(kb.add(groupBegin, i)); });
-    Nvfp4Group group = nvfp4Group(kb, amax, outer);
-    Value byte =
-        kb.ori(group.code(kb, x0), kb.shl(group.code(kb, x1), kb.i32(4)));
-    kb.storeByte(byte, w.storage, rowAddress(pair));
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, c0, groupBegin), [&] {
-      kb.storeByte(group.scaleCode, w.groupScales,
-                   rowAddress(kb.divs(c0, kb.index(groupSize))));
-    });
-    return;
+  case Encoding::nvfp4:
+    break; // storePair: its codes need the group's scale
   }
+  llvm_unreachable("nvfp4 pairs are stored by storePair");
+}
+
+/// The row of a live slot: the fused rotary's prologue (each warp its own
+/// row in shared memory), the token scale, then every pair.
+void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
+              gpu::GPUFuncOp kernel, const WriteCacheKernel &w, Value slot) {
+  KernelBuilder &kb = writer.kb;
+  if (rotary) {
+    // The warp prepares its row as pattn.rotary stores it (rounded to the
+    // values' type), then quantizes it.
+    RotaryArguments a = bindRotaryArguments(
+        rotary, kernel.getArguments().slice(w.rotaryFirst));
+    Value inHead = kb.add(writer.valueHead, kb.index(rotary.getFirstHead()));
+    Type rounded = cast<MemRefType>(op.getValues().getType()).getElementType();
+    emitRotaryRow(kb, rotary, a, writer.token, inHead, writer.lane, rounded,
+                  [&](Value channel, Value value) {
+                    kb.store(kb.toF32(value), w.row, {writer.warp, channel});
+                  });
+    kb.syncWarp();
   }
-  llvm_unreachable("unknown encoding");
+  std::tie(writer.page, writer.offset) =
+      slotAddress(kb, slot, writer.type.getBlockSize());
+  if (writer.type.getScale() == ScaleGranularity::token)
+    writer.storeTokenScale();
+  kb.forLoop(kb.index(0), kb.index(writer.steps()), kb.index(1), {},
+             [&](Value step, ValueRange) -> SmallVector<Value> {
+               writer.storePair(step);
+               return {};
+             });
 }
 
 } // namespace
@@ -296,48 +394,28 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
       createWriteCacheKernel(kernels, builder, op, cache, rotary);
   gpu::GPUFuncOp kernel = w.kernel.func;
   KernelBuilder kb(builder, loc);
-  CacheRowWriter writer{kb, cache.type, w, {}, {}, {}, {}, {}, {}};
-  writer.token = kb.blockId(gpu::Dimension::x);
-  writer.kvHead = kb.blockId(gpu::Dimension::y);
+  CacheRowWriter writer{kb, cache.type, w, {}, {}, {}, {}, {}, {}, {}, {}};
   Value tid = kb.threadId();
-  Value slot = kb.load(w.slots, {writer.token});
-  Value live = writesSlot(kb, kernel, slot);
-  // The values' head: the cache's kv head, past first_head of a packed row.
-  writer.valueHead = writer.kvHead;
-  if (int64_t firstHead = op.getFirstHead())
-    writer.valueHead = kb.add(writer.kvHead, kb.index(firstHead));
-
-  kb.ifThen(live, [&] {
-    if (rotary) {
-      // Warp 0 prepares the row as pattn.rotary stores it (rounded to the
-      // values' type), then every thread quantizes it. `live` is per token,
-      // the same for the whole block, so the barrier is reached by all.
-      RotaryArguments a = bindRotaryArguments(
-          rotary, kernel.getArguments().slice(w.rotaryFirst));
-      Value inHead = kb.add(writer.valueHead, kb.index(rotary.getFirstHead()));
-      Value warp = kb.divs(tid, kb.index(kWarpThreads));
-      Value isFirstWarp = kb.cmpi(arith::CmpIPredicate::eq, warp, kb.index(0));
-      Type rounded =
-          cast<MemRefType>(op.getValues().getType()).getElementType();
-      kb.ifThen(isFirstWarp, [&] {
-        emitRotaryRow(kb, rotary, a, writer.token, inHead, tid, rounded,
-                      [&](Value channel, Value value) {
-                        kb.store(kb.toF32(value), w.row, {channel});
-                      });
-      });
-      kb.barrier();
-    }
-    std::tie(writer.page, writer.offset) =
-        slotAddress(kb, slot, cache.type.getBlockSize());
-    if (cache.type.getScale() == ScaleGranularity::token)
-      writer.storeTokenScale(tid);
-    // One thread per pair of elements.
-    kb.forLoop(tid, kb.index(cache.type.getHeadDim() / 2),
-               kb.index(kBlockThreads), {},
-               [&](Value pair, ValueRange) -> SmallVector<Value> {
-                 writer.storePair(pair);
-                 return {};
-               });
+  writer.warp = kb.divs(tid, kb.index(32));
+  writer.lane = kb.rems(tid, kb.index(32));
+  Value block = kb.blockId(gpu::Dimension::x);
+  Value firstRow = kb.mul(block, kb.index(kWriteRowsPerBlock));
+  Value row = kb.add(firstRow, writer.warp);
+  Value kvHeads = kb.index(cache.type.getKvHeads());
+  Value tokens = memref::DimOp::create(builder, loc, w.slots, 0);
+  Value rows = kb.mul(tokens, kvHeads);
+  // Everything below is uniform over a warp: its row, token and slot.
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, row, rows), [&] {
+    writer.token = kb.divs(row, kvHeads);
+    writer.kvHead = kb.rems(row, kvHeads);
+    Value slot = kb.load(w.slots, {writer.token});
+    Value live = writesSlot(kb, kernel, slot);
+    // The values' head: the cache's kv head, past first_head of a packed
+    // row.
+    writer.valueHead = writer.kvHead;
+    if (int64_t firstHead = op.getFirstHead())
+      writer.valueHead = kb.add(writer.kvHead, kb.index(firstHead));
+    kb.ifThen(live, [&] { writeRow(writer, op, rotary, kernel, w, slot); });
   });
   gpu::ReturnOp::create(builder, loc);
   return w.kernel;

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
@@ -259,6 +260,19 @@ Value KernelBuilder::blockId(gpu::Dimension dimension) {
 }
 
 void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
+
+Value KernelBuilder::shuffleXor(Value v, int32_t mask) {
+  Value offset = i32(mask);
+  Value width = i32(32);
+  return gpu::ShuffleOp::create(b, loc, v, offset, width,
+                                gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
+
+void KernelBuilder::syncWarp() {
+  Value everyLane = i32(-1);
+  NVVM::SyncWarpOp::create(b, loc, everyLane);
+}
 
 Value KernelBuilder::maskThenOr(Value a, int32_t mask, Value bits) {
   // lop3's table 0xEA is (x & y) | z for x = 0xF0, y = 0xCC, z = 0xAA.

@@ -84,6 +84,12 @@ public:
   mlir::Value threadId();
   mlir::Value blockId(mlir::gpu::Dimension dimension);
   void barrier();
+  /// `v` of the lane whose id is this lane's xor `mask` (all 32 lanes
+  /// take part).
+  mlir::Value shuffleXor(mlir::Value v, int32_t mask);
+  /// Waits for the whole warp (bar.warp.sync with every lane): what one
+  /// lane stored to shared memory before it is visible to the others.
+  void syncWarp();
   /// (a & mask) | bits in one lop3.b32: ptxas does not fuse an and and an
   /// or whose second operands are both immediates, and the decoders' magic
   /// numbers are that (`bits` lives in a register, hoisted out of loops).

@@ -118,11 +118,7 @@ SmallVector<Value> MmaBuilder::loadOperandA(Value view, Value row,
 }
 
 Value MmaBuilder::shuffleXor(Value v, int32_t mask) {
-  Value offset = kb.i32(mask);
-  Value width = kb.i32(kWarpThreads);
-  return gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, width,
-                                gpu::ShuffleMode::XOR)
-      .getShuffleResult();
+  return kb.shuffleXor(v, mask);
 }
 
 Value MmaBuilder::quadMax(Value v) {
