@@ -117,36 +117,58 @@ void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
                            const BlockQueries &queries,
                            function_ref<Value(Value)> channelOf) {
   Type queryElement = cast<MemRefType>(tile.query.getType()).getElementType();
+  int64_t items = tile.rows * tile.headDim;
+  int64_t perStep = kBlockThreads * kQueryLoadsInFlight;
+  // A row past the block's tokens loads token 0 (a launch has one) and
+  // stores zero; an item past the tile (when the tile is not a whole number
+  // of steps) loads the last item and stores nothing.
+  bool partial = items % perStep != 0;
+  Value lastItem = kb.index(items - 1);
+  Value zero =
+      arith::ConstantOp::create(kb.b, kb.loc, kb.b.getZeroAttr(tile.element));
+  Value firstHead = kb.mul(tile.kvHead, kb.index(tile.group));
   kb.forLoop(
-      tile.tid, kb.index(tile.rows * tile.headDim), kb.index(kBlockThreads), {},
-      [&](Value item, ValueRange) -> SmallVector<Value> {
-        Value row = kb.divs(item, kb.index(tile.headDim));
-        Value column = kb.rems(item, kb.index(tile.headDim));
-        Value channel = channelOf(column);
-        Value token = kb.divs(row, kb.index(tile.group));
-        Value firstHead = kb.mul(tile.kvHead, kb.index(tile.group));
-        Value within = kb.rems(row, kb.index(tile.group));
-        Value head = kb.add(firstHead, within);
-        Value live = kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token),
-                             queries.tokenCount);
-        Value x = kb.ifElse(
-            live, {tile.element},
-            [&]() -> SmallVector<Value> {
-              Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
-              Value loaded = kb.load(tile.query, {tokenIndex, head, channel});
-              if (queryElement == tile.element)
-                return {loaded};
-              Value wide = kb.toF32(loaded);
-              return {
-                  arith::TruncFOp::create(kb.b, kb.loc, tile.element, wide)};
-            },
-            [&]() -> SmallVector<Value> {
-              return {arith::ConstantOp::create(
-                  kb.b, kb.loc, kb.b.getZeroAttr(tile.element))};
-            })[0];
-        if (!tile.element.isF16())
-          x = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF16Type(), x);
-        kb.store(x, tile.tile, {row, column});
+      tile.tid, kb.index(items), kb.index(perStep), {},
+      [&](Value first, ValueRange) -> SmallVector<Value> {
+        struct Item {
+          Value inTile, row, column, live, loaded;
+        };
+        SmallVector<Item> batch;
+        // Every load of the step first, so that they are in flight at once.
+        for (int64_t j = 0; j < kQueryLoadsInFlight; ++j) {
+          Item it;
+          Value item = kb.add(first, kb.index(j * kBlockThreads));
+          if (partial) {
+            it.inTile = kb.cmpi(arith::CmpIPredicate::sle, item, lastItem);
+            item = kb.mins(item, lastItem);
+          }
+          it.row = kb.divs(item, kb.index(tile.headDim));
+          it.column = kb.rems(item, kb.index(tile.headDim));
+          Value channel = channelOf(it.column);
+          Value token = kb.divs(it.row, kb.index(tile.group));
+          Value within = kb.rems(it.row, kb.index(tile.group));
+          Value head = kb.add(firstHead, within);
+          it.live = kb.cmpi(arith::CmpIPredicate::slt, kb.toI32(token),
+                            queries.tokenCount);
+          Value tokenIndex = kb.add(kb.toIndex(queries.tokenBegin), token);
+          Value safeToken = kb.select(it.live, tokenIndex, kb.index(0));
+          it.loaded = kb.load(tile.query, {safeToken, head, channel});
+          batch.push_back(it);
+        }
+        for (Item &it : batch) {
+          Value x = it.loaded;
+          if (queryElement != tile.element) {
+            Value wide = kb.toF32(x);
+            x = arith::TruncFOp::create(kb.b, kb.loc, tile.element, wide);
+          }
+          x = kb.select(it.live, x, zero);
+          if (!tile.element.isF16())
+            x = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF16Type(), x);
+          if (it.inTile)
+            kb.ifThen(it.inTile, [&] { kb.store(x, tile.tile, {it.row, it.column}); });
+          else
+            kb.store(x, tile.tile, {it.row, it.column});
+        }
         return {};
       });
 }

@@ -61,9 +61,14 @@ struct QueryTile {
   mlir::Type element;
 };
 
+/// The query elements a thread loads before it stores any of them.
+inline constexpr int64_t kQueryLoadsInFlight = 8;
+
 /// Stages the tile, the block's kBlockThreads threads (`tid`) one element
-/// each in turn; column c holds channel channelOf(c) of the query (the
-/// order of the kernel's K operand).
+/// each in turn, kQueryLoadsInFlight loads issued together (a 64-row tile
+/// of 128 channels takes 8 round trips to memory, not 64); column c holds
+/// channel channelOf(c) of the query (the order of the kernel's K
+/// operand).
 void stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
                     const BlockQueries &queries,
                     llvm::function_ref<mlir::Value(mlir::Value)> channelOf);
