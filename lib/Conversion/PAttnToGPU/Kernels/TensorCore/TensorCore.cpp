@@ -147,22 +147,34 @@ SmallVector<SmallVector<Value>>
 MmaBuilder::softmaxStep(const SoftmaxTiles &tiles, ArrayRef<Value> logits,
                         SmallVectorImpl<Value> &s, Value negInf,
                         Value zeroF32) {
+  SmallVector<Value> steps(logits);
+  return softmaxSteps(tiles, {steps}, s, negInf, zeroF32).front();
+}
+
+SmallVector<SmallVector<SmallVector<Value>>>
+MmaBuilder::softmaxSteps(const SoftmaxTiles &tiles,
+                         ArrayRef<SmallVector<Value>> logits,
+                         SmallVectorImpl<Value> &s, Value negInf,
+                         Value zeroF32) {
   Location loc = kb.loc;
   OpBuilder &builder = kb.b;
   int64_t mTiles = tiles.mTiles, nTiles = tiles.nTiles;
   int64_t rowHalves = tiles.rowHalves;
+  int64_t steps = logits.size();
   auto maxAt = [&](int64_t mt, int64_t h) { return tiles.maxAt(mt, h); };
   auto sumAt = [&](int64_t mt, int64_t h) { return tiles.sumAt(mt, h); };
   auto accAt = [&](int64_t mt, int64_t nt, int64_t e) {
     return tiles.accAt(mt, nt, e);
   };
-  // Online softmax per row; P re-packed as the A operand of P V.
-  SmallVector<SmallVector<Value>> pOperands(mTiles);
+  // Online softmax per row over every step's keys at once; P re-packed as
+  // the A operand of P V, per step and m-tile.
+  SmallVector<SmallVector<SmallVector<Value>>> pOperands(
+      steps, SmallVector<SmallVector<Value>>(mTiles));
   SmallVector<Value> alphas(2 * mTiles);
   Value rescale = kb.boolean(false);
   Value one = kb.f32(1.0f);
   for (int64_t mt = 0; mt < mTiles; ++mt) {
-    SmallVector<Value> p(8, zeroF32);
+    SmallVector<SmallVector<Value>> p(steps, SmallVector<Value>(8, zeroF32));
     for (int64_t h = 0; h < 2; ++h) {
       if (h >= rowHalves) {
         // Padding rows: P = 0, their state stays as it started.
@@ -172,19 +184,26 @@ MmaBuilder::softmaxStep(const SoftmaxTiles &tiles, ArrayRef<Value> logits,
       auto atOf = [&](int64_t nt, int64_t e2) {
         return (mt * 2 + nt) * 4 + 2 * h + e2;
       };
-      Value low = kb.fmax(logits[atOf(0, 0)], logits[atOf(0, 1)]);
-      Value high = kb.fmax(logits[atOf(1, 0)], logits[atOf(1, 1)]);
-      Value rowMax = quadMax(kb.fmax(low, high));
+      Value stepsMax;
+      SmallVector<Value> rowLogits;
+      for (int64_t k = 0; k < steps; ++k) {
+        ArrayRef<Value> step = logits[k];
+        Value low = kb.fmax(step[atOf(0, 0)], step[atOf(0, 1)]);
+        Value high = kb.fmax(step[atOf(1, 0)], step[atOf(1, 1)]);
+        Value stepMax = kb.fmax(low, high);
+        stepsMax = k ? kb.fmax(stepsMax, stepMax) : stepMax;
+        rowLogits.append({step[atOf(0, 0)], step[atOf(0, 1)],
+                          step[atOf(1, 0)], step[atOf(1, 1)]});
+      }
+      Value rowMax = quadMax(stepsMax);
       Value oldMax = s[maxAt(mt, h)];
       Value newMax = kb.fmax(oldMax, rowMax);
-      MmaBuilder::SoftmaxRow row =
-          softmaxRow(oldMax, newMax, s[sumAt(mt, h)],
-                     {logits[atOf(0, 0)], logits[atOf(0, 1)],
-                      logits[atOf(1, 0)], logits[atOf(1, 1)]},
-                     negInf, zeroF32);
-      for (int64_t nt = 0; nt < 2; ++nt)
-        for (int64_t e2 = 0; e2 < 2; ++e2)
-          p[nt * 4 + 2 * h + e2] = row.weights[nt * 2 + e2];
+      MmaBuilder::SoftmaxRow row = softmaxRow(
+          oldMax, newMax, s[sumAt(mt, h)], rowLogits, negInf, zeroF32);
+      for (int64_t k = 0; k < steps; ++k)
+        for (int64_t nt = 0; nt < 2; ++nt)
+          for (int64_t e2 = 0; e2 < 2; ++e2)
+            p[k][nt * 4 + 2 * h + e2] = row.weights[k * 4 + nt * 2 + e2];
       Value alpha = row.alpha, sum = row.sum;
       Value grew = kb.cmpf(arith::CmpFPredicate::OGT, newMax, oldMax);
       rescale = kb.lor(rescale, grew);
@@ -193,8 +212,9 @@ MmaBuilder::softmaxStep(const SoftmaxTiles &tiles, ArrayRef<Value> logits,
       s[sumAt(mt, h)] = sum;
     }
     // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
-    pOperands[mt] = {packPair(p[0], p[1]), packPair(p[2], p[3]),
-                     packPair(p[4], p[5]), packPair(p[6], p[7])};
+    for (int64_t k = 0; k < steps; ++k)
+      pOperands[k][mt] = {packPair(p[k][0], p[k][1]), packPair(p[k][2], p[k][3]),
+                          packPair(p[k][4], p[k][5]), packPair(p[k][6], p[k][7])};
   }
 
   // The accumulators decay by alpha = 2^(old max - new max) per

@@ -108,6 +108,14 @@ public:
   softmaxStep(const SoftmaxTiles &tiles, llvm::ArrayRef<mlir::Value> logits,
               llvm::SmallVectorImpl<mlir::Value> &state, mlir::Value negInf,
               mlir::Value zero);
+  /// The same update over several 16-key steps at once (`logits` per
+  /// step): one row maximum, quad reduction, alpha and decay for all of
+  /// them; returns P per step, then per m-tile.
+  llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<mlir::Value>>>
+  softmaxSteps(const SoftmaxTiles &tiles,
+               llvm::ArrayRef<llvm::SmallVector<mlir::Value>> logits,
+               llvm::SmallVectorImpl<mlir::Value> &state, mlir::Value negInf,
+               mlir::Value zero);
 
   KernelBuilder &kb;
   /// bf16 operands (else f16).
