@@ -14,9 +14,10 @@
 //   cp.async ring (raw cache rows, stages deep; Common/PagedCopies)
 //     -> a quantized side decoded once per tile into a 16-bit tile
 //        (Codecs' word decoders; V's per-token scales applied here)
-//     -> per warp and 16-key step: S = Q Kᵀ (ldmatrix, mma), logits and
-//        masks, the online softmax (MmaBuilder::softmaxStep),
-//        O += P V (ldmatrix.trans, mma)
+//     -> per warp: S = Q Kᵀ (ldmatrix, mma), logits and masks of each
+//        16-key step of the tile, one online softmax update over the whole
+//        tile (MmaBuilder::softmaxSteps), then O += P V per step
+//        (ldmatrix.trans, mma)
 //     -> each warp writes its rows' partial results, which the shared
 //        merge kernel normalizes (sinks, out_scale, one rounding).
 //
@@ -186,15 +187,20 @@ SmallVector<Value> PrefillBuilder::runTiles() {
             rowsOf(key, keyDecoded, layout.decodedKeys, layout.keyStride);
         tile.valueRows = rowsOf(value, valueDecoded, layout.decodedValues,
                                 layout.valueStride);
+        // S and the logits of every 16-key step of the tile, one online
+        // softmax update over all of them (one row maximum, quad
+        // reduction and decay per tile), then O += P V step by step.
         SmallVector<Value> s(carried.take_front(softmaxState));
+        SmallVector<SmallVector<Value>> logits;
         for (int64_t step = 0; step < tileKeys / 16; ++step) {
           Value n0 = index(step * 16);
           SmallVector<Value> scores = scoreStep(tile, n0);
-          SmallVector<Value> logits = logitStep(scores, tile, n0);
-          SmallVector<SmallVector<Value>> p =
-              tc.softmaxStep(softmaxTiles(), logits, s, negInf, zeroF32);
-          valueStep(tile, n0, p.front(), s);
+          logits.push_back(logitStep(scores, tile, n0));
         }
+        SmallVector<SmallVector<SmallVector<Value>>> p =
+            tc.softmaxSteps(softmaxTiles(), logits, s, negInf, zeroF32);
+        for (int64_t step = 0; step < tileKeys / 16; ++step)
+          valueStep(tile, index(step * 16), p[step].front(), s);
         s.append(nextPages.begin(), nextPages.end());
         return s;
       });
