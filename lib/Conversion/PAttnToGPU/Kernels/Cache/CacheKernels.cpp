@@ -262,8 +262,12 @@ struct CacheRowWriter {
   void storeTokenScale() {
     Encoding encoding = type.getEncoding();
     float maxCode = encodingInfo(encoding).maxCodeMagnitude;
+    Value begin = kb.index(0);
+    Value end = kb.index(steps());
+    Value one = kb.index(1);
+    Value none = kb.f32(0.0f);
     Value own = kb.forLoop(
-        kb.index(0), kb.index(steps()), kb.index(1), {kb.f32(0.0f)},
+        begin, end, one, {none},
         [&](Value step, ValueRange c) -> SmallVector<Value> {
           auto [pair, inRow] = pairOf(step);
           Value c0 = kb.mul(pair, kb.index(2));
@@ -376,7 +380,10 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
       slotAddress(kb, slot, writer.type.getBlockSize());
   if (writer.type.getScale() == ScaleGranularity::token)
     writer.storeTokenScale();
-  kb.forLoop(kb.index(0), kb.index(writer.steps()), kb.index(1), {},
+  Value begin = kb.index(0);
+  Value end = kb.index(writer.steps());
+  Value one = kb.index(1);
+  kb.forLoop(begin, end, one, {},
              [&](Value step, ValueRange) -> SmallVector<Value> {
                writer.storePair(step);
                return {};

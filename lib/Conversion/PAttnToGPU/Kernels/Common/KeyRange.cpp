@@ -127,8 +127,10 @@ void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
   Value zero =
       arith::ConstantOp::create(kb.b, kb.loc, kb.b.getZeroAttr(tile.element));
   Value firstHead = kb.mul(tile.kvHead, kb.index(tile.group));
+  Value end = kb.index(items);
+  Value step = kb.index(perStep);
   kb.forLoop(
-      tile.tid, kb.index(items), kb.index(perStep), {},
+      tile.tid, end, step, {},
       [&](Value first, ValueRange) -> SmallVector<Value> {
         struct Item {
           Value inTile, row, column, live, loaded;
