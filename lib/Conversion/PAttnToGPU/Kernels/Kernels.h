@@ -114,6 +114,12 @@ void setLaunchBounds(mlir::gpu::GPUFuncOp kernel, int64_t threads,
 /// (PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE in pattn/Runtime/Runtime.h).
 constexpr int32_t kSlotOutOfRangeBit = 1;
 
+/// A check kernel's rejection: stores 1 into `flag`[zero] (the gate the
+/// write kernel reads) and ORs `bit` into `errorWord`[zero]. Every thread
+/// that rejects stores the same 1: the race is benign.
+void raiseRejection(KernelBuilder &kb, mlir::Value flag, mlir::Value errorWord,
+                    mlir::Value zero, int32_t bit);
+
 /// A single block that sets `flag` ([1], i32) to 1 when any slot is out of
 /// range (below -1, or past the pages of `storage`) and to 0 otherwise, and
 /// then also ORs kSlotOutOfRangeBit into `errorWord` ([1], i32, the

@@ -63,6 +63,15 @@ static std::pair<Value, Value> slotAddress(KernelBuilder &kb, Value slot,
   return {page, offset};
 }
 
+void pattn::raiseRejection(KernelBuilder &kb, Value flag, Value errorWord,
+                           Value zero, int32_t bit) {
+  Value raised = kb.i32(1);
+  kb.store(raised, flag, {zero});
+  Value bitValue = kb.i32(bit);
+  memref::AtomicRMWOp::create(kb.b, kb.loc, arith::AtomicRMWKind::ori,
+                              bitValue, errorWord, {zero});
+}
+
 /// The type of the slot check's flag buffer.
 static MemRefType flagType(MLIRContext *context) {
   return MemRefType::get({1}, IntegerType::get(context, 32));
@@ -110,12 +119,8 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
           bad = kb.lor(bad, kb.land(inside, kb.lor(low, high)));
         }
         kb.ifThen(bad, [&] {
-          Value raised = kb.i32(1);
           Value zero = kb.index(0);
-          kb.store(raised, flag, {zero});
-          Value bit = kb.i32(kSlotOutOfRangeBit);
-          memref::AtomicRMWOp::create(builder, loc, arith::AtomicRMWKind::ori,
-                                      bit, errorWord, {zero});
+          raiseRejection(kb, flag, errorWord, zero, kSlotOutOfRangeBit);
         });
         return {};
       });

@@ -124,11 +124,7 @@ void pattn::emitPositionChecks(KernelBuilder &kb, RotaryOp op,
         Value pastEnd = kb.cmpi(arith::CmpIPredicate::sge, position, rows);
         Value bad = kb.lor(negative, pastEnd);
         kb.ifThen(bad, [&] {
-          Value raised = kb.i32(1);
-          kb.store(raised, flag, {first});
-          Value bit = kb.i32(kPositionOutOfRangeBit);
-          memref::AtomicRMWOp::create(builder, loc, arith::AtomicRMWKind::ori,
-                                      bit, errorWord, {first});
+          raiseRejection(kb, flag, errorWord, first, kPositionOutOfRangeBit);
         });
         return {};
       });
