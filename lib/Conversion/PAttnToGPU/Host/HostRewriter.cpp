@@ -284,9 +284,8 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
     Value one = kb.index(1);
     dispatch(loc, [&](KernelModule &module) {
       Kernel kernel = buildWriteCacheKernel(module, op, *cache, rotary);
-      launchCheckedWrite(loc, module, kernel, {blocks, one, one},
-                         op.getSlots(), cache->storage,
-                         cache->type.getBlockSize(), rotary);
+      launchCheckedWrite(loc, module, kernel, {blocks, one, one}, op.getSlots(),
+                         cache->storage, cache->type.getBlockSize(), rotary);
     });
   });
   return success();

@@ -68,8 +68,8 @@ void pattn::raiseRejection(KernelBuilder &kb, Value flag, Value errorWord,
   Value raised = kb.i32(1);
   kb.store(raised, flag, {zero});
   Value bitValue = kb.i32(bit);
-  memref::AtomicRMWOp::create(kb.b, kb.loc, arith::AtomicRMWKind::ori,
-                              bitValue, errorWord, {zero});
+  memref::AtomicRMWOp::create(kb.b, kb.loc, arith::AtomicRMWKind::ori, bitValue,
+                              errorWord, {zero});
 }
 
 /// The type of the slot check's flag buffer.
@@ -271,15 +271,14 @@ struct CacheRowWriter {
     Value end = kb.index(steps());
     Value one = kb.index(1);
     Value none = kb.f32(0.0f);
-    Value own = kb.forLoop(
-        begin, end, one, {none},
-        [&](Value step, ValueRange c) -> SmallVector<Value> {
-          auto [pair, inRow] = pairOf(step);
-          Value c0 = kb.mul(pair, kb.index(2));
-          Value x0 = element(c0);
-          Value x1 = element(kb.add(c0, kb.index(1)));
-          return {kb.fmax(c[0], pairAbsMax(x0, x1, inRow))};
-        })[0];
+    Value own = kb.forLoop(begin, end, one, {none},
+                           [&](Value step, ValueRange c) -> SmallVector<Value> {
+                             auto [pair, inRow] = pairOf(step);
+                             Value c0 = kb.mul(pair, kb.index(2));
+                             Value x0 = element(c0);
+                             Value x1 = element(kb.add(c0, kb.index(1)));
+                             return {kb.fmax(c[0], pairAbsMax(x0, x1, inRow))};
+                           })[0];
     Value amax = laneMax(own, 32);
     tokenScale = kb.fdiv(amax, kb.f32(maxCode));
     kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
@@ -371,8 +370,8 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
   if (rotary) {
     // The warp prepares its row as pattn.rotary stores it (rounded to the
     // values' type), then quantizes it.
-    RotaryArguments a = bindRotaryArguments(
-        rotary, kernel.getArguments().slice(w.rotaryFirst));
+    RotaryArguments a =
+        bindRotaryArguments(rotary, kernel.getArguments().slice(w.rotaryFirst));
     Value inHead = kb.add(writer.valueHead, kb.index(rotary.getFirstHead()));
     Type rounded = cast<MemRefType>(op.getValues().getType()).getElementType();
     emitRotaryRow(kb, rotary, a, writer.token, inHead, writer.lane, rounded,

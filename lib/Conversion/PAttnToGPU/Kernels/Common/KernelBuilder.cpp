@@ -264,8 +264,7 @@ void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
 Value KernelBuilder::shuffleXor(Value v, int32_t mask) {
   Value offset = i32(mask);
   Value width = i32(32);
-  return gpu::ShuffleOp::create(b, loc, v, offset, width,
-                                gpu::ShuffleMode::XOR)
+  return gpu::ShuffleOp::create(b, loc, v, offset, width, gpu::ShuffleMode::XOR)
       .getShuffleResult();
 }
 

@@ -167,7 +167,8 @@ void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
           if (!tile.element.isF16())
             x = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF16Type(), x);
           if (it.inTile)
-            kb.ifThen(it.inTile, [&] { kb.store(x, tile.tile, {it.row, it.column}); });
+            kb.ifThen(it.inTile,
+                      [&] { kb.store(x, tile.tile, {it.row, it.column}); });
           else
             kb.store(x, tile.tile, {it.row, it.column});
         }

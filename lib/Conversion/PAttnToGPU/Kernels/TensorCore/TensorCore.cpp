@@ -151,11 +151,9 @@ MmaBuilder::softmaxStep(const SoftmaxTiles &tiles, ArrayRef<Value> logits,
   return softmaxSteps(tiles, {steps}, s, negInf, zeroF32).front();
 }
 
-SmallVector<SmallVector<SmallVector<Value>>>
-MmaBuilder::softmaxSteps(const SoftmaxTiles &tiles,
-                         ArrayRef<SmallVector<Value>> logits,
-                         SmallVectorImpl<Value> &s, Value negInf,
-                         Value zeroF32) {
+SmallVector<SmallVector<SmallVector<Value>>> MmaBuilder::softmaxSteps(
+    const SoftmaxTiles &tiles, ArrayRef<SmallVector<Value>> logits,
+    SmallVectorImpl<Value> &s, Value negInf, Value zeroF32) {
   Location loc = kb.loc;
   OpBuilder &builder = kb.b;
   int64_t mTiles = tiles.mTiles, nTiles = tiles.nTiles;
@@ -192,14 +190,14 @@ MmaBuilder::softmaxSteps(const SoftmaxTiles &tiles,
         Value high = kb.fmax(step[atOf(1, 0)], step[atOf(1, 1)]);
         Value stepMax = kb.fmax(low, high);
         stepsMax = k ? kb.fmax(stepsMax, stepMax) : stepMax;
-        rowLogits.append({step[atOf(0, 0)], step[atOf(0, 1)],
-                          step[atOf(1, 0)], step[atOf(1, 1)]});
+        rowLogits.append({step[atOf(0, 0)], step[atOf(0, 1)], step[atOf(1, 0)],
+                          step[atOf(1, 1)]});
       }
       Value rowMax = quadMax(stepsMax);
       Value oldMax = s[maxAt(mt, h)];
       Value newMax = kb.fmax(oldMax, rowMax);
-      MmaBuilder::SoftmaxRow row = softmaxRow(
-          oldMax, newMax, s[sumAt(mt, h)], rowLogits, negInf, zeroF32);
+      MmaBuilder::SoftmaxRow row = softmaxRow(oldMax, newMax, s[sumAt(mt, h)],
+                                              rowLogits, negInf, zeroF32);
       for (int64_t k = 0; k < steps; ++k)
         for (int64_t nt = 0; nt < 2; ++nt)
           for (int64_t e2 = 0; e2 < 2; ++e2)
@@ -213,8 +211,9 @@ MmaBuilder::softmaxSteps(const SoftmaxTiles &tiles,
     }
     // a0: row g keys 2t..; a1: row g+8; a2, a3: keys 2t+8.. .
     for (int64_t k = 0; k < steps; ++k)
-      pOperands[k][mt] = {packPair(p[k][0], p[k][1]), packPair(p[k][2], p[k][3]),
-                          packPair(p[k][4], p[k][5]), packPair(p[k][6], p[k][7])};
+      pOperands[k][mt] = {
+          packPair(p[k][0], p[k][1]), packPair(p[k][2], p[k][3]),
+          packPair(p[k][4], p[k][5]), packPair(p[k][6], p[k][7])};
   }
 
   // The accumulators decay by alpha = 2^(old max - new max) per
