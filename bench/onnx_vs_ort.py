@@ -128,6 +128,19 @@ DIAG = [
 ]
 
 
+#: The models' IR version: opset 17 needs 8 and float8 tensors 9; onnx 1.23
+#: writes 14 by default, which ONNX Runtime before 1.32 (1.30 on the GPU
+#: machine) refuses ("max supported IR version: 13").
+IR_VERSION = 10
+
+
+def make_model(graph):
+    """The graph as a model of opsets com.microsoft 1 and ai.onnx 17."""
+    from onnx import helper
+    return helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[
+        helper.make_opsetid("com.microsoft", 1), helper.make_opsetid("", 17)])
+
+
 def build_model(case: Case, seq: int = 1):
     """The case's node with ``seq`` query tokens per sequence (1: decode;
     the prompt length for ORT's prefill)."""
@@ -179,8 +192,7 @@ def build_model(case: Case, seq: int = 1):
         info("output", T.FLOAT16, [B, seq, H * D]),
         info("present_key", T.FLOAT16, [B, KV, S, D]),
         info("present_value", T.FLOAT16, [B, KV, S, D])])
-    return helper.make_model(graph, opset_imports=[
-        helper.make_opsetid("com.microsoft", 1), helper.make_opsetid("", 17)])
+    return make_model(graph)
 
 
 BACKEND = "auto"
@@ -516,8 +528,7 @@ def build_paged_model(case: PagedCase, tokens: int, batch: int,
         [info("output", T.FLOAT16, [tokens, H * D]),
          info("key_cache_out", element, specs["key_cache"][1]),
          info("value_cache_out", element, specs["value_cache"][1])])
-    return helper.make_model(graph, opset_imports=[
-        helper.make_opsetid("com.microsoft", 1), helper.make_opsetid("", 17)])
+    return make_model(graph)
 
 
 def _paged_geometry(case: PagedCase):
