@@ -20,6 +20,8 @@ L keys), the count FlashInfer's and the issue's tables use.
     python3 bench/bench_prefill.py                    # every shape x cache
     python3 bench/bench_prefill.py --caches f16,i4 --write-results out.md
     python3 bench/bench_prefill.py --precompile sm_90a   # no GPU needed
+    python3 bench/bench_prefill.py --shapes B4-32/8-D128-P4K --caches f16 \
+        --backends prefill --no-sdpa --no-mixed --iters 1 --warmup 0   # one kernel, for ncu
 """
 
 from __future__ import annotations
