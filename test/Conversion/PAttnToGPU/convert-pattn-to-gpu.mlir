@@ -1,11 +1,11 @@
 // RUN: pattn-opt %s --split-input-file --pattn-fold-channel-scales --pattn-select-backend="chips=sm_80 force=portable" --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu="chips=sm_80" | FileCheck %s
 
-// A cache write: a single-block slot check (1024 threads), then one warp
-// per (token, kv head) row, four rows a 128-thread block (ceil(tokens x
-// kv_heads / 4) blocks), writing only when every slot is in range (a
-// rejected call leaves the cache untouched), all on the caller's stream (a
-// trailing !llvm.ptr seen as an async token); an empty batch launches
-// nothing; the function returns the runtime's status.
+// A cache write: a single-block slot check, then one warp per (token, kv
+// head) row, four rows a 128-thread block (ceil(tokens x kv_heads / 4)
+// blocks), writing only when every slot is in range (a rejected call leaves
+// the cache untouched), all on the caller's stream (a trailing !llvm.ptr
+// seen as an async token); an empty batch launches nothing; the function
+// returns the runtime's status.
 // CHECK: func.func private @pattnRuntimeDeviceErrorWord() -> memref<1xi32> attributes {llvm.emit_c_interface}
 // CHECK: memref.global "private" constant @__pattn_size_check : memref<{{[0-9]+}}xi8> = dense<"0x{{[0-9A-F]+}}">
 // CHECK: func.func private @pattnRuntimeRejectSizes(memref<?xi8>, i64, i64) attributes {llvm.emit_c_interface}
@@ -26,7 +26,7 @@
 // CHECK:   scf.if
 // CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] () : memref<1xi32>
 // CHECK:     %[[WORD:.*]] = func.call @pattnRuntimeDeviceErrorWord() : () -> memref<1xi32>
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c1024{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
 // CHECK:     %[[ROWS:.*]] = arith.muli %[[T]], %c2 : index
 // CHECK:     %[[UP:.*]] = arith.addi %[[ROWS]], %c3 : index
 // CHECK:     %[[BLOCKS:.*]] = arith.divsi %[[UP]], %c4 : index
@@ -58,7 +58,7 @@
 // then branches once.
 // CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>, %[[EW:.*]]: memref<1xi32>) kernel
 // CHECK:     gpu.barrier
-// CHECK:     scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c16384
+// CHECK:     scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c2048
 // CHECK-COUNT-16: memref.load %{{.*}} : memref<?xi64>
 // CHECK:       arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
 // CHECK:       arith.cmpi sge

@@ -260,7 +260,7 @@ void HostRewriter::launchGated(Location loc, Kernel check, const Kernel &kernel,
   check.operands.push_back(flag.getMemref());
   check.operands.push_back(errorWord);
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-  launch(loc, check.func, {one, one, one}, check.operands, 0, kCheckThreads);
+  launch(loc, check, {one, one, one});
   SmallVector<Value> operands(kernel.operands);
   operands.push_back(flag.getMemref());
   launch(loc, kernel.func, grid, operands);

@@ -136,12 +136,6 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
 /// The (token, kv head) rows a write-cache block writes: one per warp.
 inline constexpr int64_t kWriteRowsPerBlock = kBlockThreads / 32;
 
-/// Threads of a check kernel's single block (the slot and position checks
-/// that gate a write): one block, since it clears the gate flag before any
-/// thread may raise it, and a wide one, so that a 32K-token prompt takes
-/// two steps.
-inline constexpr int64_t kCheckThreads = 1024;
-
 /// One warp per (token, kv head) row, kWriteRowsPerBlock rows a block (row
 /// r is token r / kv_heads, head r % kv_heads), each lane an element pair
 /// per step; the row's and the nvfp4 groups' max |x| are reduced across
@@ -172,7 +166,7 @@ llvm::SmallVector<mlir::Value> rotaryReads(pattn::RotaryOp op);
 RotaryArguments bindRotaryArguments(pattn::RotaryOp op,
                                     mlir::ValueRange arguments);
 
-/// Emits, for the block's threads `tid` (kCheckThreads of them), the check
+/// Emits, for the block's threads `tid` (kBlockThreads of them), the check
 /// of every token's position against the op's tables: a bad one stores 1
 /// into `flag` and ORs kPositionOutOfRangeBit into `errorWord`.
 void emitPositionChecks(KernelBuilder &kb, pattn::RotaryOp op,

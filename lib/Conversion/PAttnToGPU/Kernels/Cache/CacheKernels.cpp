@@ -106,12 +106,12 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   // kSlotsPerThreadStep loads in flight per thread and step, then one
   // branch: a single block checks a 32K-token prompt in a few round trips.
   constexpr int64_t kSlotsPerThreadStep = 16;
-  Value step = kb.index(kCheckThreads * kSlotsPerThreadStep);
+  Value step = kb.index(kBlockThreads * kSlotsPerThreadStep);
   kb.forLoop(
       tid, count, step, {}, [&](Value first, ValueRange) -> SmallVector<Value> {
         Value bad = kb.boolean(false);
         for (int64_t j = 0; j < kSlotsPerThreadStep; ++j) {
-          Value i = kb.add(first, kb.index(j * kCheckThreads));
+          Value i = kb.add(first, kb.index(j * kBlockThreads));
           Value inside = kb.cmpi(arith::CmpIPredicate::sle, i, last);
           Value slot = kb.toI64(kb.load(slotArg, {kb.mins(i, last)}));
           Value low = kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1));

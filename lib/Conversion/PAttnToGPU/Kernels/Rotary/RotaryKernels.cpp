@@ -116,7 +116,7 @@ void pattn::emitPositionChecks(KernelBuilder &kb, RotaryOp op,
   Value tokens = memref::DimOp::create(builder, loc, a.input, 0);
   // Every thread that sees a bad position stores the same 1: benign.
   kb.forLoop(
-      tid, tokens, kb.index(kCheckThreads), {},
+      tid, tokens, kb.index(kBlockThreads), {},
       [&](Value token, ValueRange) -> SmallVector<Value> {
         Value position = rotaryPosition(kb, op, a, token);
         Value negative =
