@@ -84,6 +84,13 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
     return failure();
   }
 
+  int64_t tile = options.xqaKeysPerTile;
+  if (tile != 0 && tile != 16 && tile != 32 && tile != 64 && tile != 128) {
+    error = "xqa-keys-per-tile must be 0, 16, 32, 64 or 128, got " +
+            std::to_string(tile);
+    return failure();
+  }
+
   // The passes are built here, not parsed from a pipeline string, so that a
   // compiler embedding pattn needs no global pass registration.
   // The fold runs first so that the selector sees folded K scales; without
@@ -105,6 +112,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.chips = chipNames;
   plan.keysPerSplit = options.keysPerSplit;
   plan.promptKernel = options.promptKernel;
+  plan.xqaKeysPerTile = options.xqaKeysPerTile;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

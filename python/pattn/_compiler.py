@@ -91,6 +91,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 BACKENDS = ("auto", "xqa", "portable")
 # The values of pattn-compile's --prompt-kernel (pattn-plan-decode's).
 PROMPT_KERNELS = ("xqa", "prefill")
+# The values of pattn-compile's --xqa-keys-per-tile (0: the planner's).
+XQA_TILE_KEYS = (0, 16, 32, 64, 128)
 
 
 def _path_argument(value: PathLike, name: str, function: str) -> str:
@@ -629,7 +631,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             hardware_conversions: bool = True,
             backend: str = "auto", fold: bool = True,
             prompt_kernel: str = "xqa",
-            cache_dir: Optional[PathLike] = None) -> str:
+            cache_dir: Optional[PathLike] = None,
+            xqa_keys_per_tile: int = 0) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -650,7 +653,9 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     and go portable (for testing). ``prompt_kernel`` picks the tensor-core
     kernel of a prompt (more than 8 query tokens per sequence): ``"xqa"``
     (the default: the decode kernel in query tiles) or ``"prefill"`` (the
-    prefill family, 64 query rows a block).
+    prefill family, 64 query rows a block). ``xqa_keys_per_tile`` (16, 32,
+    64 or 128; 0, the default, lets the planner choose) asks the XQA decode
+    plans for that tile size where it fits (for tuning and comparing plans).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -678,6 +683,15 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         raise _CompileArgumentError(
             f"unknown prompt_kernel {prompt_kernel!r:.60}; expected one of "
             f"{', '.join(PROMPT_KERNELS)}")
+    if (isinstance(xqa_keys_per_tile, bool)
+            or not isinstance(xqa_keys_per_tile, int)):
+        raise _CompileArgumentTypeError(
+            "pattn.compile: argument 'xqa_keys_per_tile' must be an int, got "
+            f"{type(xqa_keys_per_tile).__name__}")
+    if xqa_keys_per_tile not in XQA_TILE_KEYS:
+        raise _CompileArgumentError(
+            f"xqa_keys_per_tile must be one of "
+            f"{', '.join(map(str, XQA_TILE_KEYS))}, got {xqa_keys_per_tile}")
     chip_list = _chip_list(chips)
     hardware_conversions = _flag_argument(hardware_conversions,
                                           "hardware_conversions")
@@ -697,6 +711,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append("--fold=false")
     if prompt_kernel != "xqa":
         flags.append(f"--prompt-kernel={prompt_kernel}")
+    if xqa_keys_per_tile:
+        flags.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -710,6 +726,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     # default change, name it here at the default too.
     if prompt_kernel != "xqa":
         key_options.append(f"--prompt-kernel={prompt_kernel}")
+    if xqa_keys_per_tile:
+        key_options.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
     variant = " ".join([chip_list] + key_options)
     if cache_dir is not None:
         cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")

@@ -667,6 +667,37 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
     assert tiles != prefill
 
 
+def test_compile_passes_the_xqa_tile(fake_compiler, tmp_path, monkeypatch):
+    compiler, log = fake_compiler
+    output = tmp_path / "out.so"
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  xqa_keys_per_tile=128)
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output), "--xqa-keys-per-tile=128"]
+    # 0, the planner's choice, adds nothing; the cache keeps them apart.
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  xqa_keys_per_tile=0)
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output)]
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
+    planned = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    asked = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                          xqa_keys_per_tile=128)
+    assert planned != asked
+
+
+@pytest.mark.parametrize("tile,error", [
+    (48, pattn.ArgumentError), (256, pattn.ArgumentError),
+    (-16, pattn.ArgumentError), ("64", pattn.ArgumentTypeError),
+    (True, pattn.ArgumentTypeError), (64.0, pattn.ArgumentTypeError)])
+def test_compile_rejects_a_bad_xqa_tile(fake_compiler, tile, error):
+    compiler, log = fake_compiler
+    with pytest.raises(error, match="xqa_keys_per_tile"):
+        pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                      xqa_keys_per_tile=tile)
+    assert not log.exists()
+
+
 @pytest.mark.parametrize("kernel", ["bogus", "Prefill", "", None, 1])
 def test_compile_rejects_an_unknown_prompt_kernel(fake_compiler, tmp_path,
                                                   kernel):

@@ -92,6 +92,10 @@ static cl::opt<bool> showRemarks("remarks", cl::cat(toolCategory),
 static cl::opt<int64_t> keysPerSplit("keys-per-split", cl::init(512),
                                      cl::cat(toolCategory),
                                      cl::desc("Keys one decode block reads"));
+static cl::opt<int64_t> xqaKeysPerTile(
+    "xqa-keys-per-tile", cl::init(0), cl::cat(toolCategory),
+    cl::desc("Keys per tile of the XQA decode plans: 16, 32, 64 or 128 "
+             "(0, the default: the planner's choice)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -585,6 +589,7 @@ int main(int argc, char **argv) {
   options.hardwareConversions = hardwareConversions;
   options.backend = backend;
   options.promptKernel = promptKernel;
+  options.xqaKeysPerTile = xqaKeysPerTile;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

@@ -113,6 +113,11 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            /*default=*/"4096",
            "Most keys one XQA block processes; small batches split further "
            "until the launch has about four blocks per SM">,
+    Option<"xqaKeysPerTile", "xqa-keys-per-tile", "int64_t",
+           /*default=*/"0",
+           "Keys per tile of the XQA decode plans: 16, 32, 64 or 128, a "
+           "multiple of 16 x key_warps that fits shared memory (0: the "
+           "planner's choice; for tuning and comparing plans)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"xqa\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): xqa "

@@ -42,6 +42,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> keysPerSplit{
       *this, "keys-per-split",
       llvm::cl::desc("Keys one decode block processes"), llvm::cl::init(512)};
+  Option<int64_t> xqaKeysPerTile{
+      *this, "xqa-keys-per-tile",
+      llvm::cl::desc("Keys per tile of the XQA decode plans (0: the "
+                     "planner's choice; 16, 32, 64 or 128)"),
+      llvm::cl::init(0)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

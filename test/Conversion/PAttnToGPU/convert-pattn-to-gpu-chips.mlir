@@ -6,6 +6,8 @@
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_70" 2>&1 | FileCheck %s --check-prefix=PLAN-CHIP
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a keys-per-split=100" 2>&1 | FileCheck %s --check-prefix=PLAN-SPLIT
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a xqa-keys-per-split=8" 2>&1 | FileCheck %s --check-prefix=PLAN-XQA-SPLIT
+// RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a xqa-keys-per-tile=48" 2>&1 | FileCheck %s --check-prefix=PLAN-XQA-TILE
+// RUN: not pattn-compile %s --chips=sm_90a --xqa-keys-per-tile=256 -o %t.so 2>&1 | FileCheck %s --check-prefix=COMPILE-XQA-TILE
 // RUN: pattn-opt %s --pattn-select-backend="chips=sm_100a force=portable" --pattn-plan-decode=chips=sm_100a,sm_120 --convert-pattn-to-gpu="chips=sm_100a,sm_120" | FileCheck %s --check-prefix=CC120
 
 // The chips are grouped by conversion class of the target table: sm_80 and
@@ -90,6 +92,8 @@
 // The split size is the plan's; the conversion has no keys-per-split option.
 // PLAN-SPLIT: error: pattn-plan-decode: keys-per-split=100 must be a positive multiple of 128
 // PLAN-XQA-SPLIT: error: pattn-plan-decode: xqa-keys-per-split=8 must be at least 64
+// PLAN-XQA-TILE: error: pattn-plan-decode: xqa-keys-per-tile=48 must be 0 (the planner's choice), 16, 32, 64 or 128
+// COMPILE-XQA-TILE: xqa-keys-per-tile must be 0, 16, 32, 64 or 128, got 256
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f8e4m3, scale = tensor>
 !v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = token>
 func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: memref<?x16x8xf32>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {

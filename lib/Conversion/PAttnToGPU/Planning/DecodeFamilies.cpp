@@ -167,7 +167,7 @@ static SmallVector<std::string> xqaPagedRejections(Operation *op,
 static Attribute planXqaPaged(Operation *op, ArrayRef<Chip> targets,
                               const DecodePlanOptions &options) {
   return planXqaDecode(cast<PagedAttentionOp>(op), targets,
-                       options.xqaMaxKeysPerSplit);
+                       options.xqaMaxKeysPerSplit, options.xqaKeysPerTile);
 }
 
 static bool ownsXqaPaged(Attribute plan) { return isa<XqaPlanAttr>(plan); }

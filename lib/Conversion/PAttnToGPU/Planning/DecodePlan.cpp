@@ -182,7 +182,7 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
-                          int64_t maxKeysPerSplit) {
+                          int64_t maxKeysPerSplit, int64_t keysPerTile) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
   // A decode's rows are g x its query tokens; a prompt fills two m-tiles
@@ -206,10 +206,21 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   // ties go to more resident blocks (they hide each other's softmax and
   // merge), then to the larger tile, then to fewer stages.
   int64_t minTile = 16 * keyWarps;
+  auto fitsWarps = [&](int64_t tile) {
+    return tile >= minTile && tile % minTile == 0;
+  };
+  auto fitsShared = [&](int64_t tile) {
+    return layoutXqaShared(key, value, rows, tile, 2, keyWarps).total <=
+           sharedLimit;
+  };
+  // A tile that was asked for replaces the candidates where it fits.
+  SmallVector<int64_t> tiles = {64, 32, 16};
+  if (keysPerTile && fitsWarps(keysPerTile) && fitsShared(keysPerTile))
+    tiles.assign({keysPerTile});
   int64_t bestTile = 0, bestStages = 0, bestInFlight = -1, bestBlocks = 0,
           bestBytes = 0;
-  for (int64_t tile : {int64_t(64), int64_t(32), int64_t(16)}) {
-    if (tile < minTile || tile % minTile != 0)
+  for (int64_t tile : tiles) {
+    if (!fitsWarps(tile))
       continue;
     for (int64_t stages : {int64_t(2), int64_t(3), int64_t(4)}) {
       XqaSharedLayout layout =

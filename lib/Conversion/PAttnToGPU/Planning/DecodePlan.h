@@ -86,9 +86,13 @@ inline constexpr int64_t kXqaMlaMostSplits = 128;
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
+/// `keysPerTile` (0: chosen here) asks for a tile size; where it does not
+/// fit (not a multiple of 16 x key_warps, or over shared memory) the
+/// planner chooses as if it were 0.
 pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
                                  llvm::ArrayRef<Chip> chips,
-                                 int64_t maxKeysPerSplit);
+                                 int64_t maxKeysPerSplit,
+                                 int64_t keysPerTile = 0);
 
 /// The prefill family's block: 64 rows (query tokens x g heads of one KV
 /// head), an m16 tile per warp.

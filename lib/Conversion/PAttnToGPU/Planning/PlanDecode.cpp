@@ -58,6 +58,10 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   if (xqaKeysPerSplit < 64)
     return fail() << "xqa-keys-per-split=" << int64_t(xqaKeysPerSplit)
                   << " must be at least 64";
+  int64_t tile = xqaKeysPerTile;
+  if (tile != 0 && tile != 16 && tile != 32 && tile != 64 && tile != 128)
+    return fail() << "xqa-keys-per-tile=" << tile
+                  << " must be 0 (the planner's choice), 16, 32, 64 or 128";
   if (promptKernel != "xqa" && promptKernel != "prefill")
     return fail() << "prompt-kernel=" << promptKernel
                   << " is neither xqa nor prefill";
@@ -134,6 +138,7 @@ void PlanDecodePass::runOnOperation() {
   ::pattn::DecodePlanOptions options;
   options.portableKeysPerSplit = keysPerSplit;
   options.xqaMaxKeysPerSplit = xqaKeysPerSplit;
+  options.xqaKeysPerTile = xqaKeysPerTile;
   options.prefill = promptKernel == "prefill";
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend) {

@@ -563,16 +563,23 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
         Value stageBase =
             kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
         SmallVector<Value> s(carried.take_front(softmaxState));
-        for (int64_t step = 0; step < keysPerWarp / 16; ++step) {
+        // The warp's 16-key steps of this tile: their scores are
+        // independent chains (ldmatrix, decode, mma) that the scheduler
+        // interleaves; one softmax update then covers all of them.
+        int64_t steps = keysPerWarp / 16;
+        SmallVector<Value> stepKeys;
+        SmallVector<SmallVector<Value>> logits;
+        for (int64_t step = 0; step < steps; ++step) {
           Value n0 =
               kb.add(kb.mul(keyGroup, index(keysPerWarp)), index(step * 16));
           SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
-          SmallVector<Value> logits =
-              logitStep(scores, slot, tileStart, stageBase, n0);
-          SmallVector<SmallVector<Value>> pOperands =
-              tc.softmaxStep(softmaxTiles(), logits, s, negInf, zeroF32);
-          valueStep(valueRows, stageBase, n0, pOperands, s);
+          logits.push_back(logitStep(scores, slot, tileStart, stageBase, n0));
+          stepKeys.push_back(n0);
         }
+        SmallVector<SmallVector<SmallVector<Value>>> pOperands =
+            tc.softmaxSteps(softmaxTiles(), logits, s, negInf, zeroF32);
+        for (int64_t step = 0; step < steps; ++step)
+          valueStep(valueRows, stageBase, stepKeys[step], pOperands[step], s);
         s.append(nextPages.begin(), nextPages.end());
         return s;
       });
