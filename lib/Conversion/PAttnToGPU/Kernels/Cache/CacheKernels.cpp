@@ -258,9 +258,8 @@ struct CacheRowWriter {
   }
   /// max over the lanes l ^ m of `v`, m < `lanes` (a power of two).
   Value laneMax(Value v, int64_t lanes) {
-    for (int64_t mask = lanes / 2; mask >= 1; mask /= 2)
-      v = kb.fmax(v, kb.shuffleXor(v, int32_t(mask)));
-    return v;
+    return kb.laneReduce(v, lanes,
+                         [&](Value a, Value b) { return kb.fmax(a, b); });
   }
   /// Per-token scale: amax / max code (nvfp4: the outer scale
   /// amax / (6 * 448)), stored once per row by lane 0.

@@ -268,6 +268,15 @@ Value KernelBuilder::shuffleXor(Value v, int32_t mask) {
       .getShuffleResult();
 }
 
+Value KernelBuilder::laneReduce(Value v, int64_t lanes,
+                                function_ref<Value(Value, Value)> combine) {
+  for (int64_t mask = lanes / 2; mask >= 1; mask /= 2) {
+    Value other = shuffleXor(v, int32_t(mask));
+    v = combine(v, other);
+  }
+  return v;
+}
+
 void KernelBuilder::syncWarp() {
   Value everyLane = i32(-1);
   NVVM::SyncWarpOp::create(b, loc, everyLane);

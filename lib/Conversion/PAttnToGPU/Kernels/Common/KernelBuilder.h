@@ -26,6 +26,9 @@
 
 namespace pattn {
 
+/// Threads of a warp.
+inline constexpr int64_t kWarpThreads = 32;
+
 /// A sign-magnitude minifloat: E4M3FN, E5M2 or E2M1 (all saturating here).
 /// Built from the encoding table's rows, whose fields the numerics library's
 /// scalar codecs use too.
@@ -87,6 +90,13 @@ public:
   /// `v` of the lane whose id is this lane's xor `mask` (all 32 lanes
   /// take part).
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
+  /// `combine` of `v` over the lanes l ^ m, m < `lanes` (a power of two, at
+  /// most 32), by xor shuffles: every lane of a group of `lanes` gets the
+  /// result. For order-free combines (integer max/min/add, maxnum) it is
+  /// the serial loop's value.
+  mlir::Value
+  laneReduce(mlir::Value v, int64_t lanes,
+             llvm::function_ref<mlir::Value(mlir::Value, mlir::Value)> combine);
   /// Waits for the whole warp (bar.warp.sync with every lane): what one
   /// lane stored to shared memory before it is visible to the others.
   void syncWarp();

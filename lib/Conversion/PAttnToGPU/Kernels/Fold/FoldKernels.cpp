@@ -22,6 +22,9 @@ using namespace mlir;
 using namespace pattn;
 namespace numerics = ::pattn::numerics;
 
+/// Warps of a fold block: the per-warp results its reductions combine.
+static constexpr int64_t kBlockWarps = kBlockThreads / kWarpThreads;
+
 /// ilogb of a positive finite fp32 given by its bits (subnormals included).
 static Value ilogbOfBits(KernelBuilder &kb, Value bits) {
   Value exponentField = kb.shru(bits, kb.i32(23));
@@ -41,7 +44,7 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
   OpBuilder builder(context);
   Location loc = op.getLoc();
   Type i32 = IntegerType::get(context, 32);
-  Type buffer = workgroupMemRefType({kBlockThreads}, i32);
+  Type buffer = workgroupMemRefType({kBlockWarps}, i32);
   Kernel result =
       kernels.create(builder, loc, "pattn_scale_normalizer",
                      ValueRange{op.getScales(), op.getOut(), op.getFlag()}, {},
@@ -74,16 +77,31 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
         Value bad = kb.select(finite, c[2], kb.add(c[2], kb.i32(1)));
         return {largest, smallest, bad};
       });
-  kb.store(partial[0], maxBits, {tid});
-  kb.store(partial[1], minBits, {tid});
-  kb.store(partial[2], badCount, {tid});
+  // Each warp reduces its lanes by shuffles and its lane 0 writes the
+  // warp's result; thread 0 then combines the block's few warps (integer
+  // max, min and sum: any order gives the same bits).
+  Value largest =
+      kb.laneReduce(partial[0], kWarpThreads,
+                    [&](Value a, Value b) { return kb.maxs(a, b); });
+  Value smallest =
+      kb.laneReduce(partial[1], kWarpThreads,
+                    [&](Value a, Value b) { return kb.mins(a, b); });
+  Value bad = kb.laneReduce(partial[2], kWarpThreads,
+                            [&](Value a, Value b) { return kb.add(a, b); });
+  Value warp = kb.divs(tid, kb.index(kWarpThreads));
+  Value lane = kb.rems(tid, kb.index(kWarpThreads));
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
+    kb.store(largest, maxBits, {warp});
+    kb.store(smallest, minBits, {warp});
+    kb.store(bad, badCount, {warp});
+  });
   kb.barrier();
 
   int maxExponent =
       numerics::maxFoldExponent(op.getSoftmaxScale().convertToFloat());
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
     SmallVector<Value> all =
-        kb.forLoop(kb.index(0), kb.index(kBlockThreads), kb.index(1),
+        kb.forLoop(kb.index(0), kb.index(kBlockWarps), kb.index(1),
                    {kb.i32(0), infinityBits, kb.i32(0)},
                    [&](Value i, ValueRange c) -> SmallVector<Value> {
                      Value largestSoFar = kb.maxs(c[0], kb.load(maxBits, {i}));
@@ -188,7 +206,7 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
   OpBuilder builder(context);
   Location loc = op.getLoc();
   Type i32 = IntegerType::get(context, 32);
-  Type buffer = workgroupMemRefType({kBlockThreads}, i32);
+  Type buffer = workgroupMemRefType({kBlockWarps}, i32);
   SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut(),
                                  op.getNormalizer(), op.getExponents()};
   Kernel result =
@@ -228,9 +246,15 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
                    Value larger = kb.maxs(carried[0], channel.binade);
                    return {kb.select(channel.nonzero, larger, carried[0])};
                  })[0];
-  kb.store(partial, rowMaxima, {tid});
+  // Per warp by shuffles, then every thread combines the warps' maxima.
+  partial = kb.laneReduce(partial, kWarpThreads,
+                          [&](Value a, Value b) { return kb.maxs(a, b); });
+  Value warp = kb.divs(tid, kb.index(kWarpThreads));
+  Value lane = kb.rems(tid, kb.index(kWarpThreads));
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)),
+            [&] { kb.store(partial, rowMaxima, {warp}); });
   kb.barrier();
-  Value first = kb.index(0), end = kb.index(kBlockThreads);
+  Value first = kb.index(0), end = kb.index(kBlockWarps);
   Value rowMax =
       kb.forLoop(first, end, kb.index(1), {none},
                  [&](Value i, ValueRange carried) -> SmallVector<Value> {

@@ -19,9 +19,6 @@
 
 namespace pattn {
 
-/// Threads of a warp.
-inline constexpr int64_t kWarpThreads = 32;
-
 class MmaBuilder {
 public:
   MmaBuilder(KernelBuilder &kb, bool bf16) : kb(kb), bf16(bf16) {}
