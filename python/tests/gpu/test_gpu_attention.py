@@ -693,6 +693,13 @@ PROMPTS = [Case(config) for config in [
               v_encoding="f8e4m3", v_scale="tensor", kv_heads=2, g=8,
               query_tokens=300, query_counts=(1, 300, 0, 1, 9),
               seq_lens=(50, 300, 0, 17, 400)),
+    # Speculative-decode rows (3 and 4 tokens: at most 16 / g, the split's
+    # decode kernel with the prefill family), one just past it (5), a
+    # decode token and a chunk, over a folded int4 channel table.
+    ir.Config(name="mixed-spec-i4-channel", k_encoding="i4",
+              k_scale="channel", v_encoding="nvfp4", v_scale="token",
+              kv_heads=2, g=4, query_tokens=200,
+              query_counts=(3, 4, 5, 1, 200), seq_lens=(40, 700, 5, 90, 260)),
     ir.Config(name="prompt-gpt-oss", k_encoding="f8e5m2", k_scale="token",
               v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=64,
               g=8, sinks=True, window=128, query_tokens=500,

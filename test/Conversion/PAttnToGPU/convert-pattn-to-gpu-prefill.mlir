@@ -6,7 +6,13 @@
 // shared merge. In the kernel, each int4 tile is decoded once into shared
 // memory (one 16-byte chunk of 32 codes per thread and pass, stored as four
 // words of f16 pairs) before the warps' ldmatrix, mma and softmax.
+// The batch is split (the op's decode_plan): sequences of at most 16 / g =
+// 4 query tokens run first, on the XQA decode kernel and its merge, each
+// through a workspace of its own; the prefill family skips them.
 // CHECK-LABEL: func.func @prompt
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_xqa_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.dealloc
 // CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c15 : index
 // CHECK: %[[SUM:.*]] = arith.addi %{{.*}}, %[[PAD]]
 // CHECK: %[[TILES:.*]] = arith.divsi %[[SUM]], %c16
@@ -17,10 +23,13 @@
 // CHECK: gpu.block_id  x
 // CHECK: gpu.block_id  z
 // CHECK: gpu.block_id  y
-// The scan over query_start: sequence b has ceil(n_b / 16) tiles.
+// The scan over query_start: sequence b has ceil(n_b / 16) tiles, none
+// when n_b <= 4 (the decode kernel's).
 // CHECK: scf.for
-// CHECK:   arith.addi %{{.*}}, %c15_i32 : i32
-// CHECK:   arith.divsi %{{.*}}, %c16_i32 : i32
+// CHECK-DAG:   arith.cmpi sgt, %{{.*}}, %c4_i32{{.*}} : i32
+// CHECK-DAG:   arith.addi %{{.*}}, %c15_i32 : i32
+// CHECK-DAG:   arith.divsi %{{.*}}, %c16_i32 : i32
+// CHECK:   arith.select
 // The tile loop: the decode into shared memory, a barrier, the steps.
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group
@@ -32,6 +41,12 @@
 // CHECK: nvvm.vote.sync  all
 // CHECK: nvvm.vote.sync  any
 // CHECK: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+// Each merge finds its row's sequence in query_start (32 halving steps)
+// and merges only its side's rows: the prefill family's, n > 4.
+// CHECK: gpu.func @pattn_merge_
+// CHECK: scf.for %{{.*}} = %c0 to %c32 step %c1
+// CHECK: memref.load %arg0
+// CHECK: arith.cmpi sgt, %{{.*}}, %c4_i32{{.*}} : i32
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
 func.func @prompt(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k

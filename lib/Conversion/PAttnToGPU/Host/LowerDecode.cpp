@@ -232,18 +232,25 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
     return failure();
   // The plan --pattn-plan-decode recorded decides (checked against the
   // chips by the pass before any rewriting); its family builds the kernels.
-  Attribute plan = op.getPlanAttr();
-  const DecodeFamily &family = familyOfPlan(op, plan);
   DecodeSources sources;
   sources.key = &*key;
   sources.value = &*value;
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
-  lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
-              key->type.getBlockSize(), value->type.getHeadDim(), numHeads,
-              gridOfPlan(plan, chips, key->type.getKvHeads(), numHeads),
-              [&](KernelModule &module) {
-                return family.build(module, op, plan, sources);
-              });
+  auto lowerPlan = [&](Attribute plan) {
+    const DecodeFamily &family = familyOfPlan(op, plan);
+    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+                key->type.getBlockSize(), value->type.getHeadDim(), numHeads,
+                gridOfPlan(plan, chips, key->type.getKvHeads(), numHeads),
+                [&](KernelModule &module) {
+                  return family.build(module, op, plan, sources);
+                });
+  };
+  // A split op: the decode kernel and its merge for the short sequences'
+  // rows, then the prefill family's for the others; each writes only its
+  // rows (SplitRows), through a workspace of its own.
+  if (XqaPlanAttr decode = op.getDecodePlanAttr())
+    lowerPlan(decode);
+  lowerPlan(op.getPlanAttr());
   return success();
 }
 

@@ -230,13 +230,22 @@ DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
                                       const CacheBuffers &value,
                                       pattn::PortablePlanAttr plan);
 
+/// Which rows of a split prompt op (one with a decode_plan) a family's
+/// kernels serve: the tokens of sequences of at most `decodeTokens` query
+/// tokens (the decode kernel's side), or of the longer ones (the prefill
+/// family's). decodeTokens = 0: every row (an op that is not split).
+struct SplitRows {
+  int64_t decodeTokens = 0;
+  bool shortSide = false;
+};
+
 /// A tensor-core family's kernels over paged caches (the XQA decode, the
 /// prefill): `buildDecode` builds the family's kernel (appending its host
-/// operands), then the portable split merge; `sharedBytes` of dynamic shared
-/// memory a block.
+/// operands), then the portable split merge of the rows `rows` names;
+/// `sharedBytes` of dynamic shared memory a block.
 DecodeKernels buildTensorCorePagedKernels(
     KernelModule &kernels, pattn::PagedAttentionOp op, const CacheBuffers &key,
-    const CacheBuffers &value, int64_t sharedBytes,
+    const CacheBuffers &value, int64_t sharedBytes, SplitRows rows,
     llvm::function_ref<
         mlir::gpu::GPUFuncOp(llvm::SmallVectorImpl<mlir::Value> &)>
         buildDecode);
@@ -264,17 +273,22 @@ struct DecodeParams;
 
 /// The split merge every decode family shares: a block per (token, head,
 /// 128 channels) combines the splits' partial results (sinks, out_scale,
-/// the output's single rounding); its operands precede the workspace.
+/// the output's single rounding); its operands precede the workspace. With
+/// `rows.decodeTokens`, a block merges only a row of its side (the token's
+/// sequence found in query_start by a binary search).
 mlir::gpu::GPUFuncOp
 buildMergeKernel(KernelModule &kernels, int64_t valueDim, int64_t kvHeads,
                  const DecodeParams &params,
-                 llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+                 llvm::SmallVectorImpl<mlir::Value> &hostOperands,
+                 SplitRows rows = {});
 
 /// The split merge of a paged attention op (sinks, out_scale, the output's
-/// single rounding); its operands precede the workspace.
+/// single rounding) over the rows `rows` names; its operands precede the
+/// workspace.
 mlir::gpu::GPUFuncOp
 buildPagedMergeKernel(KernelModule &kernels, pattn::PagedAttentionOp op,
-                      llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+                      llvm::SmallVectorImpl<mlir::Value> &hostOperands,
+                      SplitRows rows = {});
 
 DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
                                     pattn::MlaDecodeOp op,

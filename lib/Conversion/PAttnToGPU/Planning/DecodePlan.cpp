@@ -146,6 +146,10 @@ static Type xqaOperandType(PagedAttentionOp op) {
   return builder.getF16Type();
 }
 
+int64_t splitDecodeTokens(int64_t group) {
+  return std::max<int64_t>(1, 16 / group);
+}
+
 /// The XQA blocks per SM that a plan of `rows` promises: as many as
 /// shared memory allows, but at most 3 with two m-tiles (32 rows), whose
 /// 64 accumulators, 16 scores and two query tiles spilled 160 bytes a
@@ -171,23 +175,27 @@ static int64_t xqaQueryTile(PagedAttentionOp op) {
 static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
                                int64_t rows, int64_t tile, int64_t stages,
                                int64_t keyWarps, int64_t valueWarps,
-                               int64_t split, int64_t sharedBytes) {
+                               int64_t split, int64_t sharedBytes,
+                               int64_t queryTile) {
   SmallVector<int64_t> resident;
   for (Chip chip : chips)
     resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip));
   return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
                           stages, keyWarps, valueWarps, split, sharedBytes,
                           resident, kBlockThreads, kXqaLeastTilesPerSplit,
-                          kXqaMostSplits, xqaQueryTile(op), chips);
+                          kXqaMostSplits, queryTile, chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
-                          int64_t maxKeysPerSplit, int64_t keysPerTile) {
+                          int64_t maxKeysPerSplit, int64_t keysPerTile,
+                          int64_t decodeTokens) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
   // A decode's rows are g x its query tokens; a prompt fills two m-tiles
-  // with query tiles of floor(32 / g) tokens.
-  int64_t queryTokens = xqaQueryTile(op);
+  // with query tiles of floor(32 / g) tokens; a split's decode plan serves
+  // sequences of up to `decodeTokens`.
+  int64_t queryTile = decodeTokens ? 0 : xqaQueryTile(op);
+  int64_t queryTokens = decodeTokens ? decodeTokens : queryTile;
   if (!queryTokens)
     queryTokens = static_cast<int64_t>(op.getMaxQueryLen());
   int64_t rows = group * queryTokens <= 16 ? 16 : 32;
@@ -242,14 +250,14 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   if (bestTile) {
     int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
     return makeXqaPlan(op, chips, rows, bestTile, bestStages, keyWarps,
-                       valueWarps, split, bestBytes);
+                       valueWarps, split, bestBytes, queryTile);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =
       layoutXqaShared(key, value, rows, minTile, 2, keyWarps);
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
   return makeXqaPlan(op, chips, rows, minTile, 2, keyWarps, valueWarps, split,
-                     layout.total);
+                     layout.total, queryTile);
 }
 
 MlaRecordLayout describeMlaRecord(RecordType record) {

@@ -88,11 +88,19 @@ inline constexpr int64_t kXqaMlaMostSplits = 128;
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
 /// `keysPerTile` (0: chosen here) asks for a tile size; where it does not
 /// fit (not a multiple of 16 x key_warps, or over shared memory) the
-/// planner chooses as if it were 0.
+/// planner chooses as if it were 0. `decodeTokens` (0: the op's own)
+/// plans the decode kernel of a split prompt op for the sequences of at
+/// most that many query tokens (query_tile = 0).
 pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
                                  llvm::ArrayRef<Chip> chips,
                                  int64_t maxKeysPerSplit,
-                                 int64_t keysPerTile = 0);
+                                 int64_t keysPerTile = 0,
+                                 int64_t decodeTokens = 0);
+
+/// The query tokens per sequence up to which a prompt op planned on the
+/// prefill family runs on the decode kernel instead: those that fill one
+/// m16 tile (floor(16 / g), at least 1).
+int64_t splitDecodeTokens(int64_t group);
 
 /// The prefill family's block: 64 rows (query tokens x g heads of one KV
 /// head), an m16 tile per warp.

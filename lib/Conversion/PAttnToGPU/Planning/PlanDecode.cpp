@@ -106,9 +106,11 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   return text;
 }
 
-/// The prefill family's plan of a prompt where it was asked for, with a
-/// remark on how its blocks cover the batch; null otherwise. (It serves
-/// every op the XQA family does, which the caller has checked.)
+/// The prefill family's plan of a prompt where it was asked for, with the
+/// decode plan of the batch's short sequences (set on the op as
+/// decode_plan) and a remark on how the two cover the batch; null
+/// otherwise. (The prefill family serves every op the XQA family does,
+/// which the caller has checked.)
 static Attribute
 planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
                     const ::pattn::DecodePlanOptions &options) {
@@ -119,17 +121,26 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
       ::pattn::decodeFamily(::pattn::DecodeFamilyKind::PrefillPaged);
   auto plan =
       cast<::pattn::PrefillPlanAttr>(prefill.plan(op, targets, options));
-  // One kernel serves the whole ragged batch: a sequence's n query tokens
-  // take ceil(n / query_tile) blocks per KV head, so a decode token of a
-  // mixed batch takes one block of its own (its rows padding but g).
+  // The batch splits by each sequence's query tokens n (read on the
+  // device): n <= T on the decode kernel, one block per (sequence, KV head,
+  // split), whose rows fit T tokens; n > T on the prefill family,
+  // ceil(n / query_tile) blocks per KV head. Alone, the prefill family
+  // gave each decode token of a mixed batch a 64-row block.
   int64_t group = static_cast<int64_t>(op.getNumHeads()) /
                   op.getKey().getType().getKvHeads();
+  int64_t decodeTokens = ::pattn::splitDecodeTokens(group);
+  ::pattn::XqaPlanAttr decode =
+      ::pattn::planXqaDecode(op, targets, options.xqaMaxKeysPerSplit,
+                             options.xqaKeysPerTile, decodeTokens);
+  op.setDecodePlanAttr(decode);
   op.emitRemark() << "prefill plan: " << plan.getRows()
                   << " rows a block, query tiles of " << plan.getQueryTile()
                   << " tokens x g = " << group << ", " << plan.getKeysPerTile()
                   << "-key tiles x " << plan.getStages()
-                  << " stages; decode tokens of a mixed batch take one query "
-                     "tile each";
+                  << " stages; sequences of at most " << decodeTokens
+                  << " query tokens run on the decode kernel ("
+                  << decode.getRows() << " rows, " << decode.getKeysPerTile()
+                  << "-key tiles x " << decode.getStages() << " stages)";
   return plan;
 }
 
@@ -148,6 +159,9 @@ void PlanDecodePass::runOnOperation() {
       ok = false;
       return;
     }
+    // Planned afresh: a split's decode plan only next to a prefill plan.
+    if (auto paged = dyn_cast<PagedAttentionOp>(op))
+      paged.removeDecodePlanAttr();
     if (*backend == Backend::portable) {
       op->setAttr("plan",
                   ::pattn::portableFamilyOf(op).plan(op, targets, options));

@@ -144,10 +144,17 @@ LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
                  "pattn-compile and --pattn-compile do";
           return WalkResult::interrupt();
         }
-        for (Chip chip : chips)
+        // A split op's decode plan runs on the same chips.
+        auto paged = dyn_cast<PagedAttentionOp>(op);
+        Attribute decode = paged ? paged.getDecodePlanAttr() : Attribute();
+        for (Chip chip : chips) {
           if (failed(verifyPlanOnChip(op, planFor(op, chip), chip)) ||
               failed(verifyOperand(op, planFor(op, chip))))
             return WalkResult::interrupt();
+          if (decode && (failed(verifyPlanOnChip(op, decode, chip)) ||
+                         failed(verifyOperand(op, decode))))
+            return WalkResult::interrupt();
+        }
         return WalkResult::advance();
       });
   return failure(result.wasInterrupted());

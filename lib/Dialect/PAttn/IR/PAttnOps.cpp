@@ -531,6 +531,39 @@ static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
   return success();
 }
 
+/// decode_plan: the short sequences' XQA decode plan next to a prefill plan.
+static LogicalResult checkDecodePlan(PagedAttentionOp op) {
+  XqaPlanAttr decode = op.getDecodePlanAttr();
+  if (!decode)
+    return success();
+  if (!isa_and_nonnull<PrefillPlanAttr>(op.getPlanAttr()))
+    return op.emitOpError() << "has a decode_plan, which splits a batch "
+                               "with a #pattn.prefill_plan, but its plan is "
+                            << op.getPlanAttr();
+  if (decode.getQueryTile() != 0)
+    return op.emitOpError()
+           << "has a decode_plan with query_tile " << decode.getQueryTile()
+           << "; the short sequences' plan is a decode's (query_tile = 0)";
+  int64_t group = static_cast<int64_t>(op.getNumHeads()) /
+                  op.getKey().getType().getKvHeads();
+  int64_t tokens = decode.getRows() / group;
+  if (tokens < 1 || tokens > kMaxSpeculativeTokens)
+    return op.emitOpError() << "has a decode_plan of " << decode.getRows()
+                            << " rows, which at g = " << group << " serve "
+                            << tokens << " query tokens; a decode kernel "
+                            << "serves 1 to " << kMaxSpeculativeTokens;
+  return success();
+}
+
+int64_t PagedAttentionOp::getSplitDecodeTokens() {
+  XqaPlanAttr decode = getDecodePlanAttr();
+  if (!decode)
+    return 0;
+  int64_t group =
+      static_cast<int64_t>(getNumHeads()) / getKey().getType().getKvHeads();
+  return decode.getRows() / group;
+}
+
 static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,
                                Attribute plan) {
   if (!plan)
@@ -632,7 +665,9 @@ LogicalResult PagedAttentionOp::verify() {
   if (window != -1 && window < 1)
     return emitOpError() << "window " << window
                          << " must be >= 1, or -1 for no window";
-  return checkPlan(op, getBackend(), getPlanAttr());
+  if (failed(checkPlan(op, getBackend(), getPlanAttr())))
+    return failure();
+  return checkDecodePlan(*this);
 }
 
 float PagedAttentionOp::getEffectiveSoftmaxScale() {

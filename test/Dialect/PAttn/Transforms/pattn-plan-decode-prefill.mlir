@@ -7,18 +7,24 @@
 // With prompt-kernel=prefill, a prompt gets the prefill family's plan: 64
 // rows a block (query tiles of 64 / g tokens), 64-key tiles, the deepest
 // ring that keeps the blocks per SM of two stages; without it, XQA's query
-// tiles (32 / g tokens). A decode keeps its XQA plan either way.
+// tiles (32 / g tokens). A decode keeps its XQA plan either way. The
+// prefill plan comes with a decode_plan: sequences of at most 16 / g query
+// tokens (a mixed batch's decode tokens) run on the XQA decode kernel, one
+// m16 tile of rows, instead of taking a 64-row prefill block each.
 // BAD: prompt-kernel=fast is neither xqa nor prefill
 
-// WHY: remark: prefill plan: 64 rows a block, query tiles of 16 tokens x g = 4, 64-key tiles x 4 stages; decode tokens of a mixed batch take one query tile each
-// WHY: remark: prefill plan: 64 rows a block, query tiles of 8 tokens x g = 8
+// WHY: remark: prefill plan: 64 rows a block, query tiles of 16 tokens x g = 4, 64-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
+// WHY: remark: prefill plan: 64 rows a block, query tiles of 8 tokens x g = 8, 64-key tiles x 2 stages; sequences of at most 2 query tokens run on the decode kernel (16 rows, 64-key tiles x 3 stages)
 // WHY-NOT: prefill plan
 // H200-LABEL: func.func @prompt_i4
-// H200: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
+// H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4], targets = [sm_90a]>
+// H200-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
 // A chip of 99 KiB per block bounds the ring of both.
 // MIXED-LABEL: func.func @prompt_i4
-// MIXED: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2, 1], targets = [sm_90a, sm_86]>
+// MIXED: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4, 2], targets = [sm_90a, sm_86]>
+// MIXED-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2, 1], targets = [sm_90a, sm_86]>
 // TILES-LABEL: func.func @prompt_i4
+// TILES-NOT: decode_plan
 // TILES: plan = #pattn.xqa_plan<{{.*}}query_tile = 8
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
 func.func @prompt_i4(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
@@ -33,7 +39,8 @@ func.func @prompt_i4(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: m
 // A bf16 cache is read from the ring as it is (no decoded tile): bf16
 // operands, and g = 8 makes query tiles of 8 tokens.
 // H200-LABEL: func.func @prompt_bf16
-// H200: plan = #pattn.prefill_plan<operand = bf16, rows = 64, query_tile = 8, keys_per_tile = 64
+// H200: decode_plan = #pattn.xqa_plan<operand = bf16, rows = 16,
+// H200-SAME: plan = #pattn.prefill_plan<operand = bf16, rows = 64, query_tile = 8, keys_per_tile = 64
 !b = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 128, encoding = bf16, scale = none>
 func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x32x128xbf16>) {
   %b = pattn.bind_cache storage(%bp : memref<?x16x4x256xi8>) : !b
@@ -45,6 +52,7 @@ func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %b
 
 // A decode (max_query_len <= 8) keeps the XQA decode plan.
 // H200-LABEL: func.func @decode
+// H200-NOT: decode_plan
 // H200: plan = #pattn.xqa_plan<
 // H200-NOT: query_tile
 func.func @decode(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {

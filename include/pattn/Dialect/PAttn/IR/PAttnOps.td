@@ -233,6 +233,11 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     - `backend`: the lowering chosen by `--pattn-select-backend`.
     - `plan`: its tiling, written by `--pattn-plan-decode`
       (`#pattn.xqa_plan` for `xqa`, `#pattn.portable_plan` for `portable`).
+    - `decode_plan`: next to a `#pattn.prefill_plan`, the `#pattn.xqa_plan`
+      (`query_tile = 0`) of the decode kernel that serves the batch's short
+      sequences: those of at most rows / g query tokens run on it, the
+      others on the prefill family, so a mixed batch's decode tokens do not
+      each take a prefill block. Written by `--pattn-plan-decode`.
 
     Example:
     ```mlir
@@ -271,7 +276,8 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
                        DefaultValuedAttr<I64Attr, "1">:$max_query_len,
                        OptionalAttr<I32Attr>:$guard_value,
                        OptionalAttr<PAttn_BackendAttr>:$backend,
-                       OptionalAttr<PAttn_DecodePlanAttr>:$plan);
+                       OptionalAttr<PAttn_DecodePlanAttr>:$plan,
+                       OptionalAttr<PAttn_XqaPlanAttr>:$decode_plan);
   let assemblyFormat = [{
     `query` `(` $query `:` type($query) `)`
     `key` `(` $key `:` qualified(type($key)) `)`
@@ -292,6 +298,9 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
   let extraClassDeclaration = [{
     /// softmax_scale, defaulting to 1/sqrt(head_dim).
     float getEffectiveSoftmaxScale();
+    /// With a decode_plan: the most query tokens of a sequence that its
+    /// decode kernel serves (its rows / g); 0 without one.
+    int64_t getSplitDecodeTokens();
   }];
 }
 

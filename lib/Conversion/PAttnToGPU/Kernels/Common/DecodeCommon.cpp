@@ -217,12 +217,12 @@ std::tuple<Value, Value, Value> pattn::findQuerySequence(KernelBuilder &kb,
 
 auto ::pattn::buildTensorCorePagedKernels(
     KernelModule &kernels, PagedAttentionOp op, const CacheBuffers &key,
-    const CacheBuffers &value, int64_t sharedBytes,
+    const CacheBuffers &value, int64_t sharedBytes, SplitRows rows,
     llvm::function_ref<gpu::GPUFuncOp(llvm::SmallVectorImpl<Value> &)>
         buildDecode) -> DecodeKernels {
   DecodeKernels result;
   result.decode = buildDecode(result.decodeOperands);
-  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands);
+  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands, rows);
   result.numHeads = static_cast<int64_t>(op.getNumHeads());
   result.valueDim = value.type.getHeadDim();
   result.blockSize = key.type.getBlockSize();

@@ -50,6 +50,7 @@ struct MergeKernel {
   gpu::GPUFuncOp func;
   Value weights, sums;               ///< staged per chunk of splits
   Value guard, sinks, outScale, out; ///< the op's (null when absent)
+  Value queryStart;                  ///< a split op's (else null)
   Value partialOut, partialStats;    ///< the workspace
   Value tid, tokenHead, channel, token, head, kvHead, splits;
 };
@@ -58,8 +59,11 @@ struct MergeKernel {
 MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
                               KernelBuilder &kb, int64_t valueDim,
                               int64_t kvHeads, const DecodeParams &p,
-                              SmallVectorImpl<Value> &hostOperands) {
+                              SmallVectorImpl<Value> &hostOperands,
+                              SplitRows rows) {
   DecodeSignature signature;
+  if (rows.decodeTokens)
+    signature.add(DecodeArg::QueryStart, p.queryStart);
   signature.add(DecodeArg::Guard, p.guard);
   signature.add(DecodeArg::Sinks, p.sinks);
   signature.add(DecodeArg::OutScale, p.outScale);
@@ -79,6 +83,8 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
 
   signature.bind(m.func);
   m.guard = signature.arg(DecodeArg::Guard);
+  if (rows.decodeTokens)
+    m.queryStart = signature.arg(DecodeArg::QueryStart);
   m.sinks = signature.arg(DecodeArg::Sinks);
   m.outScale = signature.arg(DecodeArg::OutScale);
   m.out = signature.arg(DecodeArg::Out);
@@ -177,21 +183,77 @@ SmallVector<Value> mergeSplits(KernelBuilder &kb, const MergeKernel &m,
       });
 }
 
+/// Whether the block's row is of its side of a split op: the query tokens
+/// of the token's sequence, b with query_start[b] <= token <
+/// query_start[b + 1] (the last such b, past empty sequences), found by a
+/// binary search of 32 fixed steps, against rows.decodeTokens.
+Value ownsRow(KernelBuilder &kb, const MergeKernel &m, SplitRows rows) {
+  // One op-creating call per statement: GCC and clang evaluate arguments
+  // in different orders, and the IR must not depend on it.
+  Value entries = memref::DimOp::create(kb.b, kb.loc, m.queryStart, 0);
+  Value one = kb.i32(1), two = kb.i32(2);
+  Value lastEntry = kb.sub(entries, kb.index(1));
+  Value batch = kb.toI32(lastEntry);
+  Value token = kb.toI32(m.token);
+  Value lowest = kb.i32(0);
+  Value highest = kb.sub(batch, one);
+  Value first = kb.index(0), steps = kb.index(32), step = kb.index(1);
+  SmallVector<Value> bounds = kb.forLoop(
+      first, steps, step, {lowest, highest},
+      [&](Value, ValueRange c) -> SmallVector<Value> {
+        Value lo = c[0], hi = c[1];
+        Value span = kb.add(lo, hi);
+        Value rounded = kb.add(span, one);
+        Value mid = kb.divs(rounded, two);
+        Value at = kb.toIndex(mid);
+        Value start = kb.load(m.queryStart, {at});
+        Value atOrBefore = kb.cmpi(arith::CmpIPredicate::sle, start, token);
+        Value after = kb.cmpi(arith::CmpIPredicate::sgt, start, token);
+        Value open = kb.cmpi(arith::CmpIPredicate::slt, lo, hi);
+        Value raise = kb.land(open, atOrBefore);
+        Value lower = kb.land(open, after);
+        Value newLo = kb.select(raise, mid, lo);
+        Value below = kb.sub(mid, one);
+        Value newHi = kb.select(lower, below, hi);
+        return {newLo, newHi};
+      });
+  Value zero = kb.i32(0);
+  Value found = kb.maxs(bounds[0], zero);
+  Value seq = kb.toIndex(found);
+  Value following = kb.add(seq, kb.index(1));
+  Value next = kb.mins(following, lastEntry);
+  Value begin = kb.load(m.queryStart, {seq});
+  Value end = kb.load(m.queryStart, {next});
+  Value tokens = kb.sub(end, begin);
+  Value limit = kb.i32(int32_t(rows.decodeTokens));
+  return kb.cmpi(rows.shortSide ? arith::CmpIPredicate::sle
+                                : arith::CmpIPredicate::sgt,
+                 tokens, limit);
+}
+
 } // namespace
 
 gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
                                        int64_t kvHeads, const DecodeParams &p,
-                                       SmallVectorImpl<Value> &hostOperands) {
+                                       SmallVectorImpl<Value> &hostOperands,
+                                       SplitRows rows) {
   OpBuilder builder(p.query.getContext());
   KernelBuilder kb(builder, p.loc);
   MergeKernel m = createMergeKernel(kernels, builder, kb, valueDim, kvHeads, p,
-                                    hostOperands);
+                                    hostOperands, rows);
   Type outType = cast<MemRefType>(m.out.getType()).getElementType();
   Value threads = kb.index(kBlockThreads);
   Value hasChannel =
       kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
 
-  kb.ifThen(guardAllows(kb, m.guard, p.guardValue), [&] {
+  // A split op's merge writes only its side's rows: the other family's
+  // merge writes the rest.
+  Value merges = guardAllows(kb, m.guard, p.guardValue);
+  if (rows.decodeTokens) {
+    Value owned = ownsRow(kb, m, rows);
+    merges = kb.land(merges, owned);
+  }
+  kb.ifThen(merges, [&] {
     auto [globalMax, sink] = mergeMaximum(kb, m, threads);
     SmallVector<Value> totals =
         mergeSplits(kb, m, threads, globalMax, valueDim);
@@ -216,11 +278,11 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
 }
 
 auto ::pattn::buildPagedMergeKernel(KernelModule &kernels, PagedAttentionOp op,
-                                    SmallVectorImpl<Value> &hostOperands)
-    -> gpu::GPUFuncOp {
+                                    SmallVectorImpl<Value> &hostOperands,
+                                    SplitRows rows) -> gpu::GPUFuncOp {
   CacheType value = op.getValue().getType();
   return buildMergeKernel(kernels, value.getHeadDim(), value.getKvHeads(),
-                          decodeParams(op), hostOperands);
+                          decodeParams(op), hostOperands, rows);
 }
 
 auto ::pattn::buildMlaMergeKernel(KernelModule &kernels, MlaDecodeOp op,

@@ -435,8 +435,12 @@ void XqaBuilder::computeFacts() {
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / valueWarps / 8;
   tileTokens = plan.getQueryTile();
-  int64_t queryTokens =
-      tileTokens ? tileTokens : static_cast<int64_t>(op.getMaxQueryLen());
+  if (plan == op.getDecodePlanAttr())
+    decodeTokens = op.getSplitDecodeTokens();
+  int64_t queryTokens = tileTokens ? tileTokens
+                        : decodeTokens
+                            ? decodeTokens
+                            : static_cast<int64_t>(op.getMaxQueryLen());
   rowHalves = group * queryTokens <= 8 ? 1 : 2;
   bf16 = plan.getOperand().isBF16();
   tc.bf16 = bf16;
@@ -619,8 +623,13 @@ auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
                                     const CacheBuffers &value)
     -> DecodeKernels {
   XqaBuilder xqa(kernels, op, plan, key, value);
+  SplitRows rows;
+  if (plan == op.getDecodePlanAttr()) {
+    rows.decodeTokens = op.getSplitDecodeTokens();
+    rows.shortSide = true;
+  }
   return buildTensorCorePagedKernels(
-      kernels, op, key, value, plan.getSharedBytes(),
+      kernels, op, key, value, plan.getSharedBytes(), rows,
       [&](llvm::SmallVectorImpl<Value> &operands) {
         return xqa.build(operands);
       });

@@ -71,6 +71,10 @@ private:
   /// A prompt's query tokens per block (the plan's query_tile; 0: a
   /// decode, whose block serves all of a sequence's tokens).
   int64_t tileTokens = 0;
+  /// The decode kernel of a split prompt op (its plan is the op's
+  /// decode_plan): the most query tokens of the sequences it serves; the
+  /// blocks of longer sequences do nothing. 0: every sequence.
+  int64_t decodeTokens = 0;
   float softcap = 0.0f;
 
   // Kernel values.

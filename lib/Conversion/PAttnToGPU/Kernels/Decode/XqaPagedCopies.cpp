@@ -43,6 +43,14 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
     Value nextSeq = kb.add(kb.toIndex(seq), index(1));
     Value tokenEnd = kb.load(queryStart, {nextSeq});
     queries.tokenCount = kb.sub(tokenEnd, queries.tokenBegin);
+    if (decodeTokens) {
+      // A split op's longer sequences are the prefill family's.
+      Value limit = kb.i32(int32_t(decodeTokens));
+      Value isShort =
+          kb.cmpi(arith::CmpIPredicate::sle, queries.tokenCount, limit);
+      Value none = kb.i32(0);
+      queries.tokenCount = kb.select(isShort, queries.tokenCount, none);
+    }
   } else {
     queries.seq = seq;
     queries.tokenBegin = seq;
@@ -59,6 +67,12 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
   last = keys.last;
   firstTile = keys.firstTile;
   tileCount = keys.tileCount;
+  if (decodeTokens) {
+    // No rows, no keys: the block of a longer sequence reads nothing.
+    Value none = kb.i32(0);
+    Value hasRows = kb.cmpi(arith::CmpIPredicate::sgt, tokenCount, none);
+    tileCount = kb.select(hasRows, tileCount, none);
+  }
 }
 
 void XqaBuilder::loadQueryTile(Value query) {

@@ -266,8 +266,9 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value allowed = guardAllows(kb, signature.arg(DecodeArg::Guard),
                               op.getGuardValue().value_or(0));
   kb.ifThen(allowed, [&] {
+    // A split op's short sequences are the decode kernel's: no tiles.
     queries = locatePromptTile(kb, blockTable, args.queryStart, promptTile,
-                               tileTokens);
+                               tileTokens, op.getSplitDecodeTokens());
     keys = blockKeyRange(kb, queries, args.seqLens, blockTable, blockSize,
                          tileKeys, window, split, /*promptTile=*/true);
     Value warpToken = kb.toI32(kb.divs(warpRow, index(group)));
@@ -300,8 +301,10 @@ auto ::pattn::buildPrefillKernels(KernelModule &kernels, PagedAttentionOp op,
                                   PrefillPlanAttr plan, const CacheBuffers &key,
                                   const CacheBuffers &value) -> DecodeKernels {
   PrefillBuilder prefill(kernels, op, plan, key, value);
+  SplitRows rows;
+  rows.decodeTokens = op.getSplitDecodeTokens();
   return buildTensorCorePagedKernels(
-      kernels, op, key, value, plan.getSharedBytes(),
+      kernels, op, key, value, plan.getSharedBytes(), rows,
       [&](llvm::SmallVectorImpl<Value> &operands) {
         return prefill.build(operands);
       });
