@@ -8,8 +8,15 @@
 // words of f16 pairs) before the warps' ldmatrix, mma and softmax.
 // The batch is split (the op's decode_plan): sequences of at most 16 / g =
 // 4 query tokens run first, on the XQA decode kernel and its merge, each
-// through a workspace of its own; the prefill family skips them.
+// through a workspace of its own; the prefill family skips them. The
+// decode side's workspace has batch x 4 token slots, not the query's
+// tokens, which are mostly the prefill family's.
 // CHECK-LABEL: func.func @prompt
+// CHECK: scf.yield %{{.*}}, %{{.*}} : index, index
+// CHECK: %[[BATCH:.*]] = memref.dim %{{.*}}, %c0{{.*}} : memref<?x?xi32>
+// CHECK: %[[SLOTS:.*]] = arith.muli %[[BATCH]], %c4{{.*}} : index
+// CHECK: %[[ROWS:.*]] = arith.muli %[[SLOTS]], %c32{{.*}} : index
+// CHECK: gpu.alloc async [%{{.*}}] (%{{.*}}, %[[ROWS]]) : memref<?x?x128xf32>
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_xqa_decode_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
 // CHECK: gpu.dealloc
@@ -18,6 +25,14 @@
 // CHECK: %[[TILES:.*]] = arith.divsi %[[SUM]], %c16
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_prefill_{{[0-9a-f]+}} blocks in (%[[TILES]], %{{.*}}, %c8{{.*}})
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
+// The decode side's merge: a block per token slot b x 4 + k of sequence b,
+// a real row where k < n_b <= 4, written to token query_start[b] + k.
+// CHECK: gpu.func @pattn_merge_
+// CHECK: %[[SLOT:.*]] = arith.divsi %block_id_x, %c32 : index
+// CHECK: %[[SEQ:.*]] = arith.divsi %[[SLOT]], %c4 : index
+// CHECK: memref.load %arg0[%[[SEQ]]] : memref<?xi32>
+// CHECK: arith.cmpi sle, %{{.*}}, %c4_i32 : i32
+// CHECK: arith.remsi %[[SLOT]], %c4 : index
 // CHECK: gpu.func @pattn_prefill_{{[0-9a-f]+}}
 // CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32
 // CHECK: gpu.block_id  x
@@ -41,10 +56,11 @@
 // CHECK: nvvm.vote.sync  all
 // CHECK: nvvm.vote.sync  any
 // CHECK: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
-// Each merge finds its row's sequence in query_start (32 halving steps)
-// and merges only its side's rows: the prefill family's, n > 4.
+// The prefill side's merge finds its row's sequence in query_start (32 -
+// clz(batch) halving steps) and merges only rows of sequences of n > 4.
 // CHECK: gpu.func @pattn_merge_
-// CHECK: scf.for %{{.*}} = %c0 to %c32 step %c1
+// CHECK: llvm.intr.ctlz
+// CHECK: scf.for
 // CHECK: memref.load %arg0
 // CHECK: arith.cmpi sgt, %{{.*}}, %c4_i32{{.*}} : i32
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>

@@ -72,6 +72,10 @@ public:
     /// split, at most this many splits.
     int64_t leastTilesPerSplit = 1;
     int64_t mostSplits = 1;
+    /// A split op's decode side: its workspace rows are batch x this many
+    /// token slots (sequence b's k-th token at b x compactTokens + k), not
+    /// the query's tokens, which are mostly the prefill family's.
+    int64_t compactTokens = 0;
   };
 
 private:

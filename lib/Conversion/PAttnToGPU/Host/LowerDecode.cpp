@@ -96,7 +96,12 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
     Value one = kb.index(1);
     splits = kb.maxs(bySize, one);
   }
-  Value rows = kb.mul(tokens, kb.index(numHeads));
+  Value rowTokens = tokens;
+  if (grid.compactTokens) {
+    Value batch = dim(loc, blockTable, 0);
+    rowTokens = kb.mul(batch, kb.index(grid.compactTokens));
+  }
+  Value rows = kb.mul(rowTokens, kb.index(numHeads));
   MLIRContext *context = builder.getContext();
   auto outputType =
       MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
@@ -238,10 +243,12 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
   auto lowerPlan = [&](Attribute plan) {
     const DecodeFamily &family = familyOfPlan(op, plan);
+    DecodeGrid grid = gridOfPlan(plan, chips, key->type.getKvHeads(), numHeads);
+    if (plan == op.getDecodePlanAttr())
+      grid.compactTokens = op.getSplitDecodeTokens();
     lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
                 key->type.getBlockSize(), value->type.getHeadDim(), numHeads,
-                gridOfPlan(plan, chips, key->type.getKvHeads(), numHeads),
-                [&](KernelModule &module) {
+                grid, [&](KernelModule &module) {
                   return family.build(module, op, plan, sources);
                 });
   };

@@ -15,6 +15,8 @@
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 using namespace mlir;
 using namespace pattn;
 
@@ -183,11 +185,34 @@ SmallVector<Value> mergeSplits(KernelBuilder &kb, const MergeKernel &m,
       });
 }
 
-/// Whether the block's row is of its side of a split op: the query tokens
-/// of the token's sequence, b with query_start[b] <= token <
-/// query_start[b + 1] (the last such b, past empty sequences), found by a
-/// binary search of 32 fixed steps, against rows.decodeTokens.
-Value ownsRow(KernelBuilder &kb, const MergeKernel &m, SplitRows rows) {
+/// The decode side of a split op: the block's row is a compact token slot,
+/// sequence b's k-th token at b x decodeTokens + k (the decode kernel's
+/// workspace rows). Sets m.token to the query token it stands for and
+/// returns whether it is one: k < n_b <= decodeTokens.
+Value locateCompactRow(KernelBuilder &kb, MergeKernel &m, SplitRows rows) {
+  Value slots = kb.index(rows.decodeTokens);
+  Value slot = m.token;
+  Value seq = kb.divs(slot, slots);
+  Value k = kb.rems(slot, slots);
+  Value next = kb.add(seq, kb.index(1));
+  Value begin = kb.load(m.queryStart, {seq});
+  Value end = kb.load(m.queryStart, {next});
+  Value tokens = kb.sub(end, begin);
+  Value limit = kb.i32(int32_t(rows.decodeTokens));
+  Value isShort = kb.cmpi(arith::CmpIPredicate::sle, tokens, limit);
+  Value k32 = kb.toI32(k);
+  Value real = kb.cmpi(arith::CmpIPredicate::slt, k32, tokens);
+  Value token = kb.add(begin, k32);
+  m.token = kb.toIndex(token);
+  return kb.land(isShort, real);
+}
+
+/// The prefill side of a split op: whether the block's row (token) belongs
+/// to a sequence of more than decodeTokens query tokens. Its sequence b,
+/// query_start[b] <= token < query_start[b + 1] (the last such b, past
+/// empty sequences), is found by halving [0, batch) in 32 - clz(batch)
+/// steps.
+Value ownsLongRow(KernelBuilder &kb, const MergeKernel &m, SplitRows rows) {
   // One op-creating call per statement: GCC and clang evaluate arguments
   // in different orders, and the IR must not depend on it.
   Value entries = memref::DimOp::create(kb.b, kb.loc, m.queryStart, 0);
@@ -197,7 +222,11 @@ Value ownsRow(KernelBuilder &kb, const MergeKernel &m, SplitRows rows) {
   Value token = kb.toI32(m.token);
   Value lowest = kb.i32(0);
   Value highest = kb.sub(batch, one);
-  Value first = kb.index(0), steps = kb.index(32), step = kb.index(1);
+  Value leading = LLVM::CountLeadingZerosOp::create(
+      kb.b, kb.loc, kb.b.getI32Type(), batch, /*is_zero_poison=*/false);
+  Value bits = kb.sub(kb.i32(32), leading);
+  Value first = kb.index(0), step = kb.index(1);
+  Value steps = kb.toIndex(bits);
   SmallVector<Value> bounds = kb.forLoop(
       first, steps, step, {lowest, highest},
       [&](Value, ValueRange c) -> SmallVector<Value> {
@@ -226,9 +255,7 @@ Value ownsRow(KernelBuilder &kb, const MergeKernel &m, SplitRows rows) {
   Value end = kb.load(m.queryStart, {next});
   Value tokens = kb.sub(end, begin);
   Value limit = kb.i32(int32_t(rows.decodeTokens));
-  return kb.cmpi(rows.shortSide ? arith::CmpIPredicate::sle
-                                : arith::CmpIPredicate::sgt,
-                 tokens, limit);
+  return kb.cmpi(arith::CmpIPredicate::sgt, tokens, limit);
 }
 
 } // namespace
@@ -250,7 +277,8 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
   // merge writes the rest.
   Value merges = guardAllows(kb, m.guard, p.guardValue);
   if (rows.decodeTokens) {
-    Value owned = ownsRow(kb, m, rows);
+    Value owned = rows.shortSide ? locateCompactRow(kb, m, rows)
+                                 : ownsLongRow(kb, m, rows);
     merges = kb.land(merges, owned);
   }
   kb.ifThen(merges, [&] {

@@ -402,6 +402,13 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
           }
           Value token =
               kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
+          if (decodeTokens) {
+            // A split op's decode side: compact token slots (merge).
+            Value slots = index(decodeTokens);
+            Value first = kb.mul(kb.toIndex(seq), slots);
+            Value inSequence = kb.divs(row, index(group));
+            token = kb.add(first, inSequence);
+          }
           Value head =
               kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
           Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
