@@ -7,11 +7,18 @@
 // memory (one 16-byte chunk of 32 codes per thread and pass, stored as four
 // words of f16 pairs) before the warps' ldmatrix, mma and softmax.
 // The batch is split (the op's decode_plan): sequences of at most 16 / g =
-// 4 query tokens run first, on the XQA decode kernel and its merge, each
-// through a workspace of its own; the prefill family skips them. The
-// decode side's workspace has batch x 4 token slots, not the query's
-// tokens, which are mostly the prefill family's.
+// 4 query tokens are the XQA decode kernel's. The prefill family runs
+// first, giving their rows no keys (they merge to zeros); the decode kernel
+// and its merge then write them. The decode side's workspace has batch x 4
+// token slots, not the query's tokens, which are mostly the prefill
+// family's.
 // CHECK-LABEL: func.func @prompt
+// CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c15 : index
+// CHECK: %[[SUM:.*]] = arith.addi %{{.*}}, %[[PAD]]
+// CHECK: %[[TILES:.*]] = arith.divsi %[[SUM]], %c16
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_prefill_{{[0-9a-f]+}} blocks in (%[[TILES]], %{{.*}}, %c8{{.*}})
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.dealloc
 // CHECK: scf.yield %{{.*}}, %{{.*}} : index, index
 // CHECK: %[[BATCH:.*]] = memref.dim %{{.*}}, %c0{{.*}} : memref<?x?xi32>
 // CHECK: %[[SLOTS:.*]] = arith.muli %[[BATCH]], %c4{{.*}} : index
@@ -19,32 +26,18 @@
 // CHECK: gpu.alloc async [%{{.*}}] (%{{.*}}, %[[ROWS]]) : memref<?x?x128xf32>
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_xqa_decode_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
-// CHECK: gpu.dealloc
-// CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c15 : index
-// CHECK: %[[SUM:.*]] = arith.addi %{{.*}}, %[[PAD]]
-// CHECK: %[[TILES:.*]] = arith.divsi %[[SUM]], %c16
-// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_prefill_{{[0-9a-f]+}} blocks in (%[[TILES]], %{{.*}}, %c8{{.*}})
-// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
-// The decode side's merge: a block per token slot b x 4 + k of sequence b,
-// a real row where k < n_b <= 4, written to token query_start[b] + k.
-// CHECK: gpu.func @pattn_merge_
-// CHECK: %[[SLOT:.*]] = arith.divsi %block_id_x, %c32 : index
-// CHECK: %[[SEQ:.*]] = arith.divsi %[[SLOT]], %c4 : index
-// CHECK: memref.load %arg0[%[[SEQ]]] : memref<?xi32>
-// CHECK: arith.cmpi sle, %{{.*}}, %c4_i32 : i32
-// CHECK: arith.remsi %[[SLOT]], %c4 : index
 // CHECK: gpu.func @pattn_prefill_{{[0-9a-f]+}}
 // CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32
 // CHECK: gpu.block_id  x
 // CHECK: gpu.block_id  z
 // CHECK: gpu.block_id  y
-// The scan over query_start: sequence b has ceil(n_b / 16) tiles, none
-// when n_b <= 4 (the decode kernel's).
+// The scan over query_start: sequence b has ceil(n_b / 16) tiles; a tile
+// of a sequence of n_b <= 4 (the decode kernel's) has no keys.
 // CHECK: scf.for
-// CHECK-DAG:   arith.cmpi sgt, %{{.*}}, %c4_i32{{.*}} : i32
-// CHECK-DAG:   arith.addi %{{.*}}, %c15_i32 : i32
-// CHECK-DAG:   arith.divsi %{{.*}}, %c16_i32 : i32
-// CHECK:   arith.select
+// CHECK:   arith.addi %{{.*}}, %c15_i32 : i32
+// CHECK:   arith.divsi %{{.*}}, %c16_i32 : i32
+// CHECK: arith.cmpi sle, %{{.*}}, %c4_i32{{.*}} : i32
+// CHECK: arith.select
 // The tile loop: the decode into shared memory, a barrier, the steps.
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group
@@ -56,13 +49,16 @@
 // CHECK: nvvm.vote.sync  all
 // CHECK: nvvm.vote.sync  any
 // CHECK: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
-// The prefill side's merge finds its row's sequence in query_start (32 -
-// clz(batch) halving steps) and merges only rows of sequences of n > 4.
+// The decode side's merge, last: a block per token slot b x 4 + k of
+// sequence b, a real row where k < n_b <= 4, written to token
+// query_start[b] + k.
+// CHECK: gpu.func @pattn_xqa_decode_
 // CHECK: gpu.func @pattn_merge_
-// CHECK: llvm.intr.ctlz
-// CHECK: scf.for
-// CHECK: memref.load %arg0
-// CHECK: arith.cmpi sgt, %{{.*}}, %c4_i32{{.*}} : i32
+// CHECK: %[[SLOT:.*]] = arith.divsi %block_id_x, %c32 : index
+// CHECK: %[[SEQ:.*]] = arith.divsi %[[SLOT]], %c4 : index
+// CHECK: memref.load %arg0[%[[SEQ]]] : memref<?xi32>
+// CHECK: arith.cmpi sle, %{{.*}}, %c4_i32 : i32
+// CHECK: arith.remsi %[[SLOT]], %c4 : index
 !k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
 func.func @prompt(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k

@@ -252,12 +252,12 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
                   return family.build(module, op, plan, sources);
                 });
   };
-  // A split op: the decode kernel and its merge for the short sequences'
-  // rows, then the prefill family's for the others; each writes only its
-  // rows (SplitRows), through a workspace of its own.
+  // A split op: the prefill family over the batch (the short sequences'
+  // rows come out zero), then the decode kernel and its merge, which write
+  // the short sequences' rows; each through a workspace of its own.
+  lowerPlan(op.getPlanAttr());
   if (XqaPlanAttr decode = op.getDecodePlanAttr())
     lowerPlan(decode);
-  lowerPlan(op.getPlanAttr());
   return success();
 }
 

@@ -230,13 +230,12 @@ DecodeKernels buildPagedDecodeKernels(KernelModule &kernels,
                                       const CacheBuffers &value,
                                       pattn::PortablePlanAttr plan);
 
-/// Which rows of a split prompt op (one with a decode_plan) a family's
-/// kernels serve: the tokens of sequences of at most `decodeTokens` query
-/// tokens (the decode kernel's side), or of the longer ones (the prefill
-/// family's). decodeTokens = 0: every row (an op that is not split).
+/// The workspace rows of a decode family's kernels: one per (token, head)
+/// (decodeTokens = 0), or, for the decode kernel of a split prompt op (one
+/// with a decode_plan), one per (token slot, head): sequence b's k-th
+/// token at slot b x decodeTokens + k, real where k < n_b <= decodeTokens.
 struct SplitRows {
   int64_t decodeTokens = 0;
-  bool shortSide = false;
 };
 
 /// A tensor-core family's kernels over paged caches (the XQA decode, the
@@ -274,8 +273,8 @@ struct DecodeParams;
 /// The split merge every decode family shares: a block per (token, head,
 /// 128 channels) combines the splits' partial results (sinks, out_scale,
 /// the output's single rounding); its operands precede the workspace. With
-/// `rows.decodeTokens`, a block merges only a row of its side (the token's
-/// sequence found in query_start by a binary search).
+/// `rows.decodeTokens`, a block merges a token slot, if it is real, into
+/// the token it stands for.
 mlir::gpu::GPUFuncOp
 buildMergeKernel(KernelModule &kernels, int64_t valueDim, int64_t kvHeads,
                  const DecodeParams &params,

@@ -19,7 +19,7 @@ using namespace pattn;
 
 BlockQueries pattn::locatePromptTile(KernelBuilder &kb, Value blockTable,
                                      Value queryStart, Value promptTile,
-                                     int64_t tileTokens, int64_t shortTokens) {
+                                     int64_t tileTokens) {
   BlockQueries q;
   // Sequence b has ceil(n_b / T) query tiles, numbered one sequence after
   // another: a scan over the batch (a few entries) finds the block's.
@@ -36,11 +36,6 @@ BlockQueries pattn::locatePromptTile(KernelBuilder &kb, Value blockTable,
         Value tokens = kb.sub(end, begin);
         Value rounded = kb.add(tokens, kb.i32(int32_t(tileTokens - 1)));
         Value tiles = kb.divs(rounded, tokensPerTile);
-        if (shortTokens) {
-          Value limit = kb.i32(int32_t(shortTokens));
-          Value isLong = kb.cmpi(arith::CmpIPredicate::sgt, tokens, limit);
-          tiles = kb.select(isLong, tiles, noTiles);
-        }
         Value inSequence = kb.sub(promptTile, c[0]);
         Value notBefore =
             kb.cmpi(arith::CmpIPredicate::sge, inSequence, kb.i32(0));

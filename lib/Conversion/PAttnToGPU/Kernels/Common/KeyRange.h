@@ -30,11 +30,10 @@ struct BlockQueries {
 /// The sequence and tokens of prompt tile `promptTile` (i32; tiles of
 /// `tileTokens` tokens numbered one sequence after another): a scan over
 /// the batch. Tiles past the last (the host launches a bound) have no
-/// tokens. Sequences of at most `shortTokens` query tokens (a split op's
-/// decode kernel's) have no tiles.
+/// tokens.
 BlockQueries locatePromptTile(KernelBuilder &kb, mlir::Value blockTable,
                               mlir::Value queryStart, mlir::Value promptTile,
-                              int64_t tileTokens, int64_t shortTokens = 0);
+                              int64_t tileTokens);
 
 /// The keys of a block (i32): the sequence's length, the positions of its
 /// first and (prompt tiles) last token, its keys [first, last) and their

@@ -15,8 +15,6 @@
 #include "Kernels/Common/KernelBuilder.h"
 #include "Kernels/Kernels.h"
 
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-
 using namespace mlir;
 using namespace pattn;
 
@@ -207,57 +205,6 @@ Value locateCompactRow(KernelBuilder &kb, MergeKernel &m, SplitRows rows) {
   return kb.land(isShort, real);
 }
 
-/// The prefill side of a split op: whether the block's row (token) belongs
-/// to a sequence of more than decodeTokens query tokens. Its sequence b,
-/// query_start[b] <= token < query_start[b + 1] (the last such b, past
-/// empty sequences), is found by halving [0, batch) in 32 - clz(batch)
-/// steps.
-Value ownsLongRow(KernelBuilder &kb, const MergeKernel &m, SplitRows rows) {
-  // One op-creating call per statement: GCC and clang evaluate arguments
-  // in different orders, and the IR must not depend on it.
-  Value entries = memref::DimOp::create(kb.b, kb.loc, m.queryStart, 0);
-  Value one = kb.i32(1), two = kb.i32(2);
-  Value lastEntry = kb.sub(entries, kb.index(1));
-  Value batch = kb.toI32(lastEntry);
-  Value token = kb.toI32(m.token);
-  Value lowest = kb.i32(0);
-  Value highest = kb.sub(batch, one);
-  Value leading = LLVM::CountLeadingZerosOp::create(
-      kb.b, kb.loc, kb.b.getI32Type(), batch, /*is_zero_poison=*/false);
-  Value bits = kb.sub(kb.i32(32), leading);
-  Value first = kb.index(0), step = kb.index(1);
-  Value steps = kb.toIndex(bits);
-  SmallVector<Value> bounds = kb.forLoop(
-      first, steps, step, {lowest, highest},
-      [&](Value, ValueRange c) -> SmallVector<Value> {
-        Value lo = c[0], hi = c[1];
-        Value span = kb.add(lo, hi);
-        Value rounded = kb.add(span, one);
-        Value mid = kb.divs(rounded, two);
-        Value at = kb.toIndex(mid);
-        Value start = kb.load(m.queryStart, {at});
-        Value atOrBefore = kb.cmpi(arith::CmpIPredicate::sle, start, token);
-        Value after = kb.cmpi(arith::CmpIPredicate::sgt, start, token);
-        Value open = kb.cmpi(arith::CmpIPredicate::slt, lo, hi);
-        Value raise = kb.land(open, atOrBefore);
-        Value lower = kb.land(open, after);
-        Value newLo = kb.select(raise, mid, lo);
-        Value below = kb.sub(mid, one);
-        Value newHi = kb.select(lower, below, hi);
-        return {newLo, newHi};
-      });
-  Value zero = kb.i32(0);
-  Value found = kb.maxs(bounds[0], zero);
-  Value seq = kb.toIndex(found);
-  Value following = kb.add(seq, kb.index(1));
-  Value next = kb.mins(following, lastEntry);
-  Value begin = kb.load(m.queryStart, {seq});
-  Value end = kb.load(m.queryStart, {next});
-  Value tokens = kb.sub(end, begin);
-  Value limit = kb.i32(int32_t(rows.decodeTokens));
-  return kb.cmpi(arith::CmpIPredicate::sgt, tokens, limit);
-}
-
 } // namespace
 
 gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
@@ -273,12 +220,10 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
   Value hasChannel =
       kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
 
-  // A split op's merge writes only its side's rows: the other family's
-  // merge writes the rest.
+  // A split op's decode side: only the real token slots.
   Value merges = guardAllows(kb, m.guard, p.guardValue);
   if (rows.decodeTokens) {
-    Value owned = rows.shortSide ? locateCompactRow(kb, m, rows)
-                                 : ownsLongRow(kb, m, rows);
+    Value owned = locateCompactRow(kb, m, rows);
     merges = kb.land(merges, owned);
   }
   kb.ifThen(merges, [&] {

@@ -631,10 +631,8 @@ auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
     -> DecodeKernels {
   XqaBuilder xqa(kernels, op, plan, key, value);
   SplitRows rows;
-  if (plan == op.getDecodePlanAttr()) {
+  if (plan == op.getDecodePlanAttr())
     rows.decodeTokens = op.getSplitDecodeTokens();
-    rows.shortSide = true;
-  }
   return buildTensorCorePagedKernels(
       kernels, op, key, value, plan.getSharedBytes(), rows,
       [&](llvm::SmallVectorImpl<Value> &operands) {

@@ -266,11 +266,20 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value allowed = guardAllows(kb, signature.arg(DecodeArg::Guard),
                               op.getGuardValue().value_or(0));
   kb.ifThen(allowed, [&] {
-    // A split op's short sequences are the decode kernel's: no tiles.
     queries = locatePromptTile(kb, blockTable, args.queryStart, promptTile,
-                               tileTokens, op.getSplitDecodeTokens());
+                               tileTokens);
     keys = blockKeyRange(kb, queries, args.seqLens, blockTable, blockSize,
                          tileKeys, window, split, /*promptTile=*/true);
+    if (int64_t decodeTokens = op.getSplitDecodeTokens()) {
+      // A split op's short sequences are the decode kernel's: their rows
+      // get empty partials here (no keys), which the merge turns into
+      // zeros, and the decode side then writes them.
+      Value limit = kb.i32(int32_t(decodeTokens));
+      Value isShort =
+          kb.cmpi(arith::CmpIPredicate::sle, queries.sequenceTokens, limit);
+      Value none = kb.i32(0);
+      keys.tileCount = kb.select(isShort, none, keys.tileCount);
+    }
     Value warpToken = kb.toI32(kb.divs(warpRow, index(group)));
     warpFirstQueryPos = kb.add(keys.firstQueryPos, warpToken);
     PagedRingLayout ringLayout;
@@ -301,10 +310,8 @@ auto ::pattn::buildPrefillKernels(KernelModule &kernels, PagedAttentionOp op,
                                   PrefillPlanAttr plan, const CacheBuffers &key,
                                   const CacheBuffers &value) -> DecodeKernels {
   PrefillBuilder prefill(kernels, op, plan, key, value);
-  SplitRows rows;
-  rows.decodeTokens = op.getSplitDecodeTokens();
   return buildTensorCorePagedKernels(
-      kernels, op, key, value, plan.getSharedBytes(), rows,
+      kernels, op, key, value, plan.getSharedBytes(), SplitRows(),
       [&](llvm::SmallVectorImpl<Value> &operands) {
         return prefill.build(operands);
       });
