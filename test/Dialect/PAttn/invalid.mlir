@@ -1347,11 +1347,11 @@ func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref
 
 // -----
 
-// Its rows serve 1 to 8 query tokens at this g (2): 32 rows would serve 16.
-!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
-func.func @f(%k: !k, %q: memref<?x16x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x16x128xf16>) {
-  // expected-error @below {{has a decode_plan of 32 rows, which at g = 2 serve 16 query tokens; a decode kernel serves 1 to 8}}
-  pattn.paged_attention query(%q : memref<?x16x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x16x128xf16>) {num_heads = 16 : i64, max_query_len = 512 : i64, backend = #pattn.backend<xqa>, decode_plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 60000, resident_blocks = [2], targets = [sm_90a]>, plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 90000, resident_blocks = [2], targets = [sm_90a]>}
+// Its rows hold at least one query token: g = 32 needs 32.
+!k = !pattn.cache<block_size = 16, kv_heads = 1, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{has a decode_plan of 16 rows, fewer than g = 32: it would serve no query token}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 512 : i64, backend = #pattn.backend<xqa>, decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 60000, resident_blocks = [2], targets = [sm_90a]>, plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 2, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 90000, resident_blocks = [2], targets = [sm_90a]>}
   return
 }
 

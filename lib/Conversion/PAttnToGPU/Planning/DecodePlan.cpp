@@ -147,7 +147,7 @@ static Type xqaOperandType(PagedAttentionOp op) {
 }
 
 int64_t splitDecodeTokens(int64_t group) {
-  return std::max<int64_t>(1, 16 / group);
+  return std::clamp<int64_t>(16 / group, 1, kMaxSpeculativeTokens);
 }
 
 /// The XQA blocks per SM that a plan of `rows` promises: as many as

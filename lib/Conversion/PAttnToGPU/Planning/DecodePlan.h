@@ -99,7 +99,7 @@ pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
 
 /// The query tokens per sequence up to which a prompt op planned on the
 /// prefill family runs on the decode kernel instead: those that fill one
-/// m16 tile (floor(16 / g), at least 1).
+/// m16 tile (floor(16 / g)), at least 1 and at most a decode's 8.
 int64_t splitDecodeTokens(int64_t group);
 
 /// The prefill family's block: 64 rows (query tokens x g heads of one KV

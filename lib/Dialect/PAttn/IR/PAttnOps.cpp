@@ -546,12 +546,11 @@ static LogicalResult checkDecodePlan(PagedAttentionOp op) {
            << "; the short sequences' plan is a decode's (query_tile = 0)";
   int64_t group = static_cast<int64_t>(op.getNumHeads()) /
                   op.getKey().getType().getKvHeads();
-  int64_t tokens = decode.getRows() / group;
-  if (tokens < 1 || tokens > kMaxSpeculativeTokens)
-    return op.emitOpError() << "has a decode_plan of " << decode.getRows()
-                            << " rows, which at g = " << group << " serve "
-                            << tokens << " query tokens; a decode kernel "
-                            << "serves 1 to " << kMaxSpeculativeTokens;
+  if (decode.getRows() < group)
+    return op.emitOpError()
+           << "has a decode_plan of " << decode.getRows()
+           << " rows, fewer than g = " << group
+           << ": it would serve no query token";
   return success();
 }
 
@@ -561,7 +560,7 @@ int64_t PagedAttentionOp::getSplitDecodeTokens() {
     return 0;
   int64_t group =
       static_cast<int64_t>(getNumHeads()) / getKey().getType().getKvHeads();
-  return decode.getRows() / group;
+  return std::min<int64_t>(decode.getRows() / group, kMaxSpeculativeTokens);
 }
 
 static LogicalResult checkPlan(Operation *op, std::optional<Backend> backend,

@@ -50,6 +50,21 @@ func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %b
   return
 }
 
+// g = 1 (multi-head attention): the decode kernel takes sequences of up
+// to 8 query tokens (16 / g is capped at a decode's 8), 16 rows.
+// WHY: remark: prefill plan: 64 rows a block, query tiles of 64 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (16 rows,
+// H200-LABEL: func.func @prompt_mha
+// H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16,
+// H200-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 64,
+func.func @prompt_mha(%kp: memref<?x16x8x64xi8>, %q: memref<?x8x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x8x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
+  pattn.paged_attention query(%q : memref<?x8x128xf16>) key(%k : !k) value(%k : !k)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x8x128xf16>) {num_heads = 8 : i64, max_query_len = 1024 : i64}
+  return
+}
+
 // A decode (max_query_len <= 8) keeps the XQA decode plan.
 // H200-LABEL: func.func @decode
 // H200-NOT: decode_plan

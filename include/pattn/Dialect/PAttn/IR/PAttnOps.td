@@ -235,7 +235,7 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
       (`#pattn.xqa_plan` for `xqa`, `#pattn.portable_plan` for `portable`).
     - `decode_plan`: next to a `#pattn.prefill_plan`, the `#pattn.xqa_plan`
       (`query_tile = 0`) of the decode kernel that serves the batch's short
-      sequences: those of at most rows / g query tokens run on it, the
+      sequences: those of at most min(rows / g, 8) query tokens run on it, the
       others on the prefill family, so a mixed batch's decode tokens do not
       each take a prefill block. Written by `--pattn-plan-decode`.
 
@@ -299,7 +299,7 @@ def PAttn_PagedAttentionOp : PAttn_Op<"paged_attention", [
     /// softmax_scale, defaulting to 1/sqrt(head_dim).
     float getEffectiveSoftmaxScale();
     /// With a decode_plan: the most query tokens of a sequence that its
-    /// decode kernel serves (its rows / g); 0 without one.
+    /// decode kernel serves (its rows / g, at most 8); 0 without one.
     int64_t getSplitDecodeTokens();
   }];
 }
