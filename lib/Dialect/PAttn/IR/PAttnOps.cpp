@@ -547,10 +547,9 @@ static LogicalResult checkDecodePlan(PagedAttentionOp op) {
   int64_t group = static_cast<int64_t>(op.getNumHeads()) /
                   op.getKey().getType().getKvHeads();
   if (decode.getRows() < group)
-    return op.emitOpError()
-           << "has a decode_plan of " << decode.getRows()
-           << " rows, fewer than g = " << group
-           << ": it would serve no query token";
+    return op.emitOpError() << "has a decode_plan of " << decode.getRows()
+                            << " rows, fewer than g = " << group
+                            << ": it would serve no query token";
   return success();
 }
 
