@@ -700,6 +700,11 @@ PROMPTS = [Case(config) for config in [
               k_scale="channel", v_encoding="nvfp4", v_scale="token",
               kv_heads=2, g=4, query_tokens=200,
               query_counts=(3, 4, 5, 1, 200), seq_lens=(40, 700, 5, 90, 260)),
+    # g = 1 (multi-head attention): the split's decode kernel takes up to
+    # 8 query tokens (16 / g capped at a decode's 8): 8 and 1 on it, 9 just
+    # past it, and a prompt.
+    ir.Config(name="mixed-mha-f16", kv_heads=4, g=1, query_tokens=300,
+              query_counts=(8, 1, 9, 300), seq_lens=(100, 50, 9, 400)),
     ir.Config(name="prompt-gpt-oss", k_encoding="f8e5m2", k_scale="token",
               v_encoding="bf16", v_scale="none", dtype="bf16", head_dim=64,
               g=8, sinks=True, window=128, query_tokens=500,
