@@ -79,8 +79,9 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     or 64 heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA
     ops, a `#pattn.portable_plan` (heads per block, keys per split) for
     `portable` ones; with `prompt-kernel=prefill`, a `#pattn.prefill_plan`
-    (64 rows a block, keys per tile, stages) for `xqa` prompts, with a
-    remark naming it. Where `chips` mixes chips with and without wgmma and
+    (64 rows a block, keys per tile, stages) for `xqa` prompts and a
+    `decode_plan` (the XQA decode kernel's, for the batch's sequences of at
+    most min(16 / g, 8) query tokens), with a remark naming both. Where `chips` mixes chips with and without wgmma and
     the warpgroup MLA kernel (64 heads per block) serves the former, an MLA
     op's `plan` is the mma.sync kernel and its `chip_plans` give the wgmma
     chips the warpgroup kernel; a remark on each MLA op names the kernels
