@@ -81,8 +81,9 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     `portable` ones; with `prompt-kernel=prefill`, a `#pattn.prefill_plan`
     (64 rows a block, keys per tile, stages) for `xqa` prompts and a
     `decode_plan` (the XQA decode kernel's, for the batch's sequences of at
-    most min(16 / g, 8) query tokens), with a remark naming both. Where `chips` mixes chips with and without wgmma and
-    the warpgroup MLA kernel (64 heads per block) serves the former, an MLA
+    most min(16 / g, 8) query tokens), with a remark naming both. Where
+    `chips` mixes chips with and without wgmma and the warpgroup MLA kernel
+    (64 heads per block) serves the former, an MLA
     op's `plan` is the mma.sync kernel and its `chip_plans` give the wgmma
     chips the warpgroup kernel; a remark on each MLA op names the kernels
     and why not the warpgroup one. `--convert-pattn-to-gpu`

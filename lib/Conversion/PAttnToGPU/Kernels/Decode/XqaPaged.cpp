@@ -400,15 +400,13 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
             Value valueScale = kb.load(value.scale, {index(0)});
             total = kb.fmul(total, valueScale);
           }
-          Value token =
-              kb.add(kb.toIndex(tokenBegin), kb.divs(row, index(group)));
-          if (decodeTokens) {
-            // A split op's decode side: compact token slots (merge).
-            Value slots = index(decodeTokens);
-            Value first = kb.mul(kb.toIndex(seq), slots);
-            Value inSequence = kb.divs(row, index(group));
-            token = kb.add(first, inSequence);
-          }
+          // A split op's decode side writes compact token slots, b x
+          // decodeTokens + k (the merge maps them to tokens).
+          Value firstToken = kb.toIndex(decodeTokens ? seq : tokenBegin);
+          if (decodeTokens)
+            firstToken = kb.mul(firstToken, index(decodeTokens));
+          Value inSequence = kb.divs(row, index(group));
+          Value token = kb.add(firstToken, inSequence);
           Value head =
               kb.add(kb.mul(kvHead, index(group)), kb.rems(row, index(group)));
           Value outRow = kb.add(kb.mul(token, index(numHeads)), head);

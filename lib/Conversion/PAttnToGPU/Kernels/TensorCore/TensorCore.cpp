@@ -143,14 +143,6 @@ MmaBuilder::SoftmaxRow MmaBuilder::softmaxRow(Value oldMax, Value newMax,
   return row;
 }
 
-SmallVector<SmallVector<Value>>
-MmaBuilder::softmaxStep(const SoftmaxTiles &tiles, ArrayRef<Value> logits,
-                        SmallVectorImpl<Value> &s, Value negInf,
-                        Value zeroF32) {
-  SmallVector<Value> steps(logits);
-  return softmaxSteps(tiles, {steps}, s, negInf, zeroF32).front();
-}
-
 SmallVector<SmallVector<SmallVector<Value>>> MmaBuilder::softmaxSteps(
     const SoftmaxTiles &tiles, ArrayRef<SmallVector<Value>> logits,
     SmallVectorImpl<Value> &s, Value negInf, Value zeroF32) {

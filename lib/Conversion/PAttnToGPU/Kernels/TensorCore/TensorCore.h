@@ -96,18 +96,12 @@ public:
       return 4 * mTiles + (mt * nTiles + nt) * 4 + e;
     }
   };
-  /// The online softmax update of one 16-key step: `logits` (base 2, the
-  /// step's two n-tiles of each m-tile as mma C fragments) update the
-  /// maxima and sums of `state` and decay its accumulators (only when some
-  /// row of the warp has a new maximum); returns P as the A operands of
-  /// P V, per m-tile.
-  llvm::SmallVector<llvm::SmallVector<mlir::Value>>
-  softmaxStep(const SoftmaxTiles &tiles, llvm::ArrayRef<mlir::Value> logits,
-              llvm::SmallVectorImpl<mlir::Value> &state, mlir::Value negInf,
-              mlir::Value zero);
-  /// The same update over several 16-key steps at once (`logits` per
-  /// step): one row maximum, quad reduction, alpha and decay for all of
-  /// them; returns P per step, then per m-tile.
+  /// The online softmax update of a warp's 16-key steps of a tile:
+  /// `logits` per step (base 2, the step's two n-tiles of each m-tile as
+  /// mma C fragments) update the maxima and sums of `state` with one row
+  /// maximum, quad reduction and alpha for all of them, and decay its
+  /// accumulators (only when some row of the warp has a new maximum);
+  /// returns P as the A operands of P V, per step, then per m-tile.
   llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<mlir::Value>>>
   softmaxSteps(const SoftmaxTiles &tiles,
                llvm::ArrayRef<llvm::SmallVector<mlir::Value>> logits,
