@@ -222,10 +222,13 @@ def bench_config(shape: Shape, cache: str, block_size: int,
 
 def compile_options(backend: str) -> dict:
     """pattn.compile's options for a benchmark column: a backend,
-    "prefill" (auto, with the prefill family for prompts), or
+    "prefill" (auto, with the prefill family for prompts: the default),
+    "xqa-tiles" (auto, prompts on the decode kernel in query tiles), or
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles)."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
+    if backend == "xqa-tiles":
+        return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
         return {"backend": "auto",
                 "xqa_keys_per_tile": int(backend.split("@", 1)[1])}

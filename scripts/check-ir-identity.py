@@ -9,7 +9,9 @@ from the reference commit named in it.
 The inputs: the bundled examples, the all-ops/MLA inputs of the ptxas
 tests, and every split of the conversion's lit inputs (a split that fails
 to compile is compared by its diagnostics); and the prompt inputs again
-with --prompt-kernel=prefill (backend auto).
+with each prompt kernel named (backend auto): --prompt-kernel=prefill (the
+default, which the whole prefill files are not otherwise compiled with)
+and --prompt-kernel=xqa.
 
   python3 scripts/check-ir-identity.py                 # compare (exit 1 on a change)
   python3 scripts/check-ir-identity.py --dump DIR      # also write each output to DIR
@@ -41,9 +43,20 @@ TARGETS = [("sm_80", True), ("sm_90a", True), (SIX_CHIPS, True), (SIX_CHIPS, Fal
 BACKENDS = ["auto", "portable"]
 WHOLE_INPUTS = ["test/Target/Inputs/*.mlir", "examples/*.mlir"]
 SPLIT_INPUTS = ["test/Conversion/PAttnToGPU/convert-pattn-to-gpu*.mlir"]
-# Prompts, also compiled with the prefill family (--prompt-kernel=prefill).
+# Prompts, also compiled with the prefill family named
+# (--prompt-kernel=prefill, the default).
 PREFILL_INPUTS = ["test/Target/prefill-ptxas.mlir",
                   "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-prefill.mlir"]
+# Prompts on the XQA query tiles (--prompt-kernel=xqa): whole files, and
+# splits (name#N) of the split inputs.
+XQA_TILE_INPUTS = [
+    "test/Target/prefill-ptxas.mlir",
+    "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-prefill.mlir",
+    "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-xqa-prompt.mlir#0",
+    "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-plans.mlir#6",
+    "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-plans.mlir#7",
+    "test/Conversion/PAttnToGPU/convert-pattn-to-gpu-plans.mlir#8",
+    "test/Conversion/PAttnToGPU/convert-pattn-to-gpu.mlir#6"]
 
 
 def inputs(work):
@@ -179,12 +192,17 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
+        all_inputs = inputs(work)
         jobs = [(name, path, target, backend, ())
-                for name, path in inputs(work)
+                for name, path in all_inputs
                 for target in TARGETS for backend in BACKENDS]
         jobs += [(pattern, ROOT / pattern, target, "auto",
                   ("--prompt-kernel=prefill",))
                  for pattern in PREFILL_INPUTS for target in TARGETS]
+        splits = dict(all_inputs)
+        jobs += [(name, splits[name] if "#" in name else ROOT / name, target,
+                  "auto", ("--prompt-kernel=xqa",))
+                 for name in XQA_TILE_INPUTS for target in TARGETS]
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
             results = list(pool.map(
                 lambda j: compile_one(args.compiler, *j, work), jobs))

@@ -41,7 +41,7 @@ done
 # and 64-token pages; the MLA decode of every record preset with bf16
 # queries (the tensor-core kernel on auto), the MLA builds for several
 # chips (two kernel modules), and every rotary case.
-cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256 or engine)) or (prefill_kernel and (holes or mixed or gpt-oss or bs64 or engine)) or (mla_decode_matches and bf16) or mla_fleet or rotary"
+cases="(decode_matches and (ort-int4 or nvfp4-spec or gpt-oss or gemma or window1 or win23 or d256 or engine)) or (decode_matches and (holes or mixed or bs64)) or (prompt_tiles and (holes or mixed)) or (mla_decode_matches and bf16) or mla_fleet or rotary"
 # PATTN_SANITIZE_CASES picks another set (a pytest -k expression).
 cases="${PATTN_SANITIZE_CASES:-$cases}"
 # The whole report lands in $OUT/sanitize-<tool>.log (a hazard names both

@@ -90,7 +90,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 # The values of pattn-compile's --backend (pattn-select-backend's force=).
 BACKENDS = ("auto", "xqa", "portable")
 # The values of pattn-compile's --prompt-kernel (pattn-plan-decode's).
-PROMPT_KERNELS = ("xqa", "prefill")
+PROMPT_KERNELS = ("prefill", "xqa")
 # The values of pattn-compile's --xqa-keys-per-tile (0: the planner's).
 XQA_TILE_KEYS = (0, 16, 32, 64, 128)
 
@@ -630,7 +630,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             compiler: Optional[PathLike] = None,
             hardware_conversions: bool = True,
             backend: str = "auto", fold: bool = True,
-            prompt_kernel: str = "xqa",
+            prompt_kernel: str = "prefill",
             cache_dir: Optional[PathLike] = None,
             xqa_keys_per_tile: int = 0) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
@@ -651,9 +651,10 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     raises :class:`pattn.CompileError` before anything runs. ``fold=False``
     skips the channel-scale fold, so ops with K channel scales stay unfolded
     and go portable (for testing). ``prompt_kernel`` picks the tensor-core
-    kernel of a prompt (more than 8 query tokens per sequence): ``"xqa"``
-    (the default: the decode kernel in query tiles) or ``"prefill"`` (the
-    prefill family, 64 query rows a block). ``xqa_keys_per_tile`` (16, 32,
+    kernel of a prompt (more than 8 query tokens per sequence):
+    ``"prefill"`` (the default: the prefill family, 64 query rows a block,
+    with the batch's short sequences on the decode kernel) or ``"xqa"``
+    (the decode kernel in query tiles). ``xqa_keys_per_tile`` (16, 32,
     64 or 128; 0, the default, lets the planner choose) asks the XQA decode
     plans for that tile size where it fits (for tuning and comparing plans).
 
@@ -709,7 +710,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append(f"--backend={backend}")
     if not fold:
         flags.append("--fold=false")
-    if prompt_kernel != "xqa":
+    if prompt_kernel != "prefill":
         flags.append(f"--prompt-kernel={prompt_kernel}")
     if xqa_keys_per_tile:
         flags.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
@@ -721,11 +722,10 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
                    f"--fold={'true' if fold else 'false'}"]
     if not hardware_conversions:
         key_options.append("--hardware-conversions=false")
-    # The prompt kernel joins the key where it is not the default (xqa),
-    # which leaves the keys of earlier artifacts as they were; should the
-    # default change, name it here at the default too.
-    if prompt_kernel != "xqa":
-        key_options.append(f"--prompt-kernel={prompt_kernel}")
+    # The prompt kernel too: the default was xqa before the prefill family
+    # passed the GPU suite, and artifacts cached without naming it hold
+    # xqa's prompt kernels.
+    key_options.append(f"--prompt-kernel={prompt_kernel}")
     if xqa_keys_per_tile:
         key_options.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
     variant = " ".join([chip_list] + key_options)

@@ -275,7 +275,9 @@ def test_truncated_dependency_is_a_load_error(builder, tmp_path):
     assert "truncated or corrupt" in message
 
 
-def _cache_entry(cache, compiler, variant="sm_90a --backend=auto --fold=true"):
+def _cache_entry(cache, compiler,
+                 variant="sm_90a --backend=auto --fold=true "
+                 "--prompt-kernel=prefill"):
     """Where the entry of base.MLIR lies: keyed on the compiler's identity
     (its files' hashes), the chips and options, and the source."""
     identity = _compiler._compiler_identity(str(compiler)).key_text()
@@ -393,7 +395,8 @@ def test_cache_entry_without_checksum_is_checked_then_adopted(
     assert (pathlib.Path(str(entry) + ".sha256").read_text().split()[0] ==
             hashlib.sha256(entry.read_bytes()).hexdigest())
 
-    legacy = _cache_entry(cache, compiler, "sm_80 --backend=auto --fold=true")
+    legacy = _cache_entry(cache, compiler, "sm_80 --backend=auto --fold=true "
+                           "--prompt-kernel=prefill")
     legacy.write_bytes(entry.read_bytes()[:3000])  # truncated, no checksum
     with pytest.warns(pattn.CacheWarning, match="has no checksum and has"):
         assert pattn.compile(base.MLIR, chips="sm_80",

@@ -256,7 +256,8 @@ def test_every_entry_has_a_record_for_people(fake_compiler, tmp_path, cache):
     assert record["artifact"] == os.path.basename(entry)
     assert record["chips"] == ["sm_80", "sm_90a"]
     assert record["options"] == ["--backend=portable", "--fold=true",
-                                 "--hardware-conversions=false"]
+                                 "--hardware-conversions=false",
+                                 "--prompt-kernel=prefill"]
     assert record["compiler"] == str(build)
     assert record["compiler_sha256"] == identity.compiler_facts.sha256
     assert record["runtime_sha256"] == identity.runtime_facts.sha256

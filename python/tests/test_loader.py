@@ -652,19 +652,23 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
     compiler, log = fake_compiler
     output = tmp_path / "out.so"
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  prompt_kernel="prefill")
-    assert json.loads(log.read_text())[1:] == [
-        "--chips=sm_90a", "-o", str(output), "--prompt-kernel=prefill"]
-    # The default adds nothing; the cache keeps the two apart.
-    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
                   prompt_kernel="xqa")
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output), "--prompt-kernel=xqa"]
+    # The default (prefill) adds nothing; the cache keeps the two apart.
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  prompt_kernel="prefill")
     assert json.loads(log.read_text())[1:] == [
         "--chips=sm_90a", "-o", str(output)]
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
-    tiles = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
-    prefill = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                            prompt_kernel="prefill")
+    prefill = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    tiles = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                          prompt_kernel="xqa")
     assert tiles != prefill
+    # Artifacts cached before the default changed hold xqa's prompt
+    # kernels: the key names the prompt kernel at the default too.
+    assert pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                         prompt_kernel="prefill") == prefill
 
 
 def test_compile_passes_the_xqa_tile(fake_compiler, tmp_path, monkeypatch):
@@ -703,8 +707,8 @@ def test_compile_rejects_an_unknown_prompt_kernel(fake_compiler, tmp_path,
                                                   kernel):
     compiler, log = fake_compiler
     with pytest.raises(pattn.CompileError,
-                       match="unknown prompt_kernel .*expected one of xqa, "
-                             "prefill"):
+                       match="unknown prompt_kernel .*expected one of prefill, "
+                             "xqa"):
         pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
                       prompt_kernel=kernel)
     assert not log.exists()

@@ -108,11 +108,12 @@ static cl::opt<std::string>
                      "the eligibility table), xqa (an ineligible op is an "
                      "error) or portable"));
 static cl::opt<std::string> promptKernel(
-    "prompt-kernel", cl::init("xqa"), cl::value_desc("xqa|prefill"),
+    "prompt-kernel", cl::init("prefill"), cl::value_desc("prefill|xqa"),
     cl::cat(toolCategory),
     cl::desc("Tensor-core kernel of a prompt (more than 8 query tokens per "
-             "sequence): xqa (the decode kernel in query tiles) or prefill "
-             "(the prefill family; --remarks names its plan)"));
+             "sequence): prefill (the default: the prefill family; "
+             "--remarks names its plan) or xqa (the decode kernel in query "
+             "tiles)"));
 static cl::opt<bool>
     fold("fold", cl::init(true), cl::cat(toolCategory),
          cl::desc("Fold channel scales (pattn-fold-channel-scales); =false "

@@ -78,10 +78,12 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     shared memory bytes) for `xqa` paged ops, a `#pattn.xqa_mla_plan` (16
     or 64 heads per block, 32-key tiles, shared memory bytes) for `xqa` MLA
     ops, a `#pattn.portable_plan` (heads per block, keys per split) for
-    `portable` ones; with `prompt-kernel=prefill`, a `#pattn.prefill_plan`
-    (64 rows a block, keys per tile, stages) for `xqa` prompts and a
-    `decode_plan` (the XQA decode kernel's, for the batch's sequences of at
-    most min(16 / g, 8) query tokens), with a remark naming both. Where
+    `portable` ones; for `xqa` prompts (more than 8 query tokens per
+    sequence), a `#pattn.prefill_plan` (64 rows a block, keys per tile,
+    stages) and a `decode_plan` (the XQA decode kernel's, for the batch's
+    sequences of at most min(16 / g, 8) query tokens), with a remark naming
+    both; `prompt-kernel=xqa` plans such a prompt on the decode kernel in
+    query tiles instead. Where
     `chips` mixes chips with and without wgmma and the warpgroup MLA kernel
     (64 heads per block) serves the former, an MLA
     op's `plan` is the mma.sync kernel and its `chip_plans` give the wgmma
@@ -121,11 +123,12 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "multiple of 16 x key_warps that fits shared memory (0: the "
            "planner's choice; for tuning and comparing plans)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
-           /*default=*/"\"xqa\"",
-           "The tensor-core kernel of a prompt (max_query_len > 8): xqa "
-           "(the decode kernel in query tiles of floor(32 / g) tokens) or "
-           "prefill (the prefill family, 64 rows a block, K/V decoded once "
-           "per tile; a remark names its plan)">
+           /*default=*/"\"prefill\"",
+           "The tensor-core kernel of a prompt (max_query_len > 8): prefill "
+           "(the default: the prefill family, 64 rows a block, K/V decoded "
+           "once per tile, the batch's short sequences on the decode "
+           "kernel; a remark names both plans) or xqa (the decode kernel "
+           "in query tiles of floor(32 / g) tokens)">
   ];
 }
 

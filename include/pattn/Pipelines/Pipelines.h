@@ -62,9 +62,10 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::init("auto")};
   Option<std::string> promptKernel{
       *this, "prompt-kernel",
-      llvm::cl::desc("Tensor-core kernel of a prompt: xqa (query tiles of the "
-                     "decode kernel) or prefill (the prefill family)"),
-      llvm::cl::init("xqa")};
+      llvm::cl::desc("Tensor-core kernel of a prompt: prefill (the default: "
+                     "the prefill family) or xqa (query tiles of the decode "
+                     "kernel)"),
+      llvm::cl::init("prefill")};
   Option<bool> fold{
       *this, "fold",
       llvm::cl::desc("Run pattn-fold-channel-scales (false leaves channel "

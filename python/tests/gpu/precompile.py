@@ -42,12 +42,12 @@ def _install_torch_stand_in(capability: tuple[int, int]) -> None:
 
 def _compile_prompts(pattn, suite, test_torch_op, args) -> int:
     """The prompt and engine-page cases on both backends, the prompt cases
-    on the prefill family, and the torch-op cases."""
+    on the XQA query tiles, and the torch-op cases."""
     engine = [case for case in suite.NAMED if case.config.engine_pages]
     jobs = [(case, backend, {}) for case in suite.PROMPTS + engine
             for backend in (suite.BACKEND, suite.OTHER_BACKEND)]
     if suite.BACKEND != "portable":
-        jobs += [(case, suite.BACKEND, {"prompt_kernel": "prefill"})
+        jobs += [(case, suite.BACKEND, {"prompt_kernel": "xqa"})
                  for case in suite.PROMPTS]
     jobs += [(case, suite.BACKEND, {}) for case in test_torch_op.CASES]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -106,12 +106,12 @@ def main() -> int:
         list(pool.map(lambda text: pattn.compile(
             text, chips=[args.chip], backend=suite.OTHER_BACKEND),
             decode_texts))
-    # test_prefill_kernel_matches_reference: the prefill family.
+    # test_xqa_prompt_tiles_match_reference: the XQA query tiles.
     if not args.only_mla and suite.BACKEND != "portable":
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda case: pattn.compile(
                 case.plan().module.text, chips=[args.chip],
-                backend=suite.BACKEND, prompt_kernel="prefill"),
+                backend=suite.BACKEND, prompt_kernel="xqa"),
                 suite.PROMPTS))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":

@@ -983,25 +983,25 @@ def test_backends_agree(case, gpu_results):
 
 
 @pytest.mark.parametrize("case", PROMPTS, ids=_ids)
-def test_prefill_kernel_matches_reference(case, gpu_results):
-    """The prefill family (prompt_kernel="prefill": 64 query rows a block,
-    K/V decoded once per tile) on every prompt case, against the float64
-    reference on the same cache bytes and inputs, with the same checks as
-    the suite's own decode."""
+def test_xqa_prompt_tiles_match_reference(case, gpu_results):
+    """The XQA decode kernel in query tiles (prompt_kernel="xqa", the
+    prompt kernel before the prefill family became the default), on every
+    prompt case, against the float64 reference on the same cache bytes and
+    inputs, with the same checks as the suite's own decode (which runs the
+    prompts on the prefill family)."""
     if BACKEND == "portable":
-        pytest.skip("the prefill family is a tensor-core kernel: run with "
+        pytest.skip("query tiles are a tensor-core plan: run with "
                     "PATTN_TEST_BACKEND=auto")
     run = case.run()
     module = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
-                                      backend=BACKEND,
-                                      prompt_kernel="prefill"))
+                                      backend=BACKEND, prompt_kernel="xqa"))
     tensors = dict(run.tensors)
     tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
     invoke(module, "decode", run.plan.module.functions["decode"], tensors)
     torch.cuda.synchronize()
     out = activation_values(download(tensors["out"]), run.plan.dtype)
-    assert_close(out, run.reference(), case.config.dtype, "prefill kernel",
-                 gpu_results, ("prefill kernel",), run.value_scale())
+    assert_close(out, run.reference(), case.config.dtype, "XQA query tiles",
+                 gpu_results, ("XQA query tiles",), run.value_scale())
     hidden = ~visible_tokens(run.plan)
     assert not out[hidden].any(), "a row with no visible key is not zero"
 

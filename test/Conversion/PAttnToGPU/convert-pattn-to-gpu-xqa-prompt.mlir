@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=xqa" --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 
 // A prompt on tensor cores: the XQA kernel over query tiles of 32 / g = 8
 // tokens (two m-tiles of rows). The host launches a bound on the tiles,

@@ -1,13 +1,13 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=H200
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" --mlir-print-op-on-diagnostic=false 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a,sm_86 --pattn-plan-decode="chips=sm_90a,sm_86 prompt-kernel=prefill" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=MIXED
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILES
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=xqa" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILES
 // RUN: not pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=fast" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// With prompt-kernel=prefill, a prompt gets the prefill family's plan: 64
-// rows a block (query tiles of 64 / g tokens), 64-key tiles, the deepest
-// ring that keeps the blocks per SM of two stages; without it, XQA's query
-// tiles (32 / g tokens). A decode keeps its XQA plan either way. The
+// By default (prompt-kernel=prefill), a prompt gets the prefill family's
+// plan: 64 rows a block (query tiles of 64 / g tokens), 64-key tiles, the
+// deepest ring that keeps the blocks per SM of two stages; with
+// prompt-kernel=xqa, XQA's query tiles (32 / g tokens). A decode keeps its XQA plan either way. The
 // prefill plan comes with a decode_plan: sequences of at most 16 / g query
 // tokens (a mixed batch's decode tokens) run on the XQA decode kernel, one
 // m16 tile of rows, instead of taking a 64-row prefill block each.

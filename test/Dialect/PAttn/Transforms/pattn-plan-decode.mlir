@@ -1,5 +1,5 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=H200
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_80 --pattn-plan-decode --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ALL
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=xqa" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_80 --pattn-plan-decode=prompt-kernel=xqa --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ALL
 // RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a force=portable" --pattn-plan-decode=keys-per-split=1024 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=PORT
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-keys-per-tile=128" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILE128
 // RUN: not pattn-opt %s --pattn-plan-decode 2>&1 | FileCheck %s --check-prefix=NOBACKEND
@@ -81,8 +81,9 @@ func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?
 
 // NOBACKEND: error: 'pattn.paged_attention' op has no backend; run --pattn-select-backend before --pattn-plan-decode
 
-// A prompt (max_query_len > 8): the XQA kernel in query tiles of 32 / g = 8
-// tokens (two m-tiles of rows); the portable kernel with its (token, head
+// A prompt (max_query_len > 8) with prompt-kernel=xqa: the XQA kernel in
+// query tiles of 32 / g = 8 tokens (two m-tiles of rows; the default plan,
+// the prefill family's, is in pattn-plan-decode-prefill.mlir); the portable kernel with its (token, head
 // group) blocks on the grid's x, one split of up to 32768 keys each,
 // whatever keys-per-split says.
 // H200-LABEL: func.func @prompt_2048
