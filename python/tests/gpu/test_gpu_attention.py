@@ -675,7 +675,8 @@ SKIP_CASES = [
 # Prompts (more than 8 query tokens per sequence): whole prompts, chunks of
 # a prompt over a cached prefix, and mixed batches of prompt chunks, decode
 # tokens and empty sequences, over every encoding and both layouts. The
-# auto backend runs the XQA kernel in query tiles, portable its prompt
+# auto backend runs the prefill family (the default prompt kernel; the XQA
+# query tiles run in test_xqa_prompt_tiles_match_reference), portable its prompt
 # plan; tests below run each through the write, the reference and the
 # other backend like the grid.
 PROMPTS = [Case(config) for config in [
