@@ -671,6 +671,15 @@ SKIP_CASES = [
                          (("nvfp4", "tensor"), ("bf16", "none"), "nhd")]
 ]
 
+#: A batch of 5001 written tokens: the slot check runs on three blocks
+#: (2048 slots each), each with its own verdict, and every other token is
+#: skipped (slot -1).
+LONG_WRITE_CASES = [
+    Case(ir.Config(name="long-write", k_encoding="i4", k_scale="token",
+                   v_encoding="f8e4m3", v_scale="tensor", kv_heads=1, g=4,
+                   query_tokens=3000, query_counts=(3000, 2000, 1),
+                   seq_lens=(3000, 2000, 1)), dict(skip_every=2))]
+
 
 # Prompts (more than 8 query tokens per sequence): whole prompts, chunks of
 # a prompt over a cached prefix, and mixed batches of prompt chunks, decode
@@ -921,7 +930,7 @@ FINITE_CASES = [_finite_case(i, k) for i, k in enumerate(ir.ENCODINGS)] + [
               k_magnitude=_magnitude(3.0e38, 3.0e38),
               query=lambda rng, shape: np.ones(shape)))]
 
-SPECIAL = MASK_CASES + SKIP_CASES + SEED_CASES + FLT_MAX_CASES + WIDE_CASES \
+SPECIAL = MASK_CASES + SKIP_CASES + LONG_WRITE_CASES + SEED_CASES + FLT_MAX_CASES + WIDE_CASES \
     + FOLD_GRID_CASES + GRAPH_CASES + FINITE_CASES
 
 
@@ -1115,31 +1124,49 @@ def test_slot_minus_one_is_skipped(case):
     assert run.module.take_device_errors() == 0
 
 
-@pytest.mark.parametrize("case", SKIP_CASES, ids=_ids)
+@pytest.mark.parametrize("case", SKIP_CASES + LONG_WRITE_CASES, ids=_ids)
 def test_out_of_range_slot_rejects_the_whole_batch(case):
     """SPEC §7: a batch holding a slot past the cache's pages (or below -1)
     writes nothing at all, valid slots included: no partial write, and no
     out-of-bounds store (which would poison the CUDA context). The caller
-    learns it after a sync from the device error word."""
+    learns it after a sync from the device error word. A long batch is
+    checked by several blocks: a bad slot in the range of the first, a
+    middle or the last check block rejects the whole batch alike."""
     run = case.run()
     run.module.take_device_errors()  # start clean
     capacity = run.tensors["k_pages"].shape[0] * case.config.block_size
-    for bad in (capacity, capacity + 12345, -2):
-        tensors = dict(run.tensors)
-        slots = run.plan.slots.copy()
-        slots[-1] = bad  # the other slots are valid
-        tensors["slots"] = upload(slots, "i64")
-        for name in ("write_k", "write_v"):
-            invoke(run.module, name, run.plan.module.functions[name], tensors)
-        torch.cuda.synchronize()
-        with pytest.raises(pattn.DeviceError, match="slot was below -1"):
-            run.module.check_device_errors()
-        assert run.module.take_device_errors() == 0, "the check clears it"
-        for prefix, cache in (("k", run.k_cache), ("v", run.v_cache)):
-            assert_cache_equal(
-                downloaded_cache(prefix, getattr(run.plan, f"{prefix}_initial"),
-                                 tensors),
-                cache, f"{prefix.upper()} cache after slot {bad}")
+    count = run.plan.slots.shape[0]
+    places = (count - 1,) if count <= 2048 else (0, 2048 + 7, count - 1)
+    for at in places:
+        for bad in (capacity, capacity + 12345, -2):
+            tensors = dict(run.tensors)
+            slots = run.plan.slots.copy()
+            slots[at] = bad  # the other slots are valid
+            tensors["slots"] = upload(slots, "i64")
+            for name in ("write_k", "write_v"):
+                invoke(run.module, name, run.plan.module.functions[name],
+                       tensors)
+            torch.cuda.synchronize()
+            with pytest.raises(pattn.DeviceError, match="slot was below -1"):
+                run.module.check_device_errors()
+            assert run.module.take_device_errors() == 0, "the check clears it"
+            for prefix, cache in (("k", run.k_cache), ("v", run.v_cache)):
+                assert_cache_equal(
+                    downloaded_cache(prefix,
+                                     getattr(run.plan, f"{prefix}_initial"),
+                                     tensors),
+                    cache, f"{prefix.upper()} cache after slot {bad} at {at}")
+
+
+@pytest.mark.parametrize("case", LONG_WRITE_CASES, ids=_ids)
+def test_long_batch_writes_bit_exact(case):
+    """The three-block slot check passes a clean long batch: every written
+    token's bytes are the reference quantizer's, skipped tokens (-1) and the
+    rest of the cache keep their stale bytes."""
+    run = case.run()
+    assert run.plan.slots.shape[0] > 2 * 2048
+    assert_cache_equal(run.k_cache, run.plan.k_expected, "K cache")
+    assert_cache_equal(run.v_cache, run.plan.v_expected, "V cache")
 
 
 # ---------------------------------------------------------------------------

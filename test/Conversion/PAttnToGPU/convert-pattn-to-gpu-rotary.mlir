@@ -1,12 +1,15 @@
 // RUN: pattn-opt %s --split-input-file --convert-pattn-to-gpu="chips=sm_90a" | FileCheck %s
 
-// pattn.rotary on its own: a single-block position check, then one warp per
-// (token, output head), 4 per block, gated by the check's flag.
+// pattn.rotary on its own: a position check (one block per 2048 tokens, at
+// most 32, each writing its verdict), then one warp per (token, output
+// head), 4 per block, gated by the verdicts.
 // First the dynamic sizes the verifier could not compare (SPEC §7): outs
 // against input tokens, sin against cos rows, input tokens against seq_lens.
 // CHECK-LABEL: func.func @rotary_alone
 // CHECK-COUNT-3: func.call @pattnRuntimeRejectSizes
-// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_positions_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK:   %[[CHECKS:.*]] = arith.maxsi %{{.*}}, %c1{{.*}} : index
+// CHECK:   %[[VERDICTS:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] (%[[CHECKS]]) : memref<?xi32>
+// CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_check_positions_{{[0-9a-f]+}} blocks in (%[[CHECKS]], %c1{{.*}}, %c1{{.*}})
 // CHECK:   gpu.launch_func async [%{{.*}}] @pattn_kernels_fp8::@pattn_rotary_{{[0-9a-f]+}} blocks in (%{{.*}}, %c8{{.*}}, %c1{{.*}}) threads in (%c128
 // CHECK:   gpu.func @pattn_rotary_{{[0-9a-f]+}}
 // The norm's sum of squares is f64, reduced over the warp in 32-bit halves.

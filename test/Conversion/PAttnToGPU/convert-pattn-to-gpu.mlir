@@ -24,18 +24,25 @@
 // CHECK-DAG:   %[[TOKEN:.*]] = builtin.unrealized_conversion_cast %[[STREAM]] : !llvm.ptr to !gpu.async.token
 // CHECK-DAG:   %[[T:.*]] = memref.dim %[[V]], %{{.*}} : memref<?x2x64xf16>
 // CHECK:   scf.if
-// CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] () : memref<1xi32>
+// One check block per 2048 slots (128 threads x 16), at most 32, each with
+// its own verdict.
+// CHECK:     %[[COUNT:.*]] = memref.dim %[[SLOTS]], %{{.*}} : memref<?xi64>
+// CHECK:     %[[UP:.*]] = arith.addi %[[COUNT]], %c2047 : index
+// CHECK:     %[[PER:.*]] = arith.divsi %[[UP]], %c2048 : index
+// CHECK:     %[[MOST:.*]] = arith.minsi %[[PER]], %c32 : index
+// CHECK:     %[[CHECKS:.*]] = arith.maxsi %[[MOST]], %c1{{.*}} : index
+// CHECK:     %[[FLAG:.*]], %{{.*}} = gpu.alloc async [%[[TOKEN]]] (%[[CHECKS]]) : memref<?xi32>
 // CHECK:     %[[WORD:.*]] = func.call @pattnRuntimeDeviceErrorWord() : () -> memref<1xi32>
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<1xi32>, %[[WORD]] : memref<1xi32>)
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%[[CHECKS]], %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<?xi32>, %[[WORD]] : memref<1xi32>)
 // CHECK:     %[[ROWS:.*]] = arith.muli %[[T]], %c2 : index
 // CHECK:     %[[UP:.*]] = arith.addi %[[ROWS]], %c3 : index
 // CHECK:     %[[BLOCKS:.*]] = arith.divsi %[[UP]], %c4 : index
-// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} blocks in (%[[BLOCKS]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<1xi32>)
+// CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} blocks in (%[[BLOCKS]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<?xi32>)
 // CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
-// CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<1xi32>) kernel
+// CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<?xi32>) kernel
 // The warp's row (block x 4 + warp), its token and head; it writes only
 // after a clean slot check, and slot -1 skips the token.
 // CHECK:     %[[FIRST:.*]] = arith.muli %{{.*}}, %c4 : index
@@ -44,25 +51,34 @@
 // CHECK:     arith.cmpi slt, %[[ROW]], %{{.*}} : index
 // CHECK:     arith.remsi %{{.*}}, %c32{{.*}} : index
 // CHECK:     arith.divsi %[[ROW]], %c2 : index
-// CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%c0{{.*}}] : memref<1xi32>
-// CHECK:     arith.cmpi eq, %[[CHECKED]], %c0_i32
+// Lane l loads verdict l (l < the check blocks), and a warp vote says
+// whether any failed.
+// CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%{{.*}}] : memref<?xi32>
+// CHECK:     arith.cmpi ne, %[[CHECKED]], %c0_i32
+// CHECK:     nvvm.vote.sync any
 // CHECK:     arith.cmpi sge, %{{.*}}, %c0_i64 : i64
 // CHECK:     arith.remsi %[[ROW]], %c2 : index
 // Two signed codes, biased by 8, packed low nibble first.
 // CHECK:     math.roundeven
 // CHECK:     arith.shli %{{.*}}, %c4_i32
 // CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
-// A slot below -1 or past the pages sets the flag and raises bit 1 of the
-// runtime's device error word (read by the caller after a sync). Each
-// thread loads 16 slots a step (clamped to the last, all loads first),
-// then branches once.
-// CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xi32>, %[[EW:.*]]: memref<1xi32>) kernel
+// A slot below -1 or past the pages sets the block's verdict and raises
+// bit 1 of the runtime's device error word (read by the caller after a
+// sync). Each thread loads 16 slots a step, a grid of threads apart
+// (clamped to the last, all loads first), then branches once.
+// CHECK:   gpu.func @pattn_check_slots_{{[0-9a-f]+}}(%{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %[[VERDICTS:.*]]: memref<?xi32>, %[[EW:.*]]: memref<1xi32>) kernel
+// CHECK:     %[[BLOCK:.*]] = gpu.block_id  x
+// CHECK:     memref.store %c0_i32, %[[VERDICTS]][%[[BLOCK]]] : memref<?xi32>
 // CHECK:     gpu.barrier
-// CHECK:     scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c2048
+// CHECK:     %[[GRID:.*]] = gpu.grid_dim  x
+// CHECK:     %[[THREADS:.*]] = arith.muli %[[GRID]], %c128
+// CHECK:     %[[STEP:.*]] = arith.muli %[[THREADS]], %c16
+// CHECK:     scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[STEP]]
 // CHECK-COUNT-16: memref.load %{{.*}} : memref<?xi64>
 // CHECK:       arith.cmpi slt, %{{.*}}, %c-1_i64 : i64
 // CHECK:       arith.cmpi sge
 // CHECK:       scf.if
+// CHECK:     memref.store %c1_i32{{.*}}, %[[VERDICTS]][%[[BLOCK]]] : memref<?xi32>
 // CHECK:     memref.atomic_rmw ori %c1_i32{{.*}}, %[[EW]][%{{.*}}] : (i32, memref<1xi32>) -> i32
 !c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = tensor>
 func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {
@@ -76,7 +92,7 @@ func.func @write_i4(%pages: memref<?x16x2x32xi8>, %v: memref<?x2x64xf16>, %slots
 // nvfp4 with per-token outer scales: the kernel writes codes, group scales
 // and the token scale.
 // CHECK-LABEL: func.func @write_nvfp4
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>, %{{.*}} : memref<1xi32>)
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<3x4x32xbf16>, %{{.*}} : memref<3xi32>, %{{.*}} : memref<?x4x16x16xi8>, %{{.*}} : memref<?x4x16x2xf8E4M3FN>, %{{.*}} : memref<?x16x4xf32>, %{{.*}} : memref<?xi32>)
 // CHECK: gpu.func @pattn_write_cache_{{[0-9a-f]+}}
 // CHECK:   arith.divf %{{.*}}, %cst{{.*}} : f32
 // CHECK:   memref.store %{{.*}} : memref<?x16x4xf32>

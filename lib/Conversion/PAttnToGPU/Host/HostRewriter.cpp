@@ -188,7 +188,7 @@ void HostRewriter::launchCheckedWrite(Location loc, KernelModule &module,
                                       RotaryOp rotary) {
   launchGated(
       loc, buildSlotCheckKernel(module, loc, slots, storage, blockSize, rotary),
-      kernel, grid);
+      kernel, grid, dim(loc, slots, 0));
 }
 
 // A rotary op whose output is a temporary that only one cache write reads
@@ -244,11 +244,21 @@ void HostRewriter::findFusedRotaries() {
 }
 
 void HostRewriter::launchGated(Location loc, Kernel check, const Kernel &kernel,
-                               gpu::KernelDim3 grid) {
+                               gpu::KernelDim3 grid, Value checkItems) {
+  // One check block per kBlockThreads x kCheckItemsPerThread items, at
+  // most kMostCheckBlocks, each with its own verdict.
+  ScalarBuilder kb(builder, loc);
+  int64_t perBlock = kBlockThreads * kCheckItemsPerThread;
+  Value rounded = kb.add(checkItems, kb.index(perBlock - 1));
+  Value checkBlocks = kb.divs(rounded, kb.index(perBlock));
+  checkBlocks =
+      kb.maxs(kb.mins(checkBlocks, kb.index(kMostCheckBlocks)), kb.index(1));
   Type tokenType = gpu::AsyncTokenType::get(builder.getContext());
-  auto flag = gpu::AllocOp::create(
-      builder, loc, MemRefType::get({1}, builder.getI32Type()), tokenType,
-      ValueRange{stream}, ValueRange{}, ValueRange{}, /*hostShared=*/false);
+  auto flags = gpu::AllocOp::create(
+      builder, loc,
+      MemRefType::get({ShapedType::kDynamic}, builder.getI32Type()), tokenType,
+      ValueRange{stream}, ValueRange{checkBlocks}, ValueRange{},
+      /*hostShared=*/false);
   // Rejected slots also raise a bit in the runtime's device error word,
   // which the caller reads after synchronizing (no sync here).
   auto wordType = MemRefType::get({1}, builder.getI32Type());
@@ -257,15 +267,15 @@ void HostRewriter::launchGated(Location loc, Kernel check, const Kernel &kernel,
   Value errorWord = func::CallOp::create(builder, loc, kDeviceErrorWord,
                                          TypeRange{wordType}, ValueRange{})
                         .getResult(0);
-  check.operands.push_back(flag.getMemref());
+  check.operands.push_back(flags.getMemref());
   check.operands.push_back(errorWord);
-  Value one = arith::ConstantIndexOp::create(builder, loc, 1);
-  launch(loc, check, {one, one, one});
+  Value one = kb.index(1);
+  launch(loc, check, {checkBlocks, one, one});
   SmallVector<Value> operands(kernel.operands);
-  operands.push_back(flag.getMemref());
+  operands.push_back(flags.getMemref());
   launch(loc, kernel.func, grid, operands);
   gpu::DeallocOp::create(builder, loc, tokenType, ValueRange{stream},
-                         flag.getMemref());
+                         flags.getMemref());
 }
 
 LogicalResult HostRewriter::lower(WriteCacheOp op) {
@@ -301,7 +311,7 @@ LogicalResult HostRewriter::lower(RotaryOp op) {
     dispatch(loc, [&](KernelModule &module) {
       Kernel kernel = buildRotaryKernel(module, op);
       launchGated(loc, buildPositionCheckKernel(module, op), kernel,
-                  {tokens, blocks, one});
+                  {tokens, blocks, one}, tokens);
     });
   });
   return success();

@@ -156,7 +156,7 @@ private:
                     const DecodeKernels &decode);
   void freeWorkspace(mlir::Location loc, const DecodeWorkspace &workspace);
   /// Launches the slot check (and the positions of a fused `rotary`),
-  /// then `kernel` gated by its flag.
+  /// then `kernel` gated by its verdicts.
   void launchCheckedWrite(mlir::Location loc, KernelModule &module,
                           const Kernel &kernel, mlir::gpu::KernelDim3 grid,
                           mlir::Value slots, mlir::Value storage,
@@ -167,11 +167,12 @@ private:
   llvm::DenseMap<mlir::Operation *, RotaryOp> fusedRotaries;
   llvm::SmallPtrSet<mlir::Operation *, 8> fusedAway;
   void findFusedRotaries();
-  /// Launches `check` (one block; its operands get a flag and the device
-  /// error word appended), then `kernel` (its operands get the flag), which
-  /// does nothing when the check raised the flag.
+  /// Launches `check` over `checkItems` items (up to kMostCheckBlocks
+  /// blocks; its operands get their verdicts and the device error word
+  /// appended), then `kernel` (its operands get the verdicts), which does
+  /// nothing when any check block rejected.
   void launchGated(mlir::Location loc, Kernel check, const Kernel &kernel,
-                   mlir::gpu::KernelDim3 grid);
+                   mlir::gpu::KernelDim3 grid, mlir::Value checkItems);
 };
 
 } // namespace pattn

@@ -114,20 +114,44 @@ void setLaunchBounds(mlir::gpu::GPUFuncOp kernel, int64_t threads,
 /// (PATTN_DEVICE_ERROR_SLOT_OUT_OF_RANGE in pattn/Runtime/Runtime.h).
 constexpr int32_t kSlotOutOfRangeBit = 1;
 
-/// A check kernel's rejection: stores 1 into `flag`[zero] (the gate the
-/// write kernel reads) and ORs `bit` into `errorWord`[zero]. Every thread
-/// that rejects stores the same 1: the race is benign.
-void raiseRejection(KernelBuilder &kb, mlir::Value flag, mlir::Value errorWord,
-                    mlir::Value zero, int32_t bit);
+/// A check kernel runs on up to kMostCheckBlocks blocks, and each block
+/// writes its own verdict: `flags` ([blocks], i32) holds 0 at the block's
+/// index when every item it checked passed, else 1. A gated kernel writes
+/// nothing unless every verdict is 0 (checksPassed), so a rejected batch
+/// writes nothing at all. With a verdict per block no block depends on
+/// another, and no memset has to clear a shared flag first.
+inline constexpr int64_t kMostCheckBlocks = 32;
+/// Items (slots or positions) a check thread loads at once, each
+/// gridDim x kBlockThreads apart: a 32K-token prompt takes 16 blocks and
+/// one round of loads.
+inline constexpr int64_t kCheckItemsPerThread = 16;
 
-/// A single block that sets `flag` ([1], i32) to 1 when any slot is out of
-/// range (below -1, or past the pages of `storage`) and to 0 otherwise, and
-/// then also ORs kSlotOutOfRangeBit into `errorWord` ([1], i32, the
-/// runtime's device error word). Its operands are (slots, storage), the
-/// caller appends (flag, errorWord).
+/// A check block's rejection: stores 1 into its verdict `flags`[block]
+/// and ORs `bit` into `errorWord`[0]. Every thread that rejects stores the
+/// same 1: the race is benign.
+void raiseRejection(KernelBuilder &kb, mlir::Value flags, mlir::Value block,
+                    mlir::Value errorWord, int32_t bit);
+
+/// A check block's prologue: thread 0 (`tid`) clears the block's verdict,
+/// and a barrier orders that before any rejection. Returns the block index.
+mlir::Value clearCheckVerdict(KernelBuilder &kb, mlir::Value flags,
+                              mlir::Value tid);
+
+/// Whether every verdict of `flags` ([blocks], at most kMostCheckBlocks,
+/// i32) is 0: lane `lane` loads one, and a warp vote combines them. All 32
+/// lanes of the warp must reach it.
+mlir::Value checksPassed(KernelBuilder &kb, mlir::Value flags,
+                         mlir::Value lane);
+
+/// Check blocks that write a verdict in `flags` ([blocks], i32): each sets
+/// its verdict to 1 when any slot it checks is out of range (below -1, or
+/// past the pages of `storage`) and to 0 otherwise, and then also ORs
+/// kSlotOutOfRangeBit into `errorWord` ([1], i32, the runtime's device
+/// error word). Its operands are (slots, storage), the caller appends
+/// (flags, errorWord) and launches up to kMostCheckBlocks blocks.
 /// With a `rotary` prologue (the op the write is fused with) it checks the
-/// rotary's positions too, into the same flag; its operands then continue
-/// with rotaryReads(rotary).
+/// rotary's positions too, into the same verdicts; its operands then
+/// continue with rotaryReads(rotary).
 Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
                             mlir::Value slots, mlir::Value storage,
                             int64_t blockSize,
@@ -140,10 +164,10 @@ inline constexpr int64_t kWriteRowsPerBlock = kBlockThreads / 32;
 /// r is token r / kv_heads, head r % kv_heads), each lane an element pair
 /// per step; the row's and the nvfp4 groups' max |x| are reduced across
 /// the lanes (exactly: max is order-free). The last operand is the slot
-/// check's flag: the kernel writes only when it is 0, so a call with a bad
-/// slot leaves the whole cache untouched. With a `rotary` prologue (whose
-/// output is the write's values, used by nothing else) the kernel reads the
-/// rotary's input instead: each warp computes its normalized, rotated row
+/// check's verdicts: the kernel writes only when every one is 0, so a call
+/// with a bad slot leaves the whole cache untouched. With a `rotary` prologue
+/// (whose output is the write's values, used by nothing else) the kernel reads
+/// the rotary's input instead: each warp computes its normalized, rotated row
 /// into shared memory exactly as pattn.rotary's kernel would store it, and
 /// quantizes that.
 Kernel buildWriteCacheKernel(KernelModule &kernels, pattn::WriteCacheOp op,
@@ -166,12 +190,14 @@ llvm::SmallVector<mlir::Value> rotaryReads(pattn::RotaryOp op);
 RotaryArguments bindRotaryArguments(pattn::RotaryOp op,
                                     mlir::ValueRange arguments);
 
-/// Emits, for the block's threads `tid` (kBlockThreads of them), the check
-/// of every token's position against the op's tables: a bad one stores 1
-/// into `flag` and ORs kPositionOutOfRangeBit into `errorWord`.
+/// Emits the check of the op's tokens `first`, `first` + `stride`, ...
+/// (a check grid's threads) against the op's tables: a bad position stores
+/// 1 into the block's verdict `flags`[block] and ORs kPositionOutOfRangeBit
+/// into `errorWord`.
 void emitPositionChecks(KernelBuilder &kb, pattn::RotaryOp op,
-                        const RotaryArguments &a, mlir::Value tid,
-                        mlir::Value flag, mlir::Value errorWord);
+                        const RotaryArguments &a, mlir::Value first,
+                        mlir::Value stride, mlir::Value flags,
+                        mlir::Value block, mlir::Value errorWord);
 
 /// Emits, for one warp (`lane` of 32, all active), the op's row of
 /// (token, input head `inHead`): RMS-normalized when the op has a weight,
@@ -182,15 +208,15 @@ void emitRotaryRow(KernelBuilder &kb, pattn::RotaryOp op,
                    mlir::Value inHead, mlir::Value lane, mlir::Type element,
                    llvm::function_ref<void(mlir::Value, mlir::Value)> store);
 
-/// A single block that sets `flag` ([1], i32) to 1 when any token's
-/// position lies outside [0, max_position) of the op's tables, and then
-/// also ORs kPositionOutOfRangeBit into `errorWord`; the caller appends
-/// (flag, errorWord) to its operands.
+/// Check blocks that each set their verdict in `flags` ([blocks], i32) to
+/// 1 when any token position they check lies outside [0, max_position) of
+/// the op's tables (else 0), and then also OR kPositionOutOfRangeBit into
+/// `errorWord`; the caller appends (flags, errorWord) to its operands.
 Kernel buildPositionCheckKernel(KernelModule &kernels, pattn::RotaryOp op);
 
 /// One warp per (token, output head), rotaryBlocksPerToken(op) blocks per
-/// token; the last operand is the position check's flag (nothing is
-/// written unless it is 0).
+/// token; the last operand is the position check's verdicts (nothing is
+/// written unless every one is 0).
 Kernel buildRotaryKernel(KernelModule &kernels, pattn::RotaryOp op);
 int64_t rotaryBlocksPerToken(pattn::RotaryOp op);
 

@@ -16,6 +16,8 @@
 #include "Kernels/Kernels.h"
 #include "Kernels/TensorCore/TensorCore.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
 using namespace mlir;
 using namespace pattn;
 
@@ -63,18 +65,45 @@ static std::pair<Value, Value> slotAddress(KernelBuilder &kb, Value slot,
   return {page, offset};
 }
 
-void pattn::raiseRejection(KernelBuilder &kb, Value flag, Value errorWord,
-                           Value zero, int32_t bit) {
+void pattn::raiseRejection(KernelBuilder &kb, Value flags, Value block,
+                           Value errorWord, int32_t bit) {
   Value raised = kb.i32(1);
-  kb.store(raised, flag, {zero});
+  kb.store(raised, flags, {block});
   Value bitValue = kb.i32(bit);
+  Value zero = kb.index(0);
   memref::AtomicRMWOp::create(kb.b, kb.loc, arith::AtomicRMWKind::ori, bitValue,
                               errorWord, {zero});
 }
 
-/// The type of the slot check's flag buffer.
-static MemRefType flagType(MLIRContext *context) {
+Value pattn::checksPassed(KernelBuilder &kb, Value flags, Value lane) {
+  Value blocks = memref::DimOp::create(kb.b, kb.loc, flags, 0);
+  Value last = kb.sub(blocks, kb.index(1));
+  Value verdict = kb.load(flags, {kb.mins(lane, last)});
+  Value inRange = kb.cmpi(arith::CmpIPredicate::slt, lane, blocks);
+  Value failed = kb.cmpi(arith::CmpIPredicate::ne, verdict, kb.i32(0));
+  Value laneFailed = kb.land(inRange, failed);
+  Value anyFailed =
+      NVVM::VoteSyncOp::create(kb.b, kb.loc, kb.b.getI1Type(), kb.i32(-1),
+                               laneFailed, NVVM::VoteSyncKind::any);
+  return kb.xori(anyFailed, kb.boolean(true));
+}
+
+/// The type of a check's verdicts: one per check block.
+static MemRefType flagsType(MLIRContext *context) {
+  return MemRefType::get({ShapedType::kDynamic}, IntegerType::get(context, 32));
+}
+
+/// The type of the runtime's device error word.
+static MemRefType errorWordType(MLIRContext *context) {
   return MemRefType::get({1}, IntegerType::get(context, 32));
+}
+
+Value pattn::clearCheckVerdict(KernelBuilder &kb, Value flags, Value tid) {
+  Value block = kb.blockId(gpu::Dimension::x);
+  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
+  kb.ifThen(isFirst, [&] { kb.store(kb.i32(0), flags, {block}); });
+  kb.barrier();
+  return block;
 }
 
 auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
@@ -86,32 +115,36 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   SmallVector<Value> operands = {slots, storage};
   if (rotary)
     llvm::append_range(operands, rotaryReads(rotary));
-  Kernel result = kernels.create(builder, loc, "pattn_check_slots", operands,
-                                 {flagType(context), flagType(context)}, {});
+  Kernel result =
+      kernels.create(builder, loc, "pattn_check_slots", operands,
+                     {flagsType(context), errorWordType(context)}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value slotArg = kernel.getArgument(0), storageArg = kernel.getArgument(1);
   unsigned arguments = kernel.getNumArguments();
-  Value flag = kernel.getArgument(arguments - 2);
+  Value flags = kernel.getArgument(arguments - 2);
   Value errorWord = kernel.getArgument(arguments - 1);
   Value tid = kb.threadId();
-  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0));
-  kb.ifThen(isFirst, [&] { kb.store(kb.i32(0), flag, {kb.index(0)}); });
-  kb.barrier();
+  Value block = clearCheckVerdict(kb, flags, tid);
   // Every thread that sees a bad slot stores the same 1: the race is benign.
   Value capacity = kb.toI64(kb.mul(
       memref::DimOp::create(builder, loc, storageArg, 0), kb.index(blockSize)));
   Value count = memref::DimOp::create(builder, loc, slotArg, 0);
   Value last = kb.sub(count, kb.index(1));
-  // kSlotsPerThreadStep loads in flight per thread and step, then one
-  // branch: a single block checks a 32K-token prompt in a few round trips.
-  constexpr int64_t kSlotsPerThreadStep = 16;
-  Value step = kb.index(kBlockThreads * kSlotsPerThreadStep);
+  // kCheckItemsPerThread loads in flight per thread and step, each a grid
+  // of threads apart, then one branch.
+  Value threads =
+      kb.mul(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x),
+             kb.index(kBlockThreads));
+  Value first = kb.add(kb.mul(block, kb.index(kBlockThreads)), tid);
+  Value step = kb.mul(threads, kb.index(kCheckItemsPerThread));
   kb.forLoop(
-      tid, count, step, {}, [&](Value first, ValueRange) -> SmallVector<Value> {
+      first, count, step, {},
+      [&](Value start, ValueRange) -> SmallVector<Value> {
         Value bad = kb.boolean(false);
-        for (int64_t j = 0; j < kSlotsPerThreadStep; ++j) {
-          Value i = kb.add(first, kb.index(j * kBlockThreads));
+        for (int64_t j = 0; j < kCheckItemsPerThread; ++j) {
+          Value offset = kb.mul(threads, kb.index(j));
+          Value i = kb.add(start, offset);
           Value inside = kb.cmpi(arith::CmpIPredicate::sle, i, last);
           Value slot = kb.toI64(kb.load(slotArg, {kb.mins(i, last)}));
           Value low = kb.cmpi(arith::CmpIPredicate::slt, slot, kb.i64(-1));
@@ -119,28 +152,28 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
           bad = kb.lor(bad, kb.land(inside, kb.lor(low, high)));
         }
         kb.ifThen(bad, [&] {
-          Value zero = kb.index(0);
-          raiseRejection(kb, flag, errorWord, zero, kSlotOutOfRangeBit);
+          raiseRejection(kb, flags, block, errorWord, kSlotOutOfRangeBit);
         });
         return {};
       });
   if (rotary) {
     RotaryArguments a =
         bindRotaryArguments(rotary, kernel.getArguments().drop_front(2));
-    emitPositionChecks(kb, rotary, a, tid, flag, errorWord);
+    emitPositionChecks(kb, rotary, a, first, threads, flags, block, errorWord);
   }
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
 
-/// True when this token is written: the slot check passed (its flag, the
-/// kernel's last argument, is 0) and the token's `slot` is not -1.
-static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot) {
+/// True when this token is written: every check block passed (the
+/// verdicts are the kernel's last argument) and the token's `slot` is not
+/// -1. All 32 lanes of the warp (`lane`) must reach it.
+static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot,
+                        Value lane) {
   // The last argument of the function type (block arguments go on with
   // the workgroup buffers).
-  Value flag = kernel.getArgument(kernel.getFunctionType().getNumInputs() - 1);
-  Value batchValid = kb.cmpi(arith::CmpIPredicate::eq,
-                             kb.load(flag, {kb.index(0)}), kb.i32(0));
+  Value flags = kernel.getArgument(kernel.getFunctionType().getNumInputs() - 1);
+  Value batchValid = checksPassed(kb, flags, lane);
   Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
   return kb.land(batchValid, kb.cmpi(arith::CmpIPredicate::sge, slot, zero));
 }
@@ -185,7 +218,7 @@ WriteCacheKernel createWriteCacheKernel(KernelModule &kernels,
     shared.push_back(workgroupMemRefType(
         {kWriteRowsPerBlock, cache.type.getHeadDim()}, builder.getF32Type()));
   w.kernel = kernels.create(builder, op.getLoc(), "pattn_write_cache", operands,
-                            {flagType(op.getContext())}, shared);
+                            {flagsType(op.getContext())}, shared);
   gpu::GPUFuncOp kernel = w.kernel.func;
   unsigned arg = 0;
   auto next = [&]() { return kernel.getArgument(arg++); };
@@ -419,7 +452,7 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
     writer.token = kb.divs(row, kvHeads);
     writer.kvHead = kb.rems(row, kvHeads);
     Value slot = kb.load(w.slots, {writer.token});
-    Value live = writesSlot(kb, kernel, slot);
+    Value live = writesSlot(kb, kernel, slot, writer.lane);
     // The values' head: the cache's kv head, past first_head of a packed
     // row.
     writer.valueHead = writer.kvHead;
@@ -579,7 +612,7 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
   if (op.getOuterScale())
     operands.push_back(op.getOuterScale());
   Kernel result = kernels.create(builder, loc, "pattn_write_record", operands,
-                                 {flagType(op.getContext())}, {});
+                                 {flagsType(op.getContext())}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   RecordType record = cache.type.getRecord();
@@ -599,7 +632,8 @@ auto ::pattn::buildWriteRecordKernel(KernelModule &kernels, WriteRecordOp op,
   w.token = kb.blockId(gpu::Dimension::x);
   w.tid = kb.threadId();
   Value slot = kb.load(slots, {w.token});
-  Value live = writesSlot(kb, kernel, slot);
+  Value lane = kb.rems(w.tid, kb.index(kWarpThreads));
+  Value live = writesSlot(kb, kernel, slot, lane);
   kb.ifThen(live, [&] {
     std::tie(w.page, w.offset) =
         slotAddress(kb, slot, cache.type.getBlockSize());

@@ -107,16 +107,16 @@ static Value rotaryPosition(KernelBuilder &kb, RotaryOp op,
 }
 
 void pattn::emitPositionChecks(KernelBuilder &kb, RotaryOp op,
-                               const RotaryArguments &a, Value tid, Value flag,
+                               const RotaryArguments &a, Value first,
+                               Value stride, Value flags, Value block,
                                Value errorWord) {
   OpBuilder &builder = kb.b;
   Location loc = kb.loc;
-  Value first = kb.index(0);
   Value rows = kb.toI64(memref::DimOp::create(builder, loc, a.cos, 0));
   Value tokens = memref::DimOp::create(builder, loc, a.input, 0);
   // Every thread that sees a bad position stores the same 1: benign.
   kb.forLoop(
-      tid, tokens, kb.index(kBlockThreads), {},
+      first, tokens, stride, {},
       [&](Value token, ValueRange) -> SmallVector<Value> {
         Value position = rotaryPosition(kb, op, a, token);
         Value negative =
@@ -124,7 +124,7 @@ void pattn::emitPositionChecks(KernelBuilder &kb, RotaryOp op,
         Value pastEnd = kb.cmpi(arith::CmpIPredicate::sge, position, rows);
         Value bad = kb.lor(negative, pastEnd);
         kb.ifThen(bad, [&] {
-          raiseRejection(kb, flag, errorWord, first, kPositionOutOfRangeBit);
+          raiseRejection(kb, flags, block, errorWord, kPositionOutOfRangeBit);
         });
         return {};
       });
@@ -227,24 +227,25 @@ auto ::pattn::buildPositionCheckKernel(KernelModule &kernels, RotaryOp op)
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
   Location loc = op.getLoc();
-  auto flagType = MemRefType::get({1}, builder.getI32Type());
-  Kernel result = kernels.create(builder, loc, "pattn_check_positions",
-                                 rotaryOperands(op), {flagType, flagType}, {});
+  Type i32 = builder.getI32Type();
+  auto flagsType = MemRefType::get({ShapedType::kDynamic}, i32);
+  auto errorWordType = MemRefType::get({1}, i32);
+  Kernel result =
+      kernels.create(builder, loc, "pattn_check_positions", rotaryOperands(op),
+                     {flagsType, errorWordType}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   RotaryArguments a = bindRotaryArguments(op, kernel.getArguments());
   unsigned count = kernel.getNumArguments();
-  Value flag = kernel.getArgument(count - 2);
+  Value flags = kernel.getArgument(count - 2);
   Value errorWord = kernel.getArgument(count - 1);
   Value tid = kb.threadId();
-  Value first = kb.index(0);
-  Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, tid, first);
-  kb.ifThen(isFirst, [&] {
-    Value clear = kb.i32(0);
-    kb.store(clear, flag, {first});
-  });
-  kb.barrier();
-  emitPositionChecks(kb, op, a, tid, flag, errorWord);
+  Value block = clearCheckVerdict(kb, flags, tid);
+  Value threads =
+      kb.mul(gpu::GridDimOp::create(builder, loc, gpu::Dimension::x),
+             kb.index(kBlockThreads));
+  Value first = kb.add(kb.mul(block, kb.index(kBlockThreads)), tid);
+  emitPositionChecks(kb, op, a, first, threads, flags, block, errorWord);
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
@@ -253,9 +254,9 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
   Location loc = op.getLoc();
-  Kernel result =
-      kernels.create(builder, loc, "pattn_rotary", rotaryOperands(op),
-                     {MemRefType::get({1}, builder.getI32Type())}, {});
+  Kernel result = kernels.create(
+      builder, loc, "pattn_rotary", rotaryOperands(op),
+      {MemRefType::get({ShapedType::kDynamic}, builder.getI32Type())}, {});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   RotaryArguments a = bindRotaryArguments(op, kernel.getArguments());
@@ -272,8 +273,7 @@ auto ::pattn::buildRotaryKernel(KernelModule &kernels, RotaryOp op) -> Kernel {
   Value headBlock = kb.blockId(gpu::Dimension::y);
   Value firstOfBlock = kb.mul(headBlock, kb.index(kRotaryHeadsPerBlock));
   Value head = kb.add(firstOfBlock, warp);
-  Value flagValue = kb.load(flag, {kb.index(0)});
-  Value checked = kb.cmpi(arith::CmpIPredicate::eq, flagValue, kb.i32(0));
+  Value checked = checksPassed(kb, flag, lane);
   Value isHead = kb.cmpi(arith::CmpIPredicate::slt, head, kb.index(outHeads));
   // Whole warps are in or out (head is per warp): the shuffles of the norm
   // see every lane.
