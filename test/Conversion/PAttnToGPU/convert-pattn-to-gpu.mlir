@@ -50,14 +50,19 @@
 // CHECK:     %[[ROW:.*]] = arith.addi %[[FIRST]], %[[WARP]] : index
 // CHECK:     arith.cmpi slt, %[[ROW]], %{{.*}} : index
 // CHECK:     arith.remsi %{{.*}}, %c32{{.*}} : index
-// CHECK:     arith.divsi %[[ROW]], %c2 : index
+// CHECK:     %[[TOKEN:.*]] = arith.divsi %[[ROW]], %c2 : index
+// CHECK:     %[[HEAD:.*]] = arith.remsi %[[ROW]], %c2 : index
+// The lane's elements are loaded first, in flight while the slot and the
+// verdicts are read.
+// CHECK:     memref.load %{{.*}}[%[[TOKEN]], %[[HEAD]], %{{.*}}] : memref<?x2x64xf16>
+// CHECK:     memref.load %{{.*}}[%[[TOKEN]], %[[HEAD]], %{{.*}}] : memref<?x2x64xf16>
+// CHECK:     memref.load %{{.*}}[%[[TOKEN]]] : memref<?xi64>
 // Lane l loads verdict l (l < the check blocks), and a warp vote says
 // whether any failed.
 // CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%{{.*}}] : memref<?xi32>
 // CHECK:     arith.cmpi ne, %[[CHECKED]], %c0_i32
 // CHECK:     nvvm.vote.sync any
 // CHECK:     arith.cmpi sge, %{{.*}}, %c0_i64 : i64
-// CHECK:     arith.remsi %[[ROW]], %c2 : index
 // Two signed codes, biased by 8, packed low nibble first.
 // CHECK:     math.roundeven
 // CHECK:     arith.shli %{{.*}}, %c4_i32

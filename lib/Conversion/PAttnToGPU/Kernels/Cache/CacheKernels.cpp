@@ -242,6 +242,11 @@ struct CacheRowWriter {
   Value warp, lane;
   Value token, valueHead, kvHead, page, offset;
   Value tokenScale; ///< `token` granularity only
+  /// The lane's elements of each step (x0, x1 of its pair, as f32), loaded
+  /// by preload before the slot and the check's verdicts, so that the
+  /// row's loads are in flight while those are read; empty with a fused
+  /// rotary, whose row the warp computes after the check.
+  SmallVector<std::pair<Value, Value>> preloaded;
 
   int64_t pairs() const { return type.getHeadDim() / 2; }
   /// The steps of 32 pairs that cover the row (the same for every lane).
@@ -274,12 +279,31 @@ struct CacheRowWriter {
   }
   /// This lane's pair of step `step`, clamped into the row, and whether it
   /// is one (null when every lane's is: the row is a multiple of 32 pairs).
-  std::pair<Value, Value> pairOf(Value step) {
-    Value pair = kb.add(lane, kb.mul(step, kb.index(32)));
+  std::pair<Value, Value> pairOf(int64_t step) {
+    Value pair = kb.add(lane, kb.index(step * 32));
     if (pairs() % 32 == 0)
       return {pair, Value()};
     Value inRow = kb.cmpi(arith::CmpIPredicate::slt, pair, kb.index(pairs()));
     return {kb.mins(pair, kb.index(pairs() - 1)), inRow};
+  }
+  /// The elements of this lane's pair of step `step`: preloaded, or read
+  /// from the fused rotary's row.
+  std::pair<Value, Value> pairValues(int64_t step) {
+    if (!preloaded.empty())
+      return preloaded[step];
+    Value c0 = kb.mul(pairOf(step).first, kb.index(2));
+    Value x0 = element(c0);
+    Value x1 = element(kb.add(c0, kb.index(1)));
+    return {x0, x1};
+  }
+  /// Loads every element of the lane (all steps) into `preloaded`.
+  void preload() {
+    for (int64_t step = 0; step < steps(); ++step) {
+      Value c0 = kb.mul(pairOf(step).first, kb.index(2));
+      Value x0 = element(c0);
+      Value x1 = element(kb.add(c0, kb.index(1)));
+      preloaded.push_back({x0, x1});
+    }
   }
   /// max(0, |x0|, |x1|) of a pair (maxnum: a NaN counts as 0, as in a
   /// running max from 0), 0 for a lane past the row.
@@ -299,18 +323,12 @@ struct CacheRowWriter {
   void storeTokenScale() {
     Encoding encoding = type.getEncoding();
     float maxCode = encodingInfo(encoding).maxCodeMagnitude;
-    Value begin = kb.index(0);
-    Value end = kb.index(steps());
-    Value one = kb.index(1);
-    Value none = kb.f32(0.0f);
-    Value own = kb.forLoop(begin, end, one, {none},
-                           [&](Value step, ValueRange c) -> SmallVector<Value> {
-                             auto [pair, inRow] = pairOf(step);
-                             Value c0 = kb.mul(pair, kb.index(2));
-                             Value x0 = element(c0);
-                             Value x1 = element(kb.add(c0, kb.index(1)));
-                             return {kb.fmax(c[0], pairAbsMax(x0, x1, inRow))};
-                           })[0];
+    Value own = kb.f32(0.0f);
+    for (int64_t step = 0; step < steps(); ++step) {
+      Value inRow = pairOf(step).second;
+      auto [x0, x1] = pairValues(step);
+      own = kb.fmax(own, pairAbsMax(x0, x1, inRow));
+    }
     Value amax = laneMax(own, 32);
     tokenScale = kb.fdiv(amax, kb.f32(maxCode));
     kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
@@ -319,16 +337,15 @@ struct CacheRowWriter {
   }
   /// This lane's element pair of step `step` (channels 2 pair and
   /// 2 pair + 1): a pair fills one byte of a 4-bit row.
-  void storePair(Value step);
+  void storePair(int64_t step);
   /// The stores of an element pair, with its values.
   void storeCodes(Value pair, Value x0, Value x1);
 };
 
-void CacheRowWriter::storePair(Value step) {
+void CacheRowWriter::storePair(int64_t step) {
   auto [pair, inRow] = pairOf(step);
   Value c0 = kb.mul(pair, kb.index(2));
-  Value x0 = element(c0);
-  Value x1 = element(kb.add(c0, kb.index(1)));
+  auto [x0, x1] = pairValues(step);
   if (type.getEncoding() == Encoding::nvfp4) {
     // A group's pairs are consecutive lanes of one step: its max |x| is a
     // reduction over them (every lane takes part; lanes past the row are
@@ -416,14 +433,8 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
       slotAddress(kb, slot, writer.type.getBlockSize());
   if (writer.type.getScale() == ScaleGranularity::token)
     writer.storeTokenScale();
-  Value begin = kb.index(0);
-  Value end = kb.index(writer.steps());
-  Value one = kb.index(1);
-  kb.forLoop(begin, end, one, {},
-             [&](Value step, ValueRange) -> SmallVector<Value> {
-               writer.storePair(step);
-               return {};
-             });
+  for (int64_t step = 0; step < writer.steps(); ++step)
+    writer.storePair(step);
 }
 
 } // namespace
@@ -451,13 +462,17 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, row, rows), [&] {
     writer.token = kb.divs(row, kvHeads);
     writer.kvHead = kb.rems(row, kvHeads);
-    Value slot = kb.load(w.slots, {writer.token});
-    Value live = writesSlot(kb, kernel, slot, writer.lane);
     // The values' head: the cache's kv head, past first_head of a packed
     // row.
     writer.valueHead = writer.kvHead;
     if (int64_t firstHead = op.getFirstHead())
       writer.valueHead = kb.add(writer.kvHead, kb.index(firstHead));
+    // The row's loads first: they do not depend on the slot or the check,
+    // and are in flight while those are read.
+    if (!rotary)
+      writer.preload();
+    Value slot = kb.load(w.slots, {writer.token});
+    Value live = writesSlot(kb, kernel, slot, writer.lane);
     kb.ifThen(live, [&] { writeRow(writer, op, rotary, kernel, w, slot); });
   });
   gpu::ReturnOp::create(builder, loc);
