@@ -286,24 +286,22 @@ struct CacheRowWriter {
     Value inRow = kb.cmpi(arith::CmpIPredicate::slt, pair, kb.index(pairs()));
     return {kb.mins(pair, kb.index(pairs() - 1)), inRow};
   }
-  /// The elements of this lane's pair of step `step`: preloaded, or read
-  /// from the fused rotary's row.
-  std::pair<Value, Value> pairValues(int64_t step) {
-    if (!preloaded.empty())
-      return preloaded[step];
+  /// Reads the elements of this lane's pair of step `step`.
+  std::pair<Value, Value> loadPair(int64_t step) {
     Value c0 = kb.mul(pairOf(step).first, kb.index(2));
     Value x0 = element(c0);
     Value x1 = element(kb.add(c0, kb.index(1)));
     return {x0, x1};
   }
+  /// The elements of this lane's pair of step `step`: preloaded, or read
+  /// from the fused rotary's row.
+  std::pair<Value, Value> pairValues(int64_t step) {
+    return preloaded.empty() ? loadPair(step) : preloaded[step];
+  }
   /// Loads every element of the lane (all steps) into `preloaded`.
   void preload() {
-    for (int64_t step = 0; step < steps(); ++step) {
-      Value c0 = kb.mul(pairOf(step).first, kb.index(2));
-      Value x0 = element(c0);
-      Value x1 = element(kb.add(c0, kb.index(1)));
-      preloaded.push_back({x0, x1});
-    }
+    for (int64_t step = 0; step < steps(); ++step)
+      preloaded.push_back(loadPair(step));
   }
   /// max(0, |x0|, |x1|) of a pair (maxnum: a NaN counts as 0, as in a
   /// running max from 0), 0 for a lane past the row.
