@@ -117,11 +117,9 @@ Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
   return kb.add(base, within);
 }
 
-SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
-                                         Value n0) {
-  // S = Q Kᵀ, two K segments (16 to 64 channels) per ldmatrix.
-  SmallVector<Value> scores(mTiles * 8, zeroF32);
-
+void XqaBuilder::forEachKeyStep(Value keyRows, Value stageBase, Value n0,
+                                function_ref<void(const KeyStep &)> use) {
+  // Two K segments (16 to 64 channels) per ldmatrix.
   for (int64_t a = 0; a < key.segments; a += 2) {
     Value segment = index(a);
     SmallVector<Value> words =
@@ -165,16 +163,25 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
       }
     }
     for (auto [b, step] : llvm::zip(steps, stepIndices))
-      for (int64_t mt = 0; mt < mTiles; ++mt) {
-        ArrayRef<Value> a = queryFragment(step, mt);
-        for (int64_t nt = 0; nt < 2; ++nt) {
-          int64_t at = (mt * 2 + nt) * 4;
-          SmallVector<Value> c(scores.begin() + at, scores.begin() + at + 4);
-          SmallVector<Value> d = tc.mma(a, {b[2 * nt], b[2 * nt + 1]}, c);
-          std::copy(d.begin(), d.end(), scores.begin() + at);
-        }
-      }
+      use(KeyStep{b, step});
   }
+}
+
+SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
+                                         Value n0) {
+  // S = Q Kᵀ: the query's A fragments times each k-step's two n-tiles.
+  SmallVector<Value> scores(mTiles * 8, zeroF32);
+  forEachKeyStep(keyRows, stageBase, n0, [&](const KeyStep &k) {
+    for (int64_t mt = 0; mt < mTiles; ++mt) {
+      ArrayRef<Value> a = queryFragment(k.index, mt);
+      for (int64_t nt = 0; nt < 2; ++nt) {
+        int64_t at = (mt * 2 + nt) * 4;
+        SmallVector<Value> c(scores.begin() + at, scores.begin() + at + 4);
+        SmallVector<Value> d = tc.mma(a, {k.b[2 * nt], k.b[2 * nt + 1]}, c);
+        std::copy(d.begin(), d.end(), scores.begin() + at);
+      }
+    }
+  });
   return scores;
 }
 
@@ -263,13 +270,13 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
   return logits;
 }
 
-void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
-                           ArrayRef<SmallVector<Value>> pOperands,
-                           SmallVectorImpl<Value> &s) {
+void XqaBuilder::forEachValueTile(
+    Value valueRows, Value stageBase, Value n0,
+    function_ref<void(int64_t nTile, Value b0, Value b1)> use) {
   int64_t valueHalf = std::max<int64_t>(value.perWord / 2, 1);
   int64_t valueSegments = value.segments / valueWarps;
-  // O += P V over this warp's value segments, two per
-  // ldmatrix.trans (one for an odd last segment).
+  // This warp's value segments, two per ldmatrix.trans (one for an odd
+  // last segment).
   for (int64_t a = 0; a < valueSegments; a += 2) {
     bool pair = a + 1 < valueSegments;
     Value segment = kb.add(valueSegmentBase, index(a));
@@ -320,6 +327,18 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
         int64_t nt = (a + sigma) * valueHalf + j;
         Value b0 = tc.operand(halves[0][j]);
         Value b1 = tc.operand(halves[1][j]);
+        use(nt, b0, b1);
+      }
+    }
+  }
+}
+
+void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
+                           ArrayRef<SmallVector<Value>> pOperands,
+                           SmallVectorImpl<Value> &s) {
+  // O += P V: P's A fragments times each n-tile of values.
+  forEachValueTile(
+      valueRows, stageBase, n0, [&](int64_t nt, Value b0, Value b1) {
         for (int64_t mt = 0; mt < mTiles; ++mt) {
           SmallVector<Value> c;
           for (int64_t e = 0; e < 4; ++e)
@@ -328,9 +347,7 @@ void XqaBuilder::valueStep(Value valueRows, Value stageBase, Value n0,
           for (int64_t e = 0; e < 4; ++e)
             s[accAt(mt, nt, e)] = d[e];
         }
-      }
-    }
-  }
+      });
 }
 
 void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,

@@ -152,6 +152,25 @@ private:
   /// The query tile in shared memory, and its fragments in registers where
   /// they are few.
   void prepareQuery(mlir::Value query);
+  /// One k-step (16 channels) of a warp's 16 keys: B registers {b0, b1}
+  /// of n-tile 0 (keys n0 + g), then of n-tile 1 (keys n0 + 8 + g), and
+  /// the index of the step's 16 columns in the query tile.
+  struct KeyStep {
+    std::array<mlir::Value, 4> b;
+    int64_t index;
+  };
+  /// Loads and decodes the K rows of a warp's 16-key step at `n0` and hands
+  /// `use` each k-step in turn.
+  void forEachKeyStep(mlir::Value keyRows, mlir::Value stageBase,
+                      mlir::Value n0,
+                      llvm::function_ref<void(const KeyStep &)> use);
+  /// Loads and decodes the V rows of a warp's 16-key step at `n0` over its
+  /// value channels and hands `use` each n-tile's B registers (keys 2t,
+  /// 2t + 1, then 2t + 8, 2t + 9 of channel valueChannel(nTile, g)).
+  void forEachValueTile(
+      mlir::Value valueRows, mlir::Value stageBase, mlir::Value n0,
+      llvm::function_ref<void(int64_t nTile, mlir::Value b0, mlir::Value b1)>
+          use);
   /// One 16-key step of a warp: S = Q Kᵀ (mTiles x 2 n-tiles of fp32).
   llvm::SmallVector<mlir::Value>
   scoreStep(mlir::Value keyRows, mlir::Value stageBase, mlir::Value n0);
