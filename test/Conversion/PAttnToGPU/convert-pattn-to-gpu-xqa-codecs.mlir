@@ -25,16 +25,21 @@ func.func @decode(%kp: memref<?x16x8x64xi8>, %vp: memref<?x16x8x64xi8>, %q: memr
 
 // -----
 
-// With g x max_query_len <= 8 real rows (g = 4, one token) the upper half
-// of the m16 tile (rows g + 8) is padding and never computed: a step's
-// online softmax takes 5 exponentials per thread (the row's decay and 4
-// weights) instead of 10.
+// With g x max_query_len <= 8 rows (g = 4, one token) the plan takes keys
+// as the mma's M (rows = 8): a warp's 16-key step is 8 mma for Sᵀ = K Qᵀ
+// (D128: 8 k-steps) and 8 for Oᵀ += Vᵀ Pᵀ (128 channels in m16 tiles),
+// where 16 rows as M take 16 and 16. A thread's 4 logits are keys g and
+// g + 8 of rows 2t and 2t + 1: 6 exponentials (4 weights, 2 decays).
 // CHECK-LABEL: gpu.func @pattn_xqa_decode_{{[0-9a-f]+}}
 // CHECK:   scf.for
+// CHECK-COUNT-8: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
 // CHECK:     nvvm.vote.sync  all
-// CHECK-COUNT-5: llvm.nvvm.ex2.approx.ftz.f32
+// CHECK-COUNT-6: llvm.nvvm.ex2.approx.ftz.f32
 // CHECK-NOT: llvm.nvvm.ex2.approx.ftz.f32
 // CHECK:     nvvm.vote.sync  any
+// CHECK-COUNT-8: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
 // CHECK-LABEL: gpu.func @pattn_merge_{{[0-9a-f]+}}
 !c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @decode(%kp: memref<?x16x8x256xi8>, %vp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {

@@ -12,7 +12,7 @@
 // CHECK-LABEL: func.func @decode
 // CHECK:   call @pattnRuntimeDeviceMultiprocessors()
 // CHECK:   %[[BEST:.*]]:2 = scf.for {{.*}} iter_args({{.*}}) -> (index, index)
-// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_decode_{{[0-9a-f]+}} blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c65792_i32
+// CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_xqa_decode_{{[0-9a-f]+}} blocks in (%[[BEST]]#0, {{.*}}) threads in (%c128{{.*}}) dynamic_shared_memory_size %c63616_i32
 // CHECK:   gpu.launch_func async {{.*}} @pattn_kernels_fp8::@pattn_merge_{{[0-9a-f]+}}
 //
 // Kernel: 128 threads, as many blocks per SM as the plan's shared memory
@@ -23,16 +23,18 @@
 // CHECK:   gpu.dynamic_shared_memory
 // CHECK:   memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [%{{.*}}], strides: [1] : memref<?x16x8x128xi8> to memref<?xi8>
 // CHECK:   memref.view {{.*}} to memref<256xi32, #gpu.address_space<workgroup>>
-// The query tile, then the query fragments kept in registers.
+// g = 4 rows (one token): the plan has rows = 8, keys as the mma's M.
+// The query tile (8 rows), then its B fragments kept in registers, two
+// registers a k-step.
 // CHECK:   gpu.barrier
-// CHECK:   nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK-COUNT-8: nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = false} : memref<8x136xf16
 // The ring's prologue: 16-byte cp.async copies that zero-fill dead keys
 // (a source size operand), nvfp4 group scales (8 bytes a row) and per-token
 // scales, one commit group per stage; the storage is read as one byte
 // array (above), so a thread's copies differ by a page and a constant.
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 16, %{{.*}} {bypassL1} : memref<?xi8> to memref<65792xi8
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} : memref<?x16x8x8xf8E4M3FN> to memref<65792xf8E4M3FN
-// CHECK:   nvgpu.device_async_copy %{{.*}}, 1, %{{.*}} : memref<?x16x8xf32> to memref<16448xf32
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 16, %{{.*}} {bypassL1} : memref<?xi8> to memref<63616xi8
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 8, %{{.*}} : memref<?x16x8x8xf8E4M3FN> to memref<63616xf8E4M3FN
+// CHECK:   nvgpu.device_async_copy %{{.*}}, 1, %{{.*}} : memref<?x16x8xf32> to memref<15904xf32
 // CHECK:   nvvm.cp.async.commit.group
 // The tile loop: wait for the oldest stage, one barrier, refill the ring
 // with the block-table entries loaded one iteration earlier (carried as i32
@@ -44,7 +46,8 @@
 // CHECK:     nvvm.cp.async.commit.group
 // CHECK:     memref.load %{{.*}} : memref<?x?xi32>
 // CHECK-NOT: nvgpu.device_async_copy
-// S = Q Kᵀ: raw K codes by ldmatrix, decoded in registers, mma.sync.
+// Sᵀ = K Qᵀ: raw K codes by ldmatrix, decoded in registers, the A
+// operand of mma.sync (16 keys x 16 channels) against the query's B.
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x72xf16
 // CHECK:     nvvm.mma.sync {{.*}} shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // Interior steps skip the masks (a warp vote over the keys' liveness);
@@ -52,7 +55,9 @@
 // CHECK:     nvvm.vote.sync  all
 // CHECK:     llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:     nvvm.vote.sync  any
-// P V: V codes by ldmatrix.trans, decoded in registers.
+// Pᵀ per 8 keys, transposed by movmatrix into the B operand of Oᵀ += Vᵀ Pᵀ.
+// CHECK-COUNT-2: llvm.inline_asm has_side_effects "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;"
+// Vᵀ: V codes by ldmatrix.trans, decoded in registers.
 // CHECK:     nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true} : memref<64x40xf16
 // CHECK:     nvvm.mma.sync
 // The key warps merge through shared memory once every copy has landed.

@@ -798,8 +798,14 @@ func.func private @f() attributes {a = #pattn.portable_plan<heads_per_block = 4,
 
 // -----
 
-// expected-error @below {{rows 24 must be 16 or 32}}
+// expected-error @below {{rows 24 must be 8, 16 or 32}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 24, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
+
+// -----
+
+// Keys as the mma's M (rows = 8) serves decodes only.
+// expected-error @below {{rows 8 (keys as the mma's M) serves decodes only, not query tiles}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], query_tile = 2, targets = [sm_90a]>}
 
 // -----
 
@@ -1717,3 +1723,24 @@ func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 
 
 // expected-error @below {{shared_bytes -1 is negative}}
 func.func private @g() attributes {plan = #pattn.xqa_mla_plan<heads_per_block = 16, keys_per_tile = 32, shared_bytes = -1, resident_blocks = [3], targets = [sm_90a]>}
+
+// -----
+
+// A decode's rows (g x max_query_len) must fit the plan's: 4 x 4 > 8.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %qs: memref<5xi32>, %o: memref<?x32x128xf16>) {
+  // expected-error @below {{has an XQA plan of 8 rows, fewer than g x max_query_len = 16}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) query_start(%qs : memref<5xi32>) outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 4 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107392, resident_blocks = [2], targets = [sm_90a]>}
+  return
+}
+
+// -----
+
+// Keys as M pairs a warp's value channels into m16 tiles: head_dim 32 over
+// 4 value warps leaves 8.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 32, encoding = f16, scale = none>
+func.func @f(%k: !k, %q: memref<?x32x32xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %o: memref<?x32x32xf16>) {
+  // expected-error @below {{has an XQA plan of 8 rows (keys as the mma's M), whose warps need value channels in multiples of 16, got 8}}
+  pattn.paged_attention query(%q : memref<?x32x32xf16>) key(%k : !k) value(%k : !k) block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) outs(%o : memref<?x32x32xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 107392, resident_blocks = [2], targets = [sm_90a]>}
+  return
+}

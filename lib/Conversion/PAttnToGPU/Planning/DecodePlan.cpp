@@ -198,10 +198,17 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   int64_t queryTokens = decodeTokens ? decodeTokens : queryTile;
   if (!queryTokens)
     queryTokens = static_cast<int64_t>(op.getMaxQueryLen());
+  // A decode of at most 8 rows takes keys as the mma's M (rows = 8: no
+  // padding rows in any mma).
   int64_t rows = group * queryTokens <= 16 ? 16 : 32;
+  if (!queryTile && group * queryTokens <= 8)
+    rows = 8;
   int64_t valueDim = value.getHeadDim();
+  // At most 64 output accumulators per thread with 16 rows (rows = 8 has
+  // half as many, but keeps the warps, tiles and ring of 16 rows).
+  int64_t mTiles = std::max<int64_t>(rows, 16) / 16;
   int64_t valueWarps = 1;
-  while (valueWarps < 4 && (rows / 16) * (valueDim / valueWarps) / 2 > 64)
+  while (valueWarps < 4 && mTiles * (valueDim / valueWarps) / 2 > 64)
     valueWarps *= 2;
   int64_t keyWarps = 4 / valueWarps;
 

@@ -217,8 +217,8 @@ LogicalResult XqaPlanAttr::verify(
     int64_t queryTile, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
-  if (rows != 16 && rows != 32)
-    return emitError() << "rows " << rows << " must be 16 or 32";
+  if (rows != 8 && rows != 16 && rows != 32)
+    return emitError() << "rows " << rows << " must be 8, 16 or 32";
   if (threads != 128)
     return emitError() << "threads " << threads
                        << " must be 128 (the XQA block's four warps)";
@@ -235,6 +235,9 @@ LogicalResult XqaPlanAttr::verify(
   if (queryTile < 0 || queryTile > rows)
     return emitError() << "query_tile " << queryTile
                        << " not in [0, rows = " << rows << "]";
+  if (rows == 8 && queryTile != 0)
+    return emitError() << "rows 8 (keys as the mma's M) serves decodes only, "
+                          "not query tiles";
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

@@ -528,6 +528,18 @@ static LogicalResult checkPromptPlan(PagedAttentionOp op, Attribute plan) {
     return op.emitOpError()
            << "query_tile " << tile
            << " is a prompt's plan, but max_query_len is " << maxQueryLen;
+  if (!prompt && group * maxQueryLen > xqa.getRows())
+    return op.emitOpError()
+           << "has an XQA plan of " << xqa.getRows()
+           << " rows, fewer than g x max_query_len = " << group * maxQueryLen;
+  // Keys as M: a warp's value channels pair up into m16 tiles.
+  int64_t valueChannels =
+      op.getValue().getType().getHeadDim() / xqa.getValueWarps();
+  if (xqa.getRows() == 8 && valueChannels % 16 != 0)
+    return op.emitOpError() << "has an XQA plan of 8 rows (keys as the mma's "
+                               "M), whose warps need value channels in "
+                               "multiples of 16, got "
+                            << valueChannels;
   return success();
 }
 

@@ -51,10 +51,11 @@ func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %b
 }
 
 // g = 1 (multi-head attention): the decode kernel takes sequences of up
-// to 8 query tokens (16 / g is capped at a decode's 8), 16 rows.
-// WHY: remark: prefill plan: 64 rows a block, query tiles of 64 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (16 rows,
+// to 8 query tokens (16 / g is capped at a decode's 8), 8 rows: keys as
+// the mma's M.
+// WHY: remark: prefill plan: 64 rows a block, query tiles of 64 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (8 rows,
 // H200-LABEL: func.func @prompt_mha
-// H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16,
+// H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 8,
 // H200-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 64,
 func.func @prompt_mha(%kp: memref<?x16x8x64xi8>, %q: memref<?x8x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x8x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k

@@ -203,6 +203,11 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     tokens times the g heads of the KV head are the M rows of
     `mma.sync.m16n8k16` (`rows` = 16 or 32, one or two m-tiles) over
     `operand` (f16, or bf16 where the query or a cache is bf16) operands.
+    `rows` = 8 swaps the operands for a decode of at most 8 rows (T × g ≤
+    8): a warp's 16 keys are the M rows and the query rows the N = 8
+    columns (Sᵀ = K Qᵀ, Oᵀ += Vᵀ Pᵀ), so no mma computes padding rows, the
+    query's fragments stay in registers and the output accumulators are
+    half as many.
     Keys stream through a `stages`-deep ring of shared memory filled by
     `cp.async`, `keys_per_tile` keys per stage; the four warps are
     `key_warps` groups over a tile's keys times `value_warps` groups over

@@ -185,13 +185,9 @@ SmallVector<Value> XqaBuilder::scoreStep(Value keyRows, Value stageBase,
   return scores;
 }
 
-SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
-                                         Value tileStart, Value stageBase,
-                                         Value n0) {
-  // Logits: scales, softcap, masks. Element e of n-tile nt holds
-  // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1). Steps whose
-  // 16 keys are all live, and visible to every real row (causal
-  // for the first token, in the window of the last), skip the
+Value XqaBuilder::stepUnmasked(Value slot, Value tileStart, Value n0) {
+  // Steps whose 16 keys are all live, and visible to every real row
+  // (causal for the first token, in the window of the last), skip the
   // masks: a warp-uniform branch, the common case.
   Value stepStart = kb.add(tileStart, kb.toI32(n0));
   Value allLive = copies->stepAllLive(slot, n0, lane);
@@ -206,6 +202,15 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
     Value inWindow = kb.cmpi(arith::CmpIPredicate::sgt, stepStart, windowEnd);
     unmasked = kb.land(unmasked, inWindow);
   }
+  return unmasked;
+}
+
+SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
+                                         Value tileStart, Value stageBase,
+                                         Value n0) {
+  // Logits: scales, softcap, masks. Element e of n-tile nt holds
+  // key n0 + 8 nt + 2t + (e & 1), row g + 8 (e >> 1).
+  Value unmasked = stepUnmasked(slot, tileStart, n0);
   SmallVector<Value> elementScales(4);
   for (int64_t nt = 0; nt < 2; ++nt)
     for (int64_t e2 = 0; e2 < 2; ++e2) {
@@ -363,7 +368,9 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
   Value firstValueGroup =
       kb.cmpi(arith::CmpIPredicate::eq, valueGroup, index(0));
   Value writesStats = kb.land(firstOfQuad, firstValueGroup);
-  for (int64_t mt = 0; mt < mTiles; ++mt)
+  if (keysAsRows)
+    storeWarpPartialsKeysAsRows(state, merge, mergeStride);
+  for (int64_t mt = 0; mt < (keysAsRows ? 0 : mTiles); ++mt)
     for (int64_t h = 0; h < rowHalves; ++h) {
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
       Value groupRow = kb.add(kb.mul(keyGroup, index(rows)), row);
@@ -448,7 +455,8 @@ void XqaBuilder::computeFacts() {
   group = numHeads / kvHeads;
   blockSize = keyBuffers.type.getBlockSize();
   rows = plan.getRows();
-  mTiles = rows / 16;
+  keysAsRows = rows == 8;
+  mTiles = keysAsRows ? 1 : rows / 16;
   tileKeys = plan.getKeysPerTile();
   stages = plan.getStages();
   keyWarps = plan.getKeyWarps();
@@ -557,11 +565,12 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
   // g + 8, and the output accumulators of this warp's value channels.
   SmallVector<Value> init;
   zeroF32 = kb.f32(0.0f);
-  for (int64_t i = 0; i < 2 * mTiles; ++i)
+  MmaBuilder::SoftmaxTiles tiles = softmaxTiles();
+  for (int64_t i = 0; i < 2 * tiles.mTiles; ++i)
     init.push_back(negInf);
-  for (int64_t i = 0; i < 2 * mTiles; ++i)
+  for (int64_t i = 0; i < 2 * tiles.mTiles; ++i)
     init.push_back(zeroF32);
-  for (int64_t i = 0; i < mTiles * nTiles * 4; ++i)
+  for (int64_t i = 0; i < tiles.mTiles * tiles.nTiles * 4; ++i)
     init.push_back(zeroF32);
 
   int64_t keysPerWarp = tileKeys / keyWarps;
@@ -593,6 +602,25 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
         // independent chains (ldmatrix, decode, mma) that the scheduler
         // interleaves; one softmax update then covers all of them.
         int64_t steps = keysPerWarp / 16;
+        if (keysAsRows) {
+          SmallVector<Value> stepKeys;
+          SmallVector<SmallVector<Value>> logits;
+          for (int64_t step = 0; step < steps; ++step) {
+            Value warpKeys = kb.mul(keyGroup, index(keysPerWarp));
+            Value n0 = kb.add(warpKeys, index(step * 16));
+            SmallVector<Value> scores =
+                scoreStepKeysAsRows(keyRows, stageBase, n0);
+            logits.push_back(
+                logitStepKeysAsRows(scores, slot, tileStart, stageBase, n0));
+            stepKeys.push_back(n0);
+          }
+          SmallVector<std::array<Value, 2>> pT = softmaxKeysAsRows(logits, s);
+          for (int64_t step = 0; step < steps; ++step)
+            valueStepKeysAsRows(valueRows, stageBase, stepKeys[step], pT[step],
+                                s);
+          s.append(nextPages.begin(), nextPages.end());
+          return s;
+        }
         SmallVector<Value> stepKeys;
         SmallVector<SmallVector<Value>> logits;
         for (int64_t step = 0; step < steps; ++step) {

@@ -76,6 +76,10 @@ private:
   /// blocks of longer sequences do nothing. 0: every sequence.
   int64_t decodeTokens = 0;
   float softcap = 0.0f;
+  /// rows = 8 (XqaKeysAsRows.cpp): a warp's 16 keys are the mma's M rows and
+  /// the query rows its N = 8 columns; the loop state is then the max and
+  /// partial sum of rows 2t and 2t + 1 and nTiles / 2 tiles of Oᵀ.
+  bool keysAsRows = false;
 
   // Kernel values.
   mlir::Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
@@ -104,6 +108,8 @@ private:
   /// The per-thread loop state: the running max and sum of rows g and
   /// g + 8 of each m-tile, then the output accumulators.
   MmaBuilder::SoftmaxTiles softmaxTiles() const {
+    if (keysAsRows)
+      return {1, nTiles / 2, 2};
     return {mTiles, nTiles, rowHalves};
   }
   int64_t maxAt(int64_t mt, int64_t h) const {
@@ -179,6 +185,10 @@ private:
   llvm::SmallVector<mlir::Value>
   logitStep(llvm::ArrayRef<mlir::Value> scores, mlir::Value slot,
             mlir::Value tileStart, mlir::Value stageBase, mlir::Value n0);
+  /// Whether a warp's 16-key step at `n0` skips the masks: every key live
+  /// and visible to every real row (a warp-uniform value).
+  mlir::Value stepUnmasked(mlir::Value slot, mlir::Value tileStart,
+                           mlir::Value n0);
   /// O += P V over this warp's value channels.
   void valueStep(mlir::Value valueRows, mlir::Value stageBase, mlir::Value n0,
                  llvm::ArrayRef<llvm::SmallVector<mlir::Value>> pOperands,
@@ -225,6 +235,41 @@ private:
   llvm::SmallVector<llvm::SmallVector<mlir::Value>> queryFragments;
   llvm::SmallVector<mlir::Value> fragmentScratch;
   llvm::SmallVector<mlir::Value> loadQueryFragment(int64_t step, int64_t mt);
+  // Keys as M (rows = 8; XqaKeysAsRows.cpp).
+  /// The B registers of query k-step `step`: columns 2t, 2t + 1 and
+  /// 2t + 8, 2t + 9 of the step's 16 of row g.
+  llvm::SmallVector<mlir::Value> loadQueryColumns(int64_t step);
+  /// Sᵀ = K Qᵀ for a warp's 16-key step: element e holds key n0 + g +
+  /// 8 (e >> 1), row 2t + (e & 1).
+  llvm::SmallVector<mlir::Value> scoreStepKeysAsRows(mlir::Value keyRows,
+                                                     mlir::Value stageBase,
+                                                     mlir::Value n0);
+  /// The base-2 logits of scoreStepKeysAsRows's elements.
+  llvm::SmallVector<mlir::Value>
+  logitStepKeysAsRows(llvm::ArrayRef<mlir::Value> scores, mlir::Value slot,
+                      mlir::Value tileStart, mlir::Value stageBase,
+                      mlir::Value n0);
+  /// The online softmax update of the warp's steps (rows 2t and 2t + 1
+  /// across the lanes of a column); returns per step Pᵀ as the two B
+  /// registers of Oᵀ += Vᵀ Pᵀ.
+  llvm::SmallVector<std::array<mlir::Value, 2>>
+  softmaxKeysAsRows(llvm::ArrayRef<llvm::SmallVector<mlir::Value>> logits,
+                    llvm::SmallVectorImpl<mlir::Value> &s);
+  /// Oᵀ += Vᵀ Pᵀ over this warp's value channels.
+  void valueStepKeysAsRows(mlir::Value valueRows, mlir::Value stageBase,
+                           mlir::Value n0, std::array<mlir::Value, 2> pT,
+                           llvm::SmallVectorImpl<mlir::Value> &s);
+  /// The warp's rows' max, sum and Oᵀ into the merge area of shared memory
+  /// ([key group][row][value_dim | max | sum]).
+  void storeWarpPartialsKeysAsRows(llvm::ArrayRef<mlir::Value> state,
+                                   mlir::Value merge, int64_t mergeStride);
+  /// The lane's logit scale of rows 2t and 2t + 1 of a folded query.
+  void loadRowScalesKeysAsRows();
+  /// movmatrix.trans: the 8 x 8 16-bit matrix whose (row g, columns 2t,
+  /// 2t + 1) this lane holds in `pair` (an mma operand register),
+  /// transposed.
+  mlir::Value transposeQuad(mlir::Value pair);
+
   /// The value channel of n-tile `nTile` (of this warp), column `n`.
   mlir::Value valueChannel(int64_t nTile, mlir::Value n);
 };

@@ -125,6 +125,12 @@ void XqaBuilder::prepareQuery(Value query) {
   // m-tile), and only when registers are not held to 128 for a fourth
   // block per SM; otherwise they are read from the tile at each use.
   int64_t querySteps = headDim / 16;
+  if (keysAsRows) {
+    // Keys as M: the query is the B operand, 2 registers a k-step.
+    for (int64_t step = 0; step < querySteps; ++step)
+      queryFragments.push_back(loadQueryColumns(step));
+    return;
+  }
   if (querySteps * mTiles * 4 <= 32 && resident < 4)
     for (int64_t step = 0; step < querySteps; ++step)
       for (int64_t mt = 0; mt < mTiles; ++mt)
@@ -132,6 +138,10 @@ void XqaBuilder::prepareQuery(Value query) {
 }
 
 void XqaBuilder::loadRowScales() {
+  if (keysAsRows) {
+    loadRowScalesKeysAsRows();
+    return;
+  }
   // Row r = (token r / g, head kvHead * g + r % g), as in loadQueryTile.
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t h = 0; h < 2; ++h) {
