@@ -35,28 +35,33 @@
 // CHECK:     %[[WORD:.*]] = func.call @pattnRuntimeDeviceErrorWord() : () -> memref<1xi32>
 // CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_check_slots_{{[0-9a-f]+}} blocks in (%[[CHECKS]], %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}) args(%[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[FLAG]] : memref<?xi32>, %[[WORD]] : memref<1xi32>)
 // CHECK:     %[[ROWS:.*]] = arith.muli %[[T]], %c2 : index
-// CHECK:     %[[UP:.*]] = arith.addi %[[ROWS]], %c3 : index
-// CHECK:     %[[BLOCKS:.*]] = arith.divsi %[[UP]], %c4 : index
+// Two rows a warp, four warps a block.
+// CHECK:     %[[UP:.*]] = arith.addi %[[ROWS]], %c7 : index
+// CHECK:     %[[BLOCKS:.*]] = arith.divsi %[[UP]], %c8 : index
 // CHECK:     gpu.launch_func async [%[[TOKEN]]] @pattn_kernels::@pattn_write_cache_{{[0-9a-f]+}} blocks in (%[[BLOCKS]], %{{.*}}, %{{.*}}) threads in (%c128{{.*}}) args(%[[V]] : memref<?x2x64xf16>, %[[SLOTS]] : memref<?xi64>, %[[PAGES]] : memref<?x16x2x32xi8>, %[[S]] : memref<1xf32>, %[[FLAG]] : memref<?xi32>)
 // CHECK:     gpu.dealloc async [%[[TOKEN]]] %[[FLAG]]
 // CHECK:   %[[STATUS:.*]] = call @pattnRuntimeTakeStatus() : () -> i32
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
 // CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<?xi32>) kernel
-// The warp's row (block x 4 + warp), its token and head; it writes only
-// after a clean slot check, and slot -1 skips the token.
+// The warp's two rows ((block x 4 + warp) x 2 + i), their tokens and heads
+// (clamped into the batch for the loads); it writes only after a clean
+// slot check, and slot -1 skips the token. Both rows' elements are loaded
+// first, then their slots, all in flight while the verdicts are read.
 // CHECK:     %[[FIRST:.*]] = arith.muli %{{.*}}, %c4 : index
 // CHECK:     %[[WARP:.*]] = arith.divsi %{{.*}}, %c32 : index
-// CHECK:     %[[ROW:.*]] = arith.addi %[[FIRST]], %[[WARP]] : index
-// CHECK:     arith.cmpi slt, %[[ROW]], %{{.*}} : index
-// CHECK:     arith.remsi %{{.*}}, %c32{{.*}} : index
-// CHECK:     %[[TOKEN:.*]] = arith.divsi %[[ROW]], %c2 : index
-// CHECK:     %[[HEAD:.*]] = arith.remsi %[[ROW]], %c2 : index
-// The lane's elements are loaded first, in flight while the slot and the
-// verdicts are read.
-// CHECK:     memref.load %{{.*}}[%[[TOKEN]], %[[HEAD]], %{{.*}}] : memref<?x2x64xf16>
-// CHECK:     memref.load %{{.*}}[%[[TOKEN]], %[[HEAD]], %{{.*}}] : memref<?x2x64xf16>
-// CHECK:     memref.load %{{.*}}[%[[TOKEN]]] : memref<?xi64>
+// CHECK:     %[[INDEX:.*]] = arith.addi %[[FIRST]], %[[WARP]] : index
+// CHECK:     arith.muli %[[INDEX]], %c2 : index
+// CHECK:     %[[ROW0:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK:     %[[TOKEN0:.*]] = arith.divsi %[[ROW0]], %c2{{.*}} : index
+// CHECK:     %[[HEAD0:.*]] = arith.remsi %[[ROW0]], %c2{{.*}} : index
+// CHECK-COUNT-2: memref.load %{{.*}}[%[[TOKEN0]], %[[HEAD0]], %{{.*}}] : memref<?x2x64xf16>
+// CHECK:     %[[ROW1:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK:     %[[TOKEN1:.*]] = arith.divsi %[[ROW1]], %c2{{.*}} : index
+// CHECK:     %[[HEAD1:.*]] = arith.remsi %[[ROW1]], %c2{{.*}} : index
+// CHECK-COUNT-2: memref.load %{{.*}}[%[[TOKEN1]], %[[HEAD1]], %{{.*}}] : memref<?x2x64xf16>
+// CHECK:     memref.load %{{.*}}[%[[TOKEN0]]] : memref<?xi64>
+// CHECK:     memref.load %{{.*}}[%[[TOKEN1]]] : memref<?xi64>
 // Lane l loads verdict l (l < the check blocks), and a warp vote says
 // whether any failed.
 // CHECK:     %[[CHECKED:.*]] = memref.load %[[WFLAG]][%{{.*}}] : memref<?xi32>

@@ -286,11 +286,13 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
   RotaryOp rotary = fusedRotaries.lookup(op);
   Value tokens = dim(loc, rotary ? rotary.getInput() : op.getValues(), 0);
   ifPositive(loc, tokens, [&] {
-    // One warp per (token, kv head) row, kWriteRowsPerBlock rows a block.
+    // writeCacheRowsPerWarp (token, kv head) rows per warp,
+    // kWriteRowsPerBlock warps a block.
     ScalarBuilder kb(builder, loc);
     Value rows = kb.mul(tokens, kb.index(cache->type.getKvHeads()));
-    Value rounded = kb.add(rows, kb.index(kWriteRowsPerBlock - 1));
-    Value blocks = kb.divs(rounded, kb.index(kWriteRowsPerBlock));
+    int64_t perBlock = kWriteRowsPerBlock * writeCacheRowsPerWarp(rotary);
+    Value rounded = kb.add(rows, kb.index(perBlock - 1));
+    Value blocks = kb.divs(rounded, kb.index(perBlock));
     Value one = kb.index(1);
     dispatch(loc, [&](KernelModule &module) {
       Kernel kernel = buildWriteCacheKernel(module, op, *cache, rotary);

@@ -157,19 +157,26 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
                             int64_t blockSize,
                             pattn::RotaryOp rotary = nullptr);
 
-/// The (token, kv head) rows a write-cache block writes: one per warp.
+/// The warps of a write-cache block.
 inline constexpr int64_t kWriteRowsPerBlock = kBlockThreads / 32;
+/// The (token, kv head) rows a write-cache warp writes: their loads are
+/// issued together, so that a warp has two rows in flight.
+inline constexpr int64_t kWriteRowsPerWarp = 2;
+/// Rows per warp of the write-cache kernel of an op fused with `rotary`
+/// (one: the warp prepares its row in shared memory) or of none
+/// (kWriteRowsPerWarp). A block writes kWriteRowsPerBlock times this many.
+int64_t writeCacheRowsPerWarp(pattn::RotaryOp rotary);
 
-/// One warp per (token, kv head) row, kWriteRowsPerBlock rows a block (row
-/// r is token r / kv_heads, head r % kv_heads), each lane an element pair
-/// per step; the row's and the nvfp4 groups' max |x| are reduced across
-/// the lanes (exactly: max is order-free). The last operand is the slot
-/// check's verdicts: the kernel writes only when every one is 0, so a call
-/// with a bad slot leaves the whole cache untouched. With a `rotary` prologue
-/// (whose output is the write's values, used by nothing else) the kernel reads
-/// the rotary's input instead: each warp computes its normalized, rotated row
-/// into shared memory exactly as pattn.rotary's kernel would store it, and
-/// quantizes that.
+/// writeCacheRowsPerWarp(rotary) consecutive rows per warp,
+/// kWriteRowsPerBlock warps a block (row r is token r / kv_heads, head
+/// r % kv_heads), each lane an element pair per step; the row's and the nvfp4
+/// groups' max |x| are reduced across the lanes (exactly: max is order-free).
+/// The last operand is the slot check's verdicts: the kernel writes only when
+/// every one is 0, so a call with a bad slot leaves the whole cache untouched.
+/// With a `rotary` prologue (whose output is the write's values, used by
+/// nothing else) the kernel reads the rotary's input instead: each warp
+/// computes its normalized, rotated row into shared memory exactly as
+/// pattn.rotary's kernel would store it, and quantizes that.
 Kernel buildWriteCacheKernel(KernelModule &kernels, pattn::WriteCacheOp op,
                              const CacheBuffers &cache,
                              pattn::RotaryOp rotary = nullptr);

@@ -165,15 +165,18 @@ auto ::pattn::buildSlotCheckKernel(KernelModule &kernels, Location loc,
   return result;
 }
 
-/// True when this token is written: every check block passed (the
-/// verdicts are the kernel's last argument) and the token's `slot` is not
-/// -1. All 32 lanes of the warp (`lane`) must reach it.
+/// A gated kernel's check verdicts: the last argument of its function type
+/// (block arguments go on with the workgroup buffers).
+static Value verdictsOf(gpu::GPUFuncOp kernel) {
+  return kernel.getArgument(kernel.getFunctionType().getNumInputs() - 1);
+}
+
+/// True when this token is written: every check block passed and the
+/// token's `slot` is not -1. All 32 lanes of the warp (`lane`) must reach
+/// it.
 static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot,
                         Value lane) {
-  // The last argument of the function type (block arguments go on with
-  // the workgroup buffers).
-  Value flags = kernel.getArgument(kernel.getFunctionType().getNumInputs() - 1);
-  Value batchValid = checksPassed(kb, flags, lane);
+  Value batchValid = checksPassed(kb, verdictsOf(kernel), lane);
   Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
   return kb.land(batchValid, kb.cmpi(arith::CmpIPredicate::sge, slot, zero));
 }
@@ -437,6 +440,11 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
 
 } // namespace
 
+int64_t pattn::writeCacheRowsPerWarp(RotaryOp rotary) {
+  // A fused rotary prepares its row in the warp's shared-memory row.
+  return rotary ? 1 : kWriteRowsPerWarp;
+}
+
 auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
                                     const CacheBuffers &cache, RotaryOp rotary)
     -> Kernel {
@@ -446,18 +454,28 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
       createWriteCacheKernel(kernels, builder, op, cache, rotary);
   gpu::GPUFuncOp kernel = w.kernel.func;
   KernelBuilder kb(builder, loc);
-  CacheRowWriter writer{kb, cache.type, w, {}, {}, {}, {}, {}, {}, {}, {}};
   Value tid = kb.threadId();
-  writer.warp = kb.divs(tid, kb.index(32));
-  writer.lane = kb.rems(tid, kb.index(32));
+  Value warp = kb.divs(tid, kb.index(32));
+  Value lane = kb.rems(tid, kb.index(32));
+  int64_t perWarp = writeCacheRowsPerWarp(rotary);
   Value block = kb.blockId(gpu::Dimension::x);
-  Value firstRow = kb.mul(block, kb.index(kWriteRowsPerBlock));
-  Value row = kb.add(firstRow, writer.warp);
+  Value warpIndex = kb.add(kb.mul(block, kb.index(kWriteRowsPerBlock)), warp);
+  Value firstRow = kb.mul(warpIndex, kb.index(perWarp));
   Value kvHeads = kb.index(cache.type.getKvHeads());
   Value tokens = memref::DimOp::create(builder, loc, w.slots, 0);
   Value rows = kb.mul(tokens, kvHeads);
-  // Everything below is uniform over a warp: its row, token and slot.
-  kb.ifThen(kb.cmpi(arith::CmpIPredicate::slt, row, rows), [&] {
+  Value lastRow = kb.sub(rows, kb.index(1));
+  // The warp's rows (uniform over it), each clamped into the batch for its
+  // loads: first every row's elements, then the slots, then the check's
+  // verdicts, so that all of them are in flight together.
+  SmallVector<CacheRowWriter> writers;
+  SmallVector<Value> inside, slots;
+  for (int64_t i = 0; i < perWarp; ++i) {
+    Value row = kb.add(firstRow, kb.index(i));
+    inside.push_back(kb.cmpi(arith::CmpIPredicate::slt, row, rows));
+    row = kb.mins(row, lastRow);
+    CacheRowWriter writer{kb, cache.type, w,  warp, lane, {},
+                          {}, {},         {}, {},   {},   {}};
     writer.token = kb.divs(row, kvHeads);
     writer.kvHead = kb.rems(row, kvHeads);
     // The values' head: the cache's kv head, past first_head of a packed
@@ -465,14 +483,20 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
     writer.valueHead = writer.kvHead;
     if (int64_t firstHead = op.getFirstHead())
       writer.valueHead = kb.add(writer.kvHead, kb.index(firstHead));
-    // The row's loads first: they do not depend on the slot or the check,
-    // and are in flight while those are read.
     if (!rotary)
       writer.preload();
-    Value slot = kb.load(w.slots, {writer.token});
-    Value live = writesSlot(kb, kernel, slot, writer.lane);
-    kb.ifThen(live, [&] { writeRow(writer, op, rotary, kernel, w, slot); });
-  });
+    writers.push_back(std::move(writer));
+  }
+  for (CacheRowWriter &writer : writers)
+    slots.push_back(kb.load(w.slots, {writer.token}));
+  Value passed = checksPassed(kb, verdictsOf(kernel), lane);
+  for (int64_t i = 0; i < perWarp; ++i) {
+    Value slot = slots[i];
+    Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
+    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, slot, zero);
+    Value live = kb.land(kb.land(passed, inside[i]), mapped);
+    kb.ifThen(live, [&] { writeRow(writers[i], op, rotary, kernel, w, slot); });
+  }
   gpu::ReturnOp::create(builder, loc);
   return w.kernel;
 }
