@@ -127,16 +127,7 @@ SmallVector<Value> XqaBuilder::logitStepKeysAsRows(ArrayRef<Value> scores,
           Value firstRow = kb.mul(threadInGroup, index(2));
           for (int64_t h = 0; h < 2; ++h) {
             Value row = kb.add(firstRow, index(h));
-            Value token = kb.toI32(kb.divs(row, index(group)));
-            Value queryPos = kb.add(firstQueryPos, token);
-            Value causal = kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos);
-            Value visible = kb.land(live, causal);
-            if (window > 0) {
-              Value windowEnd = kb.sub(queryPos, kb.i32(int32_t(window)));
-              Value inWindow =
-                  kb.cmpi(arith::CmpIPredicate::sgt, keyPos, windowEnd);
-              visible = kb.land(visible, inWindow);
-            }
+            Value visible = keyVisible(live, keyPos, row);
             Value x = logitOf(2 * kh + h);
             masked[2 * kh + h] = kb.select(visible, x, negInf);
           }

@@ -205,6 +205,19 @@ Value XqaBuilder::stepUnmasked(Value slot, Value tileStart, Value n0) {
   return unmasked;
 }
 
+Value XqaBuilder::keyVisible(Value live, Value keyPos, Value row) {
+  Value token = kb.toI32(kb.divs(row, index(group)));
+  Value queryPos = kb.add(firstQueryPos, token);
+  Value causal = kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos);
+  Value visible = kb.land(live, causal);
+  if (window > 0) {
+    Value windowEnd = kb.sub(queryPos, kb.i32(int32_t(window)));
+    Value inWindow = kb.cmpi(arith::CmpIPredicate::sgt, keyPos, windowEnd);
+    visible = kb.land(visible, inWindow);
+  }
+  return visible;
+}
+
 SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
                                          Value tileStart, Value stageBase,
                                          Value n0) {
@@ -253,17 +266,7 @@ SmallVector<Value> XqaBuilder::logitStep(ArrayRef<Value> scores, Value slot,
             for (int64_t mt = 0; mt < mTiles; ++mt)
               for (int64_t h = 0; h < rowHalves; ++h) {
                 Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-                Value token = kb.toI32(kb.divs(row, index(group)));
-                Value queryPos = kb.add(firstQueryPos, token);
-                Value causal =
-                    kb.cmpi(arith::CmpIPredicate::sle, keyPos, queryPos);
-                Value visible = kb.land(live, causal);
-                if (window > 0) {
-                  Value windowEnd = kb.sub(queryPos, kb.i32(int32_t(window)));
-                  Value inWindow =
-                      kb.cmpi(arith::CmpIPredicate::sgt, keyPos, windowEnd);
-                  visible = kb.land(visible, inWindow);
-                }
+                Value visible = keyVisible(live, keyPos, row);
                 int64_t at = (mt * 2 + nt) * 4 + 2 * h + e2;
                 Value x =
                     logitOf(at, logitScaleAt(at, elementScales[nt * 2 + e2]));

@@ -189,6 +189,9 @@ private:
   /// and visible to every real row (a warp-uniform value).
   mlir::Value stepUnmasked(mlir::Value slot, mlir::Value tileStart,
                            mlir::Value n0);
+  /// Whether key position `keyPos` (`live`: on a live page, in range) is
+  /// visible to query row `row`: causal for its token, inside the window.
+  mlir::Value keyVisible(mlir::Value live, mlir::Value keyPos, mlir::Value row);
   /// O += P V over this warp's value channels.
   void valueStep(mlir::Value valueRows, mlir::Value stageBase, mlir::Value n0,
                  llvm::ArrayRef<llvm::SmallVector<mlir::Value>> pOperands,
