@@ -287,10 +287,10 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
   Value tokens = dim(loc, rotary ? rotary.getInput() : op.getValues(), 0);
   ifPositive(loc, tokens, [&] {
     // writeCacheRowsPerWarp (token, kv head) rows per warp,
-    // kWriteRowsPerBlock warps a block.
+    // kWriteWarpsPerBlock warps a block.
     ScalarBuilder kb(builder, loc);
     Value rows = kb.mul(tokens, kb.index(cache->type.getKvHeads()));
-    int64_t perBlock = kWriteRowsPerBlock * writeCacheRowsPerWarp(rotary);
+    int64_t perBlock = kWriteWarpsPerBlock * writeCacheRowsPerWarp(rotary);
     Value rounded = kb.add(rows, kb.index(perBlock - 1));
     Value blocks = kb.divs(rounded, kb.index(perBlock));
     Value one = kb.index(1);

@@ -158,17 +158,17 @@ Kernel buildSlotCheckKernel(KernelModule &kernels, mlir::Location loc,
                             pattn::RotaryOp rotary = nullptr);
 
 /// The warps of a write-cache block.
-inline constexpr int64_t kWriteRowsPerBlock = kBlockThreads / 32;
+inline constexpr int64_t kWriteWarpsPerBlock = kBlockThreads / 32;
 /// The (token, kv head) rows a write-cache warp writes: their loads are
 /// issued together, so that a warp has two rows in flight.
 inline constexpr int64_t kWriteRowsPerWarp = 2;
 /// Rows per warp of the write-cache kernel of an op fused with `rotary`
 /// (one: the warp prepares its row in shared memory) or of none
-/// (kWriteRowsPerWarp). A block writes kWriteRowsPerBlock times this many.
+/// (kWriteRowsPerWarp). A block writes kWriteWarpsPerBlock times this many.
 int64_t writeCacheRowsPerWarp(pattn::RotaryOp rotary);
 
 /// writeCacheRowsPerWarp(rotary) consecutive rows per warp,
-/// kWriteRowsPerBlock warps a block (row r is token r / kv_heads, head
+/// kWriteWarpsPerBlock warps a block (row r is token r / kv_heads, head
 /// r % kv_heads), each lane an element pair per step; the row's and the nvfp4
 /// groups' max |x| are reduced across the lanes (exactly: max is order-free).
 /// The last operand is the slot check's verdicts: the kernel writes only when

@@ -171,14 +171,19 @@ static Value verdictsOf(gpu::GPUFuncOp kernel) {
   return kernel.getArgument(kernel.getFunctionType().getNumInputs() - 1);
 }
 
+/// True when `slot` names a cache slot (is not -1).
+static Value mappedSlot(KernelBuilder &kb, Value slot) {
+  Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
+  return kb.cmpi(arith::CmpIPredicate::sge, slot, zero);
+}
+
 /// True when this token is written: every check block passed and the
 /// token's `slot` is not -1. All 32 lanes of the warp (`lane`) must reach
 /// it.
 static Value writesSlot(KernelBuilder &kb, gpu::GPUFuncOp kernel, Value slot,
                         Value lane) {
   Value batchValid = checksPassed(kb, verdictsOf(kernel), lane);
-  Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
-  return kb.land(batchValid, kb.cmpi(arith::CmpIPredicate::sge, slot, zero));
+  return kb.land(batchValid, mappedSlot(kb, slot));
 }
 
 namespace {
@@ -191,7 +196,7 @@ struct WriteCacheKernel {
   /// The fused rotary's arguments begin here.
   unsigned rotaryFirst = 0;
   /// The warps' prepared rows in shared memory (fused with a rotary op),
-  /// [kWriteRowsPerBlock, head_dim] f32.
+  /// [kWriteWarpsPerBlock, head_dim] f32.
   Value row;
 };
 
@@ -219,7 +224,7 @@ WriteCacheKernel createWriteCacheKernel(KernelModule &kernels,
   SmallVector<Type> shared;
   if (rotary) // each warp's prepared row, as f32
     shared.push_back(workgroupMemRefType(
-        {kWriteRowsPerBlock, cache.type.getHeadDim()}, builder.getF32Type()));
+        {kWriteWarpsPerBlock, cache.type.getHeadDim()}, builder.getF32Type()));
   w.kernel = kernels.create(builder, op.getLoc(), "pattn_write_cache", operands,
                             {flagsType(op.getContext())}, shared);
   gpu::GPUFuncOp kernel = w.kernel.func;
@@ -459,7 +464,7 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value lane = kb.rems(tid, kb.index(32));
   int64_t perWarp = writeCacheRowsPerWarp(rotary);
   Value block = kb.blockId(gpu::Dimension::x);
-  Value warpIndex = kb.add(kb.mul(block, kb.index(kWriteRowsPerBlock)), warp);
+  Value warpIndex = kb.add(kb.mul(block, kb.index(kWriteWarpsPerBlock)), warp);
   Value firstRow = kb.mul(warpIndex, kb.index(perWarp));
   Value kvHeads = kb.index(cache.type.getKvHeads());
   Value tokens = memref::DimOp::create(builder, loc, w.slots, 0);
@@ -492,8 +497,7 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value passed = checksPassed(kb, verdictsOf(kernel), lane);
   for (int64_t i = 0; i < perWarp; ++i) {
     Value slot = slots[i];
-    Value zero = arith::ConstantIntOp::create(kb.b, kb.loc, slot.getType(), 0);
-    Value mapped = kb.cmpi(arith::CmpIPredicate::sge, slot, zero);
+    Value mapped = mappedSlot(kb, slot);
     Value live = kb.land(kb.land(passed, inside[i]), mapped);
     kb.ifThen(live, [&] { writeRow(writers[i], op, rotary, kernel, w, slot); });
   }
