@@ -128,10 +128,6 @@ PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
   // Passes are page-aligned when the copied keys are whole pages and each
   // pass's keys (threads / segments of them) lie in one page.
   pageAlignedPasses = copiedKeys % blockSize == 0;
-  // A team's keys start at a multiple of their count (tiles start at
-  // multiples of tileKeys), so a page of a multiple of them holds them all.
-  teamInOnePage = team.keys && copiedKeys < blockSize &&
-                  blockSize % copiedKeys == 0;
   for (SmallVector<PagedSide *> &sides : groups) {
     CopyGroup group;
     group.sides = sides;
@@ -181,16 +177,11 @@ SmallVector<Value> PagedTileCopies::lookupPages(Value tileIndex) {
     return kb.load(block.blockTable, {row, kb.toIndex(blockIndex)});
   };
   SmallVector<Value> pages;
-  auto teamFirst = [&]() {
-    return team.firstKey ? kb.add(base, kb.toI32(team.firstKey)) : base;
-  };
-  if (teamInOnePage) {
-    pages.push_back(entryOf(teamFirst()));
-    return pages;
-  }
   if (pageAlignedPasses) {
     // The team's keys start a page (they are whole pages).
-    Value first = teamFirst();
+    Value first = base;
+    if (team.firstKey)
+      first = kb.add(base, kb.toI32(team.firstKey));
     for (int64_t page = 0; page < copiedKeys / layout.blockSize; ++page)
       pages.push_back(
           entryOf(kb.add(first, kb.i32(int32_t(page * layout.blockSize)))));
@@ -254,7 +245,7 @@ std::pair<Value, Value> PagedTileCopies::passPage(ValueRange pages,
   for (int64_t g = 0; g < group; ++g)
     at += copyGroups[g].passes;
   Value offset = kb.toIndex(kb.rems(keyPos, kb.i32(int32_t(layout.blockSize))));
-  return {pages[teamInOnePage ? 0 : at], offset};
+  return {pages[at], offset};
 }
 
 void PagedTileCopies::issueTile(Value tileIndex, Value slot, ValueRange pages) {

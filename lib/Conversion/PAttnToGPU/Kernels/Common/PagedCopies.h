@@ -197,9 +197,6 @@ private:
   /// then the block-table entries of a tile are one per page, the same for
   /// every thread, and a pass's addresses are a constant from its page's.
   bool pageAlignedPasses = false;
-  /// Whether a team's keys lie in one page larger than them (16 keys of a
-  /// 64-token page): one block-table entry a tile, offsets from the key.
-  bool teamInOnePage = false;
   /// last - first, and the block table's last column.
   mlir::Value keySpan, lastBlock;
 };
