@@ -12,15 +12,6 @@
 
 // SM90A-ON-SM86: xqa-256.mlir:{{[0-9]+}}:3: error: 'pattn.paged_attention' op has a plan made for [sm_90a], but is lowered for sm_86: plan it for the chips it is lowered for (--pattn-plan-decode=chips=...)
 // SM86: gpu.launch_func {{.*}}@pattn_kernels::@pattn_xqa_decode
-// D256 with g = 8: two key groups of two warps (one per half of the value
-// channels) each copy their own keys of a tile and wait for each other at
-// their own named barrier (1 + key group, 64 threads), not the block's.
-// RUN: pattn-opt %S/Inputs/xqa-256.mlir --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_86 --convert-pattn-to-gpu=chips=sm_86 2>/dev/null | FileCheck %s --check-prefix=TEAM
-// TEAM: gpu.func @pattn_xqa_decode
-// TEAM: scf.for {{.*}} -> ({{(f32, )+}}i32)
-// TEAM-NEXT: nvvm.cp.async.wait.group 0
-// TEAM-NEXT: %c64_i32 = arith.constant 64 : i32
-// TEAM-NEXT: nvvm.barrier id = %{{.*}} number_of_threads = %c64_i32
 
 !c = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
 func.func @no_plan(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %lens: memref<?xi32>, %o: memref<?x8x64xf16>) {

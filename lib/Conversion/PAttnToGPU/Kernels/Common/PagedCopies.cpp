@@ -112,35 +112,29 @@ void pattn::flattenPagedStorage(KernelBuilder &kb, PagedSide &side,
 PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
                                  PagedRingLayout layout, PagedSide &key,
                                  PagedSide &value, Value liveKeys,
-                                 const PagedBlock &block, const CopyTeam &team)
+                                 const PagedBlock &block)
     : kb(kb), smem(smem), layout(layout), key(key), liveKeys(liveKeys),
-      block(block), team(team) {
-  if (!this->team.thread)
-    this->team.thread = block.tid;
-  Value tid = this->team.thread, kvHead = block.kvHead;
-  int64_t threads = team.threads, blockSize = layout.blockSize;
-  copiedKeys = team.keys ? team.keys : layout.tileKeys;
+      block(block) {
+  Value tid = block.tid, kvHead = block.kvHead;
+  int64_t tileKeys = layout.tileKeys, blockSize = layout.blockSize;
   SmallVector<SmallVector<PagedSide *>> groups;
   if (key.segments == value.segments)
     groups.push_back({&key, &value});
   else
     groups.assign({{&key}, {&value}});
-  // Passes are page-aligned when the copied keys are whole pages and each
-  // pass's keys (threads / segments of them) lie in one page.
-  pageAlignedPasses = copiedKeys % blockSize == 0;
+  // Passes are page-aligned when tiles are whole pages and each pass's keys
+  // (128 / segments of them) lie in one page.
+  pageAlignedPasses = tileKeys % blockSize == 0;
   for (SmallVector<PagedSide *> &sides : groups) {
     CopyGroup group;
     group.sides = sides;
     group.segments = sides.front()->segments;
-    group.passes = llvm::divideCeil(copiedKeys * group.segments, threads);
-    group.keysPerPass = std::max<int64_t>(threads / group.segments, 1);
-    group.uniformChunks = threads % group.segments == 0;
+    group.passes = llvm::divideCeil(tileKeys * group.segments, kBlockThreads);
+    group.keysPerPass = std::max<int64_t>(kBlockThreads / group.segments, 1);
+    group.uniformChunks = kBlockThreads % group.segments == 0;
     pageAlignedPasses &=
         group.uniformChunks && blockSize % group.keysPerPass == 0;
     group.keyInPass = kb.divs(tid, index(group.segments));
-    group.pageKey = group.keyInPass;
-    if (team.firstKey)
-      group.keyInPass = kb.add(group.keyInPass, team.firstKey);
     group.keyInPassI32 = kb.toI32(group.keyInPass);
     Value segment = kb.rems(tid, index(group.segments));
     group.byte = kb.mul(segment, index(16));
@@ -178,13 +172,9 @@ SmallVector<Value> PagedTileCopies::lookupPages(Value tileIndex) {
   };
   SmallVector<Value> pages;
   if (pageAlignedPasses) {
-    // The team's keys start a page (they are whole pages).
-    Value first = base;
-    if (team.firstKey)
-      first = kb.add(base, kb.toI32(team.firstKey));
-    for (int64_t page = 0; page < copiedKeys / layout.blockSize; ++page)
+    for (int64_t page = 0; page < layout.tileKeys / layout.blockSize; ++page)
       pages.push_back(
-          entryOf(kb.add(first, kb.i32(int32_t(page * layout.blockSize)))));
+          entryOf(kb.add(base, kb.i32(int32_t(page * layout.blockSize)))));
     return pages;
   }
   for (const CopyGroup &group : copyGroups)
@@ -208,13 +198,10 @@ PagedTileCopies::PassChunk PagedTileCopies::passChunk(const CopyGroup &group,
     }
     return chunk;
   }
-  // Rows of a number of segments that does not divide the copying threads:
-  // chunk thread + threads x pass is key chunk / segments (of the team's),
-  // segment chunk % segments.
-  Value at = kb.add(team.thread, index(pass * team.threads));
+  // Rows of a number of segments that does not divide the block: chunk
+  // tid + 128 pass is key chunk / segments, segment chunk % segments.
+  Value at = kb.add(block.tid, index(pass * kBlockThreads));
   chunk.key = kb.divs(at, index(group.segments));
-  if (team.firstKey)
-    chunk.key = kb.add(chunk.key, team.firstKey);
   chunk.keyI32 = kb.toI32(chunk.key);
   Value segment = kb.rems(at, index(group.segments));
   Value byte = kb.mul(segment, index(16));
@@ -234,11 +221,10 @@ std::pair<Value, Value> PagedTileCopies::passPage(ValueRange pages,
                                                   Value keyPos) {
   const CopyGroup &copy = copyGroups[group];
   if (pageAlignedPasses) {
-    // The copied keys start on a page, and pass p's keys are p x
-    // keysPerPass + the thread's key in the pass: page p x keysPerPass /
-    // block_size of them.
+    // Tiles start on a page, and pass p's keys are p x keysPerPass + the
+    // thread's key in the pass: page p x keysPerPass / block_size.
     int64_t first = pass * copy.keysPerPass;
-    Value offset = kb.add(copy.pageKey, index(first % layout.blockSize));
+    Value offset = kb.add(copy.keyInPass, index(first % layout.blockSize));
     return {pages[first / layout.blockSize], offset};
   }
   int64_t at = pass;
@@ -323,12 +309,12 @@ void PagedTileCopies::issueTile(Value tileIndex, Value slot, ValueRange pages) {
   };
   for (auto [g, group] : llvm::enumerate(copyGroups))
     for (int64_t pass = 0; pass < group.passes; ++pass) {
-      int64_t chunks = copiedKeys * group.segments;
-      if ((pass + 1) * team.threads <= chunks) {
+      int64_t chunks = layout.tileKeys * group.segments;
+      if ((pass + 1) * kBlockThreads <= chunks) {
         copyChunk(g, pass);
         continue;
       }
-      Value chunk = kb.add(team.thread, index(pass * team.threads));
+      Value chunk = kb.add(block.tid, index(pass * kBlockThreads));
       Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
       kb.ifThen(inTile, [&] { copyChunk(g, pass); });
     }
@@ -355,21 +341,6 @@ SmallVector<Value> PagedTileCopies::copyAhead(CpAsyncRing &ring, Value tile,
   });
   // The next tile's lookups land while this one is computed.
   return lookupPages(kb.add(ahead, kb.i32(1)));
-}
-
-void PagedTileCopies::land(int32_t newerPending) {
-  if (!team.keys) {
-    CpAsyncRing(kb, Value()).land(newerPending);
-    return;
-  }
-  NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, newerPending);
-  if (!team.barrierId) {
-    kb.syncWarp();
-    return;
-  }
-  Value threads = kb.i32(int32_t(team.threads));
-  NVVM::BarrierOp::create(kb.b, kb.loc, Type(), team.barrierId, threads,
-                          NVVM::BarrierReductionAttr(), Value());
 }
 
 Value PagedTileCopies::stepAllLive(Value slot, Value n0, Value lane) {

@@ -78,23 +78,6 @@ struct PagedBlock {
   mlir::Value tid, seq, kvHead, blockTable, first, last;
 };
 
-/// The threads that copy a tile and read what they copied. By default the
-/// whole block copies every key of a tile and a block barrier publishes it.
-/// A team is the warps of one key group of the XQA decode: they copy only
-/// their own `keys` keys of each tile, from `firstKey` on, and wait for
-/// each other alone (a warp barrier, or named barrier `barrierId` for
-/// several warps), so that no warp waits on another group's tile.
-struct CopyTeam {
-  /// The thread within the team (index); null: the block's thread.
-  mlir::Value thread;
-  int64_t threads = kBlockThreads;
-  /// The team's keys of a tile (0: all of them) and the first (index).
-  int64_t keys = 0;
-  mlir::Value firstKey;
-  /// For a team of several warps: its named barrier (i32, 1 to 15).
-  mlir::Value barrierId;
-};
-
 /// The copies of one kernel's tiles. Tile t of the block holds keys
 /// tileBase(t) ... + tileKeys - 1 (tiles start at multiples of tileKeys);
 /// keys outside [first, last) or on a -1 page are zero-filled and flagged
@@ -105,7 +88,7 @@ public:
   /// of it depends on the tile).
   PagedTileCopies(KernelBuilder &kb, mlir::Value smem, PagedRingLayout layout,
                   PagedSide &key, PagedSide &value, mlir::Value liveKeys,
-                  const PagedBlock &block, const CopyTeam &team = {});
+                  const PagedBlock &block);
 
   /// The first key position of tile `tileIndex` (i32) of the block.
   mlir::Value tileBase(mlir::Value tileIndex);
@@ -129,32 +112,23 @@ public:
                                            mlir::Value i32Stages,
                                            int64_t stages,
                                            mlir::ValueRange pages);
-  /// Waits until at most `newerPending` groups younger than the awaited
-  /// tile's are in flight, then publishes the copies to the threads that
-  /// read them: the block (CpAsyncRing::land), or the team.
-  void land(int32_t newerPending);
   /// Whether keys n0 ... n0 + 15 (index) of ring slot `slot` are all live:
   /// one flag per lane (`lane` of the warp) and a warp vote.
   mlir::Value stepAllLive(mlir::Value slot, mlir::Value n0, mlir::Value lane);
 
 private:
   /// The sides whose rows have the same 16-byte segments, so that a thread
-  /// copies the same chunk of each: `passes` passes of one chunk per
-  /// copying thread cover the copied keys, and pass p gives the thread key
-  /// keyInPass + p x keysPerPass of them.
+  /// copies the same chunk of each: `passes` passes of 128 chunks cover a
+  /// tile, and pass p gives the thread key keyInPass + p x keysPerPass.
   struct CopyGroup {
     llvm::SmallVector<PagedSide *> sides;
     int64_t segments = 0, passes = 0, keysPerPass = 0;
-    /// The copying threads are whole rows: a thread keeps its segment in
-    /// every pass (else its chunks are computed per pass).
+    /// 128 threads are whole rows: a thread keeps its segment in every
+    /// pass (else its chunks are computed per pass).
     bool uniformChunks = true;
-    /// Per thread: the key within a pass (index and i32; in the tile, the
-    /// team's first key added), the chunk's byte in its row, whether it is
-    /// the row's first.
+    /// Per thread: the key within a pass (index and i32), the chunk's byte
+    /// in its row, whether it is the row's first.
     mlir::Value keyInPass, keyInPassI32, byte, firstChunk;
-    /// The thread's key among the copied keys of a pass (keyInPass without
-    /// the team's first key): its offset in a page of aligned passes.
-    mlir::Value pageKey;
     /// Per side: the thread's byte in a page of the storage (its KV head
     /// and chunk) and in a ring stage (its key of pass 0 and chunk).
     llvm::SmallVector<mlir::Value> pageBytes, stageBytes;
@@ -187,13 +161,9 @@ private:
   PagedSide &key;
   mlir::Value liveKeys;
   PagedBlock block;
-  CopyTeam team;
-  /// The keys of a tile that this thread's team copies.
-  int64_t copiedKeys = 0;
-  llvm::SmallVector<CopyGroup, 2> copyGroups;
+  llvm::SmallVector<CopyGroup> copyGroups;
   /// Whether every pass of every group lies in one page at a position known
-  /// but for keyInPass (the copied keys are whole pages, a pass at most one
-  /// page):
+  /// but for keyInPass (tiles are whole pages, a pass at most one page):
   /// then the block-table entries of a tile are one per page, the same for
   /// every thread, and a pass's addresses are a constant from its page's.
   bool pageAlignedPasses = false;

@@ -589,7 +589,7 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         // Tile `iteration` has landed once at most stages - 2 newer
         // groups are pending.
-        copies->land(int32_t(stages - 2));
+        ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
         SmallVector<Value> nextPages =
             copies->copyAhead(ring, i32Iteration, i32Stages, stages,

@@ -163,17 +163,5 @@ void XqaBuilder::prepareCopies() {
   ring.tileKeys = tileKeys;
   ring.blockSize = blockSize;
   PagedBlock block{tid, seq, kvHead, blockTable, first, last};
-  // The warps of a key group read only their own keys of each tile: they
-  // copy those alone and wait for each other alone, so that no key group
-  // waits at a block barrier for another's tile.
-  CopyTeam team;
-  if (keyWarps > 1) {
-    team.threads = kWarpThreads * valueWarps;
-    team.thread = kb.add(kb.mul(valueGroup, index(kWarpThreads)), lane);
-    team.keys = tileKeys / keyWarps;
-    team.firstKey = kb.mul(keyGroup, index(team.keys));
-    if (valueWarps > 1)
-      team.barrierId = kb.toI32(kb.add(keyGroup, index(1)));
-  }
-  copies.emplace(kb, smem, ring, key, value, liveKeys, block, team);
+  copies.emplace(kb, smem, ring, key, value, liveKeys, block);
 }
