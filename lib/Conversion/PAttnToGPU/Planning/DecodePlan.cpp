@@ -103,8 +103,6 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value, int64_t rows,
     layout.valueTokenScales = stage;
     stage += align16(keysPerTile * 4);
   }
-  layout.pageEntries = stage;
-  stage += align16(pagedTilePages(keysPerTile, key.getBlockSize()) * 4);
   layout.stageBytes = stage;
   layout.ring = offset;
   offset += stages * stage;

@@ -39,11 +39,9 @@ bool xqaUsesBf16(mlir::Type activation, pattn::CacheType key,
 /// Byte offsets into the XQA kernel's dynamic shared memory. The ring holds
 /// `stages` tiles of raw cache bytes (rows padded by 16 bytes, so that
 /// ldmatrix rows fall in different banks), each with its nvfp4 group scales
-/// and per-token scales, and the block-table entries of the tile stages - 1
-/// tiles later (PagedCopies.h: a tile's copies never wait for a lookup).
-/// The mma operands are decoded in registers from ldmatrix fragments of the
-/// ring, so there is no decoded copy. After the key loop the ring is reused
-/// to merge the key warps.
+/// and per-token scales. The mma operands are decoded in registers from
+/// ldmatrix fragments of the ring, so there is no decoded copy. After the
+/// key loop the ring is reused to merge the key warps.
 struct XqaSharedLayout {
   int64_t query = 0, queryStride = 0; ///< rows x (head_dim + 8) elements
   /// Per ring slot and key, an i32 flag: the key's page is not -1.
@@ -52,21 +50,12 @@ struct XqaSharedLayout {
   /// Within a stage; -1 when absent.
   int64_t keyRows = 0, valueRows = 0, keyGroupScales = -1,
           valueGroupScales = -1, keyTokenScales = -1, valueTokenScales = -1;
-  /// Within a stage: the i32 block-table entries of a later tile, one per
-  /// page of a tile.
-  int64_t pageEntries = 0;
   int64_t keyRowStride = 0, valueRowStride = 0; ///< bytes
   int64_t keyGroupStride = 0, valueGroupStride = 0;
   /// The key-warp merge: per key warp, rows x (value_dim + 2) fp32.
   int64_t merge = 0;
   int64_t total = 0;
 };
-
-/// The pages a tile of `tileKeys` keys spans: tiles start at multiples of
-/// tileKeys, and both it and the block size are powers of two.
-inline int64_t pagedTilePages(int64_t tileKeys, int64_t blockSize) {
-  return tileKeys > blockSize ? tileKeys / blockSize : 1;
-}
 
 XqaSharedLayout layoutXqaShared(pattn::CacheType key, pattn::CacheType value,
                                 int64_t rows, int64_t keysPerTile,

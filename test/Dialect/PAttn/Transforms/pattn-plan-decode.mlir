@@ -11,14 +11,14 @@
 // default chip list includes sm_86/89/120 (99 KiB), which caps it at 2.
 
 // H200-LABEL: func.func @f16_d128_g4
-// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107440, resident_blocks = [2], targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107392, resident_blocks = [2], targets = [sm_90a]>
 // ALL-LABEL: func.func @f16_d128_g4
-// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 72352, resident_blocks = [2, 1, 1, 3, 3, 1], targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
+// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 72320, resident_blocks = [2, 1, 1, 3, 3, 1], targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 // PORT-LABEL: func.func @f16_d128_g4
 // xqa-keys-per-tile=128: the tile asked for, with the ring depth that keeps
 // the most bytes in flight (one 210 KiB block per SM).
 // TILE128-LABEL: func.func @f16_d128_g4
-// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 128, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212704, resident_blocks = [1], targets = [sm_90a]>
+// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 128, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212608, resident_blocks = [1], targets = [sm_90a]>
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
@@ -32,11 +32,11 @@ func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt
 // f16 D256, g = 6: two value warps; 64-key tiles would leave one 211 KiB
 // block per SM, 32-key tiles keep as many bytes in flight with two.
 // H200-LABEL: func.func @f16_d256_g6
-// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 106032, resident_blocks = [2], targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 105984, resident_blocks = [2], targets = [sm_90a]>
 // Two stages of 128 D256 keys (270 KiB) do not fit a block: a tile asked
 // for that does not fit leaves the planner's choice.
 // TILE128-LABEL: func.func @f16_d256_g6
-// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 106032, resident_blocks = [2], targets = [sm_90a]>
+// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 105984, resident_blocks = [2], targets = [sm_90a]>
 !f16d256 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = f16, scale = none>
 func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x24x256xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x4x512xi8>) : !f16d256
@@ -50,7 +50,7 @@ func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt
 // warps split over the value channels. Two m-tiles hold at most 3 blocks
 // per SM (168 registers; 128 spilled), so the ring takes 64-key tiles.
 // H200-LABEL: func.func @i4_d256_spec
-// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 73008, resident_blocks = [3], targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 72960, resident_blocks = [3], targets = [sm_90a]>
 // PORT-LABEL: func.func @i4_d256_spec
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>
@@ -87,9 +87,9 @@ func.func @mla(%c: memref<?x64x368xi8>, %q: memref<?x16x576xbf16>, %bt: memref<?
 // group) blocks on the grid's x, one split of up to 32768 keys each,
 // whatever keys-per-split says.
 // H200-LABEL: func.func @prompt_2048
-// H200: plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 113968, resident_blocks = [2], query_tile = 8, targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 113920, resident_blocks = [2], query_tile = 8, targets = [sm_90a]>
 // ALL-LABEL: func.func @prompt_2048
-// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 32, stages = 4, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 78912, resident_blocks = [2, 1, 1, 2, 2, 1], query_tile = 8, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
+// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 32, stages = 4, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 78848, resident_blocks = [2, 1, 1, 2, 2, 1], query_tile = 8, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 // PORT-LABEL: func.func @prompt_2048
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 32768, prompt = true, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 func.func @prompt_2048(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x32x128xf16>) {

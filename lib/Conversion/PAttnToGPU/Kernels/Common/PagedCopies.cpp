@@ -5,8 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // This file implements the shared paged tile copies (PagedCopies.h): the
-// per-thread address parts, the block-table entries staged through the
-// ring and the cp.async copies of a tile's rows, scales and liveness flags.
+// per-thread address parts, the block-table lookups a tile ahead and the
+// cp.async copies of a tile's rows, scales and liveness flags.
 //
 //===----------------------------------------------------------------------===//
 
@@ -148,7 +148,6 @@ PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
     }
     copyGroups.push_back(group);
   }
-  tilePageCount = pagedTilePages(tileKeys, blockSize);
   keySpan = kb.sub(block.last, block.first);
   Value blocks =
       kb.toI32(memref::DimOp::create(kb.b, kb.loc, block.blockTable, 1));
@@ -161,70 +160,27 @@ Value PagedTileCopies::tileBase(Value tileIndex) {
   return kb.add(kb.mul(tileIndex, tileKeysI32), firstTileBase);
 }
 
-Value PagedTileCopies::blockIndex(Value tileIndex, Value page) {
-  // Clamped into the table, so every read is in bounds even for pages past
-  // the sequence (issueTile masks their keys).
-  Value blockSizeI32 = kb.i32(int32_t(layout.blockSize));
-  Value firstBlock = kb.divs(tileBase(tileIndex), blockSizeI32);
-  return kb.mins(kb.add(firstBlock, page), lastBlock);
-}
-
-SmallVector<Value>
-PagedTileCopies::tilePages(Value tileIndex,
-                           function_ref<Value(Value)> entryOf) {
+SmallVector<Value> PagedTileCopies::lookupPages(Value tileIndex) {
+  // The block index is clamped into the table, so every load is in bounds
+  // even for keys past the sequence (issueTile masks those).
+  Value base = tileBase(tileIndex);
+  Value row = kb.toIndex(block.seq);
+  auto entryOf = [&](Value keyPos) {
+    Value blockIndex =
+        kb.mins(kb.divs(keyPos, kb.i32(int32_t(layout.blockSize))), lastBlock);
+    return kb.load(block.blockTable, {row, kb.toIndex(blockIndex)});
+  };
   SmallVector<Value> pages;
   if (pageAlignedPasses) {
-    for (int64_t page = 0; page < tilePageCount; ++page)
-      pages.push_back(entryOf(kb.i32(int32_t(page))));
+    for (int64_t page = 0; page < layout.tileKeys / layout.blockSize; ++page)
+      pages.push_back(
+          entryOf(kb.add(base, kb.i32(int32_t(page * layout.blockSize)))));
     return pages;
   }
-  // Tiles start at multiples of tileKeys and both it and the block size are
-  // powers of two, so a key's page in the tile is its key / block size (a
-  // chunk past the tile, which issueTile skips, reads the last).
-  Value lastPage = kb.i32(int32_t(tilePageCount - 1));
-  Value blockSizeI32 = kb.i32(int32_t(layout.blockSize));
   for (const CopyGroup &group : copyGroups)
-    for (int64_t pass = 0; pass < group.passes; ++pass) {
-      Value key = passChunk(group, pass).keyI32;
-      pages.push_back(entryOf(kb.mins(kb.divs(key, blockSizeI32), lastPage)));
-    }
+    for (int64_t pass = 0; pass < group.passes; ++pass)
+      pages.push_back(entryOf(kb.add(base, passChunk(group, pass).keyI32)));
   return pages;
-}
-
-SmallVector<Value> PagedTileCopies::lookupPages(Value tileIndex) {
-  Value row = kb.toIndex(block.seq);
-  return tilePages(tileIndex, [&](Value page) {
-    Value column = kb.toIndex(blockIndex(tileIndex, page));
-    return kb.load(block.blockTable, {row, column});
-  });
-}
-
-Value PagedTileCopies::slotEntries(Value slot) {
-  Value stageBase = kb.mul(slot, index(layout.stageBytes));
-  Value entries = kb.add(stageBase, index(layout.ring + layout.pageEntries));
-  return kb.divs(entries, index(4));
-}
-
-SmallVector<Value> PagedTileCopies::stagedPages(Value tileIndex, Value slot) {
-  Value entries = view(0, {layout.total / 4}, kb.b.getI32Type());
-  Value first = slotEntries(slot);
-  return tilePages(tileIndex, [&](Value page) {
-    return kb.load(entries, {kb.add(first, kb.toIndex(page))});
-  });
-}
-
-void PagedTileCopies::stagePages(Value tileIndex, Value slot) {
-  Value copies =
-      kb.cmpi(arith::CmpIPredicate::slt, block.tid, index(tilePageCount));
-  kb.ifThen(copies, [&] {
-    Value entries = view(0, {layout.total / 4}, kb.b.getI32Type());
-    Value dst = kb.add(slotEntries(slot), block.tid);
-    Value column = kb.toIndex(blockIndex(tileIndex, kb.toI32(block.tid)));
-    Value row = kb.toIndex(block.seq);
-    nvgpu::DeviceAsyncCopyOp::create(kb.b, kb.loc, entries, ValueRange{dst},
-                                     block.blockTable, ValueRange{row, column},
-                                     kb.b.getIndexAttr(1), Value(), UnitAttr());
-  });
 }
 
 PagedTileCopies::PassChunk PagedTileCopies::passChunk(const CopyGroup &group,
@@ -364,29 +320,27 @@ void PagedTileCopies::issueTile(Value tileIndex, Value slot, ValueRange pages) {
     }
 }
 
-void PagedTileCopies::startRing(CpAsyncRing &ring, int64_t stages) {
+SmallVector<Value> PagedTileCopies::startRing(CpAsyncRing &ring,
+                                              int64_t stages) {
   for (int64_t s = 0; s + 1 < stages; ++s) {
     Value stage = kb.i32(int32_t(s));
     SmallVector<Value> pages = lookupPages(stage);
-    ring.issue(stage, [&] {
-      issueTile(stage, index(s), pages);
-      stagePages(kb.i32(int32_t(s + stages - 1)), index(s));
-    });
+    ring.issue(stage, [&] { issueTile(stage, index(s), pages); });
   }
+  SmallVector<Value> aheadPages = lookupPages(kb.i32(int32_t(stages - 1)));
+  return aheadPages;
 }
 
-void PagedTileCopies::copyAhead(CpAsyncRing &ring, Value tile, Value i32Stages,
-                                int64_t stages) {
-  Value later = kb.i32(int32_t(stages - 1));
-  Value ahead = kb.add(tile, later);
+SmallVector<Value> PagedTileCopies::copyAhead(CpAsyncRing &ring, Value tile,
+                                              Value i32Stages, int64_t stages,
+                                              ValueRange pages) {
+  Value ahead = kb.add(tile, kb.i32(int32_t(stages - 1)));
   ring.issue(ahead, [&] {
-    // Its entries came with tile `tile`, which has landed.
-    Value tileSlot = kb.toIndex(kb.rems(tile, i32Stages));
-    SmallVector<Value> pages = stagedPages(ahead, tileSlot);
     Value aheadSlot = kb.toIndex(kb.rems(ahead, i32Stages));
     issueTile(ahead, aheadSlot, pages);
-    stagePages(kb.add(ahead, later), aheadSlot);
   });
+  // The next tile's lookups land while this one is computed.
+  return lookupPages(kb.add(ahead, kb.i32(1)));
 }
 
 Value PagedTileCopies::stepAllLive(Value slot, Value n0, Value lane) {

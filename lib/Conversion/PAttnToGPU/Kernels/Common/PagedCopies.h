@@ -5,18 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // The step every tensor-core kernel over a paged cache shares: the tiles of
-// a block's key range, copied with cp.async from both sides' pages into a
-// ring of shared-memory stages (raw bytes, each key's nvfp4 group scales and
-// per-token scale beside them, and a liveness flag per key). The XQA decode
-// and the prefill family read their tiles through it.
-//
-// The block-table entries of a tile travel through the ring too: the copies
-// of tile t carry those of tile t + stages - 1 into t's stage, so they have
-// landed when tile t is awaited, which is when tile t + stages - 1 is
-// copied. A copy never waits for a lookup: with the entries loaded into
-// registers one tile ahead (as before), the load queued behind the copies
-// just issued, and each tile waited a whole memory latency for it, which
-// held the ring to about one tile in flight per block.
+// a block's key range, looked up in the block table a tile ahead and copied
+// with cp.async from both sides' pages into a ring of shared-memory stages
+// (raw bytes, each key's nvfp4 group scales and per-token scale beside
+// them, and a liveness flag per key). The XQA decode and the prefill family
+// read their tiles through it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +22,6 @@
 #include "Planning/DecodePlan.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 
-#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <utility>
@@ -74,11 +66,9 @@ void describePagedSide(PagedSide &side, const CacheBuffers &buffers, bool isKey,
 void flattenPagedStorage(KernelBuilder &kb, PagedSide &side, int64_t blockSize);
 
 /// The ring in a kernel's dynamic shared memory (byte offsets) and its
-/// tiles: `tileKeys` keys per stage, the cache's pages of `blockSize`, and
-/// within a stage the block-table entries of a later tile
-/// (pagedTilePages i32 values).
+/// tiles: `tileKeys` keys per stage, the cache's pages of `blockSize`.
 struct PagedRingLayout {
-  int64_t ring = 0, stageBytes = 0, total = 0, pageEntries = 0;
+  int64_t ring = 0, stageBytes = 0, total = 0;
   int64_t tileKeys = 0, blockSize = 0;
 };
 
@@ -102,46 +92,31 @@ public:
 
   /// The first key position of tile `tileIndex` (i32) of the block.
   mlir::Value tileBase(mlir::Value tileIndex);
-  /// The ring's prologue: tiles 0 ... stages - 2 in flight (their entries
-  /// read from the block table), each with the entries of the tile
-  /// stages - 1 later.
-  void startRing(CpAsyncRing &ring, int64_t stages);
-  /// In the loop, once tile `tile` (i32) has landed: copies tile +
-  /// stages - 1 into its slot (`i32Stages`: the stages as an i32 value),
-  /// its entries read from tile's stage, and with it the entries of the
-  /// tile stages - 1 after it.
-  void copyAhead(CpAsyncRing &ring, mlir::Value tile, mlir::Value i32Stages,
-                 int64_t stages);
+  /// The block-table entries that issueTile reads for tile `tileIndex`
+  /// (loads only; nothing waits on them): one per page of the tile when
+  /// passes are page-aligned, else this thread's, one per pass of each
+  /// group.
+  llvm::SmallVector<mlir::Value> lookupPages(mlir::Value tileIndex);
+  /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given the
+  /// block-table entries `pages` that lookupPages returned for it.
+  void issueTile(mlir::Value tileIndex, mlir::Value slot,
+                 mlir::ValueRange pages);
+  /// The ring's prologue: tiles 0 ... stages - 2 in flight; returns the
+  /// block-table entries of tile stages - 1 (the loop looks one tile
+  /// further ahead than it copies, so no copy waits for its lookups).
+  llvm::SmallVector<mlir::Value> startRing(CpAsyncRing &ring, int64_t stages);
+  /// In the loop, at tile `tile` (i32): copies tile + stages - 1 into its
+  /// slot (`i32Stages`: the stages as an i32 value), given the entries
+  /// `pages` looked up for it; returns those of the tile after it.
+  llvm::SmallVector<mlir::Value> copyAhead(CpAsyncRing &ring, mlir::Value tile,
+                                           mlir::Value i32Stages,
+                                           int64_t stages,
+                                           mlir::ValueRange pages);
   /// Whether keys n0 ... n0 + 15 (index) of ring slot `slot` are all live:
   /// one flag per lane (`lane` of the warp) and a warp vote.
   mlir::Value stepAllLive(mlir::Value slot, mlir::Value n0, mlir::Value lane);
 
 private:
-  /// The block-table entries that issueTile reads for tile `tileIndex`:
-  /// one per page of the tile when passes are page-aligned, else this
-  /// thread's, one per pass of each group. `entryOf` gives the entry of a
-  /// page of the tile (i32, 0 ... pagedTilePages - 1).
-  llvm::SmallVector<mlir::Value>
-  tilePages(mlir::Value tileIndex,
-            llvm::function_ref<mlir::Value(mlir::Value)> entryOf);
-  /// tilePages, read from the block table.
-  llvm::SmallVector<mlir::Value> lookupPages(mlir::Value tileIndex);
-  /// tilePages, read from the entries that ring slot `slot` holds.
-  llvm::SmallVector<mlir::Value> stagedPages(mlir::Value tileIndex,
-                                             mlir::Value slot);
-  /// The i32 index in shared memory of ring slot `slot`'s first entry.
-  mlir::Value slotEntries(mlir::Value slot);
-  /// Copies the entries of tile `tileIndex` into ring slot `slot` (one
-  /// cp.async of 4 bytes per page, by the block's first threads).
-  void stagePages(mlir::Value tileIndex, mlir::Value slot);
-  /// Copies tile `tileIndex` into ring slot `slot` with cp.async, given its
-  /// block-table entries `pages` (as tilePages returns them).
-  void issueTile(mlir::Value tileIndex, mlir::Value slot,
-                 mlir::ValueRange pages);
-  /// The block table entry of page `page` of tile `tileIndex` (i32s),
-  /// clamped into the table.
-  mlir::Value blockIndex(mlir::Value tileIndex, mlir::Value page);
-
   /// The sides whose rows have the same 16-byte segments, so that a thread
   /// copies the same chunk of each: `passes` passes of 128 chunks cover a
   /// tile, and pass p gives the thread key keyInPass + p x keysPerPass.
@@ -194,8 +169,6 @@ private:
   bool pageAlignedPasses = false;
   /// last - first, and the block table's last column.
   mlir::Value keySpan, lastBlock;
-  /// Pages a tile spans (pagedTilePages).
-  int64_t tilePageCount = 1;
 };
 
 } // namespace pattn

@@ -548,9 +548,9 @@ Value XqaBuilder::setUpBlock() {
   return split;
 }
 
-void XqaBuilder::startRing() {
+SmallVector<Value> XqaBuilder::startRing() {
   CpAsyncRing ring(kb, tileCount);
-  copies->startRing(ring, stages);
+  return copies->startRing(ring, stages);
 }
 
 void XqaBuilder::prepareSoftmax() {
@@ -563,7 +563,7 @@ void XqaBuilder::prepareSoftmax() {
   negInf = kb.f32(-std::numeric_limits<float>::infinity());
 }
 
-SmallVector<Value> XqaBuilder::runTiles() {
+SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
   // Per thread: for each m-tile the max and partial sum of rows g and
   // g + 8, and the output accumulators of this warp's value channels.
   SmallVector<Value> init;
@@ -580,6 +580,8 @@ SmallVector<Value> XqaBuilder::runTiles() {
   valueSegmentBase = kb.mul(valueGroup, index(value.segments / valueWarps));
   Value i32Stages = kb.i32(int32_t(stages));
 
+  size_t softmaxState = init.size();
+  init.append(aheadPages.begin(), aheadPages.end());
   CpAsyncRing ring(kb, tileCount);
 
   SmallVector<Value> state = kb.forLoop(
@@ -589,14 +591,16 @@ SmallVector<Value> XqaBuilder::runTiles() {
         // groups are pending.
         ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
-        copies->copyAhead(ring, i32Iteration, i32Stages, stages);
+        SmallVector<Value> nextPages =
+            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
+                              carried.drop_front(softmaxState));
         Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
         Value keyRows = ringRows(key, slot);
         Value valueRows = ringRows(value, slot);
         Value tileStart = copies->tileBase(i32Iteration);
         Value stageBase =
             kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
-        SmallVector<Value> s(carried);
+        SmallVector<Value> s(carried.take_front(softmaxState));
         // The warp's 16-key steps of this tile: their scores are
         // independent chains (ldmatrix, decode, mma) that the scheduler
         // interleaves; one softmax update then covers all of them.
@@ -617,6 +621,7 @@ SmallVector<Value> XqaBuilder::runTiles() {
           for (int64_t step = 0; step < steps; ++step)
             valueStepKeysAsRows(valueRows, stageBase, stepKeys[step], pT[step],
                                 s);
+          s.append(nextPages.begin(), nextPages.end());
           return s;
         }
         SmallVector<Value> stepKeys;
@@ -632,8 +637,10 @@ SmallVector<Value> XqaBuilder::runTiles() {
             tc.softmaxSteps(softmaxTiles(), logits, s, negInf, zeroF32);
         for (int64_t step = 0; step < steps; ++step)
           valueStep(valueRows, stageBase, stepKeys[step], pOperands[step], s);
+        s.append(nextPages.begin(), nextPages.end());
         return s;
       });
+  state.resize(softmaxState);
   return state;
 }
 
@@ -655,9 +662,9 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     computeKeyRange(args.seqLens, args.queryStart, split);
     prepareCopies();
     prepareQuery(args.query);
-    startRing();
+    SmallVector<Value> aheadPages = startRing();
     prepareSoftmax();
-    SmallVector<Value> state = runTiles();
+    SmallVector<Value> state = runTiles(aheadPages);
     mergeKeyWarps(state, split, args.partialOut, args.partialStats);
   });
   gpu::ReturnOp::create(builder, op.getLoc());

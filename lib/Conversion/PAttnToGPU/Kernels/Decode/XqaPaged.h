@@ -141,13 +141,15 @@ private:
   /// Shared memory views and the block and lane coordinates; returns the
   /// split (blockIdx.x).
   mlir::Value setUpBlock();
-  /// The ring's prologue.
-  void startRing();
+  /// The ring's prologue; returns the block-table entries of the first tile
+  /// the loop copies.
+  llvm::SmallVector<mlir::Value> startRing();
   /// The softmax constants and the rows' logit scales.
   void prepareSoftmax();
-  /// The loop over the block's tiles; returns the per-thread softmax state
-  /// after the last tile.
-  llvm::SmallVector<mlir::Value> runTiles();
+  /// The loop over the block's tiles, given the pages that startRing looked
+  /// up; returns the per-thread softmax state after the last tile.
+  llvm::SmallVector<mlir::Value>
+  runTiles(llvm::ArrayRef<mlir::Value> aheadPages);
 
   /// tokenBegin/tokenCount, the sequence length and the block's key range
   /// (this split, the window) in tiles.

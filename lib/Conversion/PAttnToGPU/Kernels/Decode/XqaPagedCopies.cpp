@@ -160,7 +160,6 @@ void XqaBuilder::prepareCopies() {
   ring.ring = layout.ring;
   ring.stageBytes = layout.stageBytes;
   ring.total = layout.total;
-  ring.pageEntries = layout.pageEntries;
   ring.tileKeys = tileKeys;
   ring.blockSize = blockSize;
   PagedBlock block{tid, seq, kvHead, blockTable, first, last};

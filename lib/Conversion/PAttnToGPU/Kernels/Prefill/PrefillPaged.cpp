@@ -141,14 +141,17 @@ SmallVector<Value> PrefillBuilder::queryFragment(int64_t step) {
 
 SmallVector<Value> PrefillBuilder::runTiles() {
   // Per thread: the max and sum of rows g and g + 8 of the warp's m-tile,
-  // then the accumulators of every value channel.
+  // then the accumulators of every value channel, then the block-table
+  // entries of the next tile to copy.
   SmallVector<Value> init{negInf, negInf, zeroF32, zeroF32};
   for (int64_t i = 0; i < nTiles * 4; ++i)
     init.push_back(zeroF32);
+  size_t softmaxState = init.size();
 
-  // Prologue: stages - 1 tiles in flight.
+  // Prologue: stages - 1 tiles in flight, the next one's pages loaded.
   CpAsyncRing ring(kb, keys.tileCount);
-  copies->startRing(ring, stages);
+  SmallVector<Value> ahead = copies->startRing(ring, stages);
+  init.append(ahead.begin(), ahead.end());
   Value i32Stages = kb.i32(int32_t(stages));
   Type f16 = builder.getF16Type();
 
@@ -159,7 +162,9 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         // previous one (its ring slot and the decoded tiles).
         ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
-        copies->copyAhead(ring, i32Iteration, i32Stages, stages);
+        SmallVector<Value> nextPages =
+            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
+                              carried.drop_front(softmaxState));
         TileViews tile;
         tile.slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
         tile.stageBase =
@@ -185,7 +190,7 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         // S and the logits of every 16-key step of the tile, one online
         // softmax update over all of them (one row maximum, quad
         // reduction and decay per tile), then O += P V step by step.
-        SmallVector<Value> s(carried);
+        SmallVector<Value> s(carried.take_front(softmaxState));
         SmallVector<SmallVector<Value>> logits;
         for (int64_t step = 0; step < tileKeys / 16; ++step) {
           Value n0 = index(step * 16);
@@ -196,10 +201,12 @@ SmallVector<Value> PrefillBuilder::runTiles() {
             tc.softmaxSteps(softmaxTiles(), logits, s, negInf, zeroF32);
         for (int64_t step = 0; step < tileKeys / 16; ++step)
           valueStep(tile, index(step * 16), p[step].front(), s);
+        s.append(nextPages.begin(), nextPages.end());
         return s;
       });
   // No copy may be in flight when the block exits.
   ring.land(0);
+  state.resize(softmaxState);
   return state;
 }
 
@@ -279,7 +286,6 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     ringLayout.ring = layout.ring.ring;
     ringLayout.stageBytes = layout.ring.stageBytes;
     ringLayout.total = layout.total;
-    ringLayout.pageEntries = layout.ring.pageEntries;
     ringLayout.tileKeys = tileKeys;
     ringLayout.blockSize = blockSize;
     PagedBlock block{tid,        queries.seq, kvHead,
