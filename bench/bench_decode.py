@@ -262,9 +262,12 @@ class PattnCase:
 
     def __init__(self, torch, pattn, chip: str, shape: Shape, cache: str,
                  block_size: int, layout: str, backend: str,
-                 keep_rows: bool = False):
+                 keep_rows: bool = False, page_order: str = "random"):
         """``keep_rows``: keep the written rows and their slots
-        (``new_rows``, ``slots``) for a caller that writes them again."""
+        (``new_rows``, ``slots``) for a caller that writes them again.
+        ``page_order``: "random" (a permutation, as a serving engine's
+        block tables look after warm-up) or "linear" (sequence b's pages in
+        order, one sequence after another)."""
         self.torch, self.shape, self.cache = torch, shape, cache
         encoding, scale = cache_format(shape, cache)
         dtype = torch_dtype(torch, shape)
@@ -291,6 +294,8 @@ class PattnCase:
         per_seq = -(-L // block_size)
         num_blocks = B * per_seq
         pages = torch.randperm(num_blocks, device="cuda", generator=generator)
+        if page_order == "linear":
+            pages = torch.arange(num_blocks, device="cuda")
         table = torch.full((B, self.config.max_blocks), -1, dtype=torch.int32,
                            device="cuda")
         table[:, :per_seq] = pages.view(B, per_seq).to(torch.int32)
@@ -506,7 +511,8 @@ def markdown(report: dict) -> str:
         f"pattn decode benchmark — {report['date']}, {report['gpu']} "
         f"({report['chip']}), commit {report['commit'][:12]}, copy ceiling "
         f"{report['copy_tbps']:.2f} TB/s, {report['block_size']}-token "
-        f"{report['layout']} pages, medians of {report['iters']} calls; "
+        f"{report['layout']} pages ({report.get('page_order', 'random')} "
+        "block tables), medians of {report['iters']} calls; "
         "µs / effective TB/s / share of the copy ceiling, CUDA-graph replay",
         ""]
     if report.get("peers"):
@@ -579,6 +585,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--layout", choices=("nhd", "hnd"), default="nhd")
+    parser.add_argument("--page-order", choices=("random", "linear"),
+                        default="random",
+                        help="the block tables: a random permutation of the "
+                        "pages (the default), or each sequence's pages in "
+                        "order (to separate page scatter from the kernel)")
     parser.add_argument("--backends", default=",".join(BACKENDS),
                         help="pattn backends to time per row (auto, "
                         "portable, xqa); the first one is held to the bar")
@@ -633,6 +644,7 @@ def main(argv=None) -> int:
         "gpu": torch.cuda.get_device_name(), "chip": chip,
         "commit": ir.source_commit(), "torch": torch.__version__,
         "copy_tbps": copy_tbps, "block_size": args.block_size,
+        "page_order": args.page_order,
         "layout": args.layout, "iters": args.iters, "warmup": args.warmup,
         "l2_bytes": L2_BYTES, "backends": args.backends.split(","),
         "rows": []}
@@ -664,7 +676,8 @@ def main(argv=None) -> int:
                 result = row["backends"][backend] = {}
                 try:
                     case = PattnCase(torch, pattn, chip, shape, cache,
-                                     args.block_size, args.layout, backend)
+                                     args.block_size, args.layout, backend,
+                                     page_order=args.page_order)
                     result["check"] = case.check()
                     if result["check"]["ok"] or args.time_failed:
                         result["plain"] = timed(case.decoders(), case.nbytes)
