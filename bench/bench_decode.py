@@ -223,15 +223,19 @@ def bench_config(shape: Shape, cache: str, block_size: int,
 def compile_options(backend: str) -> dict:
     """pattn.compile's options for a benchmark column: a backend,
     "prefill" (auto, with the prefill family for prompts: the default),
-    "xqa-tiles" (auto, prompts on the decode kernel in query tiles), or
-    "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles)."""
+    "xqa-tiles" (auto, prompts on the decode kernel in query tiles),
+    "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
+    planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>)."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
-        return {"backend": "auto",
-                "xqa_keys_per_tile": int(backend.split("@", 1)[1])}
+        keys, _, stages = backend.split("@", 1)[1].partition("s")
+        options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
+        if stages:
+            options["xqa_stages"] = int(stages)
+        return options
     return {"backend": backend}
 
 

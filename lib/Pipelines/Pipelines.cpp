@@ -90,6 +90,11 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
             std::to_string(tile);
     return failure();
   }
+  int64_t stages = options.xqaStages;
+  if (stages != 0 && (stages < 2 || stages > 8)) {
+    error = "xqa-stages must be 0 or 2 to 8, got " + std::to_string(stages);
+    return failure();
+  }
 
   // The passes are built here, not parsed from a pipeline string, so that a
   // compiler embedding pattn needs no global pass registration.
@@ -113,6 +118,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.keysPerSplit = options.keysPerSplit;
   plan.promptKernel = options.promptKernel;
   plan.xqaKeysPerTile = options.xqaKeysPerTile;
+  plan.xqaStages = options.xqaStages;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

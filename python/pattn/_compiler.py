@@ -93,6 +93,8 @@ BACKENDS = ("auto", "xqa", "portable")
 PROMPT_KERNELS = ("prefill", "xqa")
 # The values of pattn-compile's --xqa-keys-per-tile (0: the planner's).
 XQA_TILE_KEYS = (0, 16, 32, 64, 128)
+# The values of pattn-compile's --xqa-stages (0: the planner's).
+XQA_STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
 
 
 def _path_argument(value: PathLike, name: str, function: str) -> str:
@@ -632,7 +634,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             backend: str = "auto", fold: bool = True,
             prompt_kernel: str = "prefill",
             cache_dir: Optional[PathLike] = None,
-            xqa_keys_per_tile: int = 0) -> str:
+            xqa_keys_per_tile: int = 0, xqa_stages: int = 0) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -656,7 +658,9 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     with the batch's short sequences on the decode kernel) or ``"xqa"``
     (the decode kernel in query tiles). ``xqa_keys_per_tile`` (16, 32,
     64 or 128; 0, the default, lets the planner choose) asks the XQA decode
-    plans for that tile size where it fits (for tuning and comparing plans).
+    plans for that tile size where it fits (for tuning and comparing plans),
+    and ``xqa_stages`` (2 to 8; 0, the default, lets the planner choose
+    2 to 4) for that ring depth where it fits shared memory.
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -693,6 +697,14 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         raise _CompileArgumentError(
             f"xqa_keys_per_tile must be one of "
             f"{', '.join(map(str, XQA_TILE_KEYS))}, got {xqa_keys_per_tile}")
+    if isinstance(xqa_stages, bool) or not isinstance(xqa_stages, int):
+        raise _CompileArgumentTypeError(
+            "pattn.compile: argument 'xqa_stages' must be an int, got "
+            f"{type(xqa_stages).__name__}")
+    if xqa_stages not in XQA_STAGES:
+        raise _CompileArgumentError(
+            f"xqa_stages must be one of {', '.join(map(str, XQA_STAGES))}, "
+            f"got {xqa_stages}")
     chip_list = _chip_list(chips)
     hardware_conversions = _flag_argument(hardware_conversions,
                                           "hardware_conversions")
@@ -714,6 +726,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append(f"--prompt-kernel={prompt_kernel}")
     if xqa_keys_per_tile:
         flags.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
+    if xqa_stages:
+        flags.append(f"--xqa-stages={xqa_stages}")
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -728,6 +742,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     key_options.append(f"--prompt-kernel={prompt_kernel}")
     if xqa_keys_per_tile:
         key_options.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
+    if xqa_stages:
+        key_options.append(f"--xqa-stages={xqa_stages}")
     variant = " ".join([chip_list] + key_options)
     if cache_dir is not None:
         cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")

@@ -702,6 +702,37 @@ def test_compile_rejects_a_bad_xqa_tile(fake_compiler, tile, error):
     assert not log.exists()
 
 
+def test_compile_passes_the_xqa_stages(fake_compiler, tmp_path, monkeypatch):
+    compiler, log = fake_compiler
+    output = tmp_path / "out.so"
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  xqa_keys_per_tile=64, xqa_stages=8)
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output), "--xqa-keys-per-tile=64",
+        "--xqa-stages=8"]
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  xqa_stages=0)
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output)]
+    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
+    planned = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
+    deeper = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                           xqa_stages=6)
+    assert planned != deeper
+
+
+@pytest.mark.parametrize("stages,error", [
+    (1, pattn.ArgumentError), (9, pattn.ArgumentError),
+    (-2, pattn.ArgumentError), ("4", pattn.ArgumentTypeError),
+    (True, pattn.ArgumentTypeError), (4.0, pattn.ArgumentTypeError)])
+def test_compile_rejects_bad_xqa_stages(fake_compiler, stages, error):
+    compiler, log = fake_compiler
+    with pytest.raises(error, match="xqa_stages"):
+        pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
+                      xqa_stages=stages)
+    assert not log.exists()
+
+
 @pytest.mark.parametrize("kernel", ["bogus", "Prefill", "", None, 1])
 def test_compile_rejects_an_unknown_prompt_kernel(fake_compiler, tmp_path,
                                                   kernel):

@@ -96,6 +96,10 @@ static cl::opt<int64_t> xqaKeysPerTile(
     "xqa-keys-per-tile", cl::init(0), cl::cat(toolCategory),
     cl::desc("Keys per tile of the XQA decode plans: 16, 32, 64 or 128 "
              "(0, the default: the planner's choice)"));
+static cl::opt<int64_t> xqaStages(
+    "xqa-stages", cl::init(0), cl::cat(toolCategory),
+    cl::desc("Ring stages of the XQA decode plans: 2 to 8 (0, the default: "
+             "the planner's choice)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -591,6 +595,7 @@ int main(int argc, char **argv) {
   options.backend = backend;
   options.promptKernel = promptKernel;
   options.xqaKeysPerTile = xqaKeysPerTile;
+  options.xqaStages = xqaStages;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

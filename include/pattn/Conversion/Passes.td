@@ -122,6 +122,11 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "Keys per tile of the XQA decode plans: 16, 32, 64 or 128, a "
            "multiple of 16 x key_warps that fits shared memory (0: the "
            "planner's choice; for tuning and comparing plans)">,
+    Option<"xqaStages", "xqa-stages", "int64_t",
+           /*default=*/"0",
+           "Ring stages of the XQA decode plans: 2 to 8, where the ring fits "
+           "shared memory (0: the planner's choice, 2 to 4; for tuning and "
+           "comparing plans)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"prefill\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "

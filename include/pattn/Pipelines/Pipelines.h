@@ -47,6 +47,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Keys per tile of the XQA decode plans (0: the "
                      "planner's choice; 16, 32, 64 or 128)"),
       llvm::cl::init(0)};
+  Option<int64_t> xqaStages{
+      *this, "xqa-stages",
+      llvm::cl::desc("Ring stages of the XQA decode plans (0: the planner's "
+                     "choice; 2 to 8)"),
+      llvm::cl::init(0)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

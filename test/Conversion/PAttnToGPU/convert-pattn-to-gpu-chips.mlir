@@ -113,3 +113,9 @@ func.func @decode_nvfp4(%kp: memref<?x16x2x32xi8>, %kg: memref<?x16x2x4xf8E4M3FN
       outs(%o : memref<?x4x64xf16>) {num_heads = 4 : i64}
   return
 }
+
+// The ring depth asked of the XQA plans: 2 to 8, or 0 for the planner's.
+// RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a xqa-stages=9" 2>&1 | FileCheck %s --check-prefix=PLAN-XQA-STAGES
+// RUN: not pattn-compile %s --chips=sm_90a --xqa-stages=1 -o %t.so 2>&1 | FileCheck %s --check-prefix=COMPILE-XQA-STAGES
+// PLAN-XQA-STAGES: error: pattn-plan-decode: xqa-stages=9 must be 0 (the planner's choice) or 2 to 8
+// COMPILE-XQA-STAGES: xqa-stages must be 0 or 2 to 8, got 1

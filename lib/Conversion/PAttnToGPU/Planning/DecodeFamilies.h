@@ -43,8 +43,9 @@ enum class DecodeFamilyKind : uint8_t {
 struct DecodePlanOptions {
   int64_t portableKeysPerSplit = 512;
   int64_t xqaMaxKeysPerSplit = 4096;
-  /// The XQA decode's keys per tile (0: the planner's choice).
-  int64_t xqaKeysPerTile = 0;
+  /// The XQA decode's keys per tile and ring stages (0: the planner's
+  /// choice).
+  int64_t xqaKeysPerTile = 0, xqaStages = 0;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

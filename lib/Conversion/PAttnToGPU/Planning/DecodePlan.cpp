@@ -187,7 +187,7 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
-                          int64_t maxKeysPerSplit, int64_t keysPerTile,
+                          int64_t maxKeysPerSplit, XqaPlanRequest request,
                           int64_t decodeTokens) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
@@ -228,16 +228,25 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     return layoutXqaShared(key, value, rows, tile, 2, keyWarps).total <=
            sharedLimit;
   };
-  // A tile that was asked for replaces the candidates where it fits.
+  // A tile or a depth that was asked for replaces the candidates where it
+  // fits.
+  int64_t keysPerTile = request.keysPerTile;
   SmallVector<int64_t> tiles = {64, 32, 16};
   if (keysPerTile && fitsWarps(keysPerTile) && fitsShared(keysPerTile))
     tiles.assign({keysPerTile});
+  SmallVector<int64_t> depths = {2, 3, 4};
+  if (request.stages && llvm::any_of(tiles, [&](int64_t tile) {
+        return fitsWarps(tile) &&
+               layoutXqaShared(key, value, rows, tile, request.stages, keyWarps)
+                       .total <= sharedLimit;
+      }))
+    depths.assign({request.stages});
   int64_t bestTile = 0, bestStages = 0, bestInFlight = -1, bestBlocks = 0,
           bestBytes = 0;
   for (int64_t tile : tiles) {
     if (!fitsWarps(tile))
       continue;
-    for (int64_t stages : {int64_t(2), int64_t(3), int64_t(4)}) {
+    for (int64_t stages : depths) {
       XqaSharedLayout layout =
           layoutXqaShared(key, value, rows, tile, stages, keyWarps);
       if (layout.total > sharedLimit)

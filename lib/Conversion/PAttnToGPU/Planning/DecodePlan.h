@@ -84,17 +84,24 @@ inline constexpr int64_t kXqaMostSplits = 64;
 inline constexpr int64_t kXqaMlaLeastTilesPerSplit = 2;
 inline constexpr int64_t kXqaMlaMostSplits = 128;
 
+/// What a caller asks of an XQA plan (0: the planner chooses): keys per
+/// tile and ring stages.
+struct XqaPlanRequest {
+  int64_t keysPerTile = 0;
+  int64_t stages = 0;
+};
+
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared
 /// memory among them bounds it); `maxKeysPerSplit` caps a split's keys.
-/// `keysPerTile` (0: chosen here) asks for a tile size; where it does not
-/// fit (not a multiple of 16 x key_warps, or over shared memory) the
-/// planner chooses as if it were 0. `decodeTokens` (0: the op's own)
+/// `request` asks for a tile size and a ring depth; where one does not fit
+/// (a tile not a multiple of 16 x key_warps, or either over shared memory)
+/// the planner chooses as if it were 0. `decodeTokens` (0: the op's own)
 /// plans the decode kernel of a split prompt op for the sequences of at
 /// most that many query tokens (query_tile = 0).
 pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
                                  llvm::ArrayRef<Chip> chips,
                                  int64_t maxKeysPerSplit,
-                                 int64_t keysPerTile = 0,
+                                 XqaPlanRequest request = {},
                                  int64_t decodeTokens = 0);
 
 /// The query tokens per sequence up to which a prompt op planned on the

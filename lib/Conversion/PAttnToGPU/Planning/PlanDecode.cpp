@@ -62,6 +62,9 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   if (tile != 0 && tile != 16 && tile != 32 && tile != 64 && tile != 128)
     return fail() << "xqa-keys-per-tile=" << tile
                   << " must be 0 (the planner's choice), 16, 32, 64 or 128";
+  if (xqaStages != 0 && (xqaStages < 2 || xqaStages > 8))
+    return fail() << "xqa-stages=" << int64_t(xqaStages)
+                  << " must be 0 (the planner's choice) or 2 to 8";
   if (promptKernel != "xqa" && promptKernel != "prefill")
     return fail() << "prompt-kernel=" << promptKernel
                   << " is neither xqa nor prefill";
@@ -129,9 +132,9 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
   int64_t group = static_cast<int64_t>(op.getNumHeads()) /
                   op.getKey().getType().getKvHeads();
   int64_t decodeTokens = ::pattn::splitDecodeTokens(group);
-  ::pattn::XqaPlanAttr decode =
-      ::pattn::planXqaDecode(op, targets, options.xqaMaxKeysPerSplit,
-                             options.xqaKeysPerTile, decodeTokens);
+  ::pattn::XqaPlanAttr decode = ::pattn::planXqaDecode(
+      op, targets, options.xqaMaxKeysPerSplit,
+      {options.xqaKeysPerTile, options.xqaStages}, decodeTokens);
   op.setDecodePlanAttr(decode);
   op.emitRemark() << "prefill plan: " << plan.getRows()
                   << " rows a block, query tiles of " << plan.getQueryTile()
@@ -150,6 +153,7 @@ void PlanDecodePass::runOnOperation() {
   options.portableKeysPerSplit = keysPerSplit;
   options.xqaMaxKeysPerSplit = xqaKeysPerSplit;
   options.xqaKeysPerTile = xqaKeysPerTile;
+  options.xqaStages = xqaStages;
   options.prefill = promptKernel == "prefill";
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend) {

@@ -2,6 +2,8 @@
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_80 --pattn-plan-decode=prompt-kernel=xqa --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ALL
 // RUN: pattn-opt %s --pattn-select-backend="chips=sm_90a force=portable" --pattn-plan-decode=keys-per-split=1024 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=PORT
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-keys-per-tile=128" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILE128
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-stages=6" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=STAGES6
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-stages=8" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=STAGES8
 // RUN: not pattn-opt %s --pattn-plan-decode 2>&1 | FileCheck %s --check-prefix=NOBACKEND
 
 // The plan of each backend, per shape and chip: the tile and ring depth
@@ -20,6 +22,13 @@
 // TILE128-LABEL: func.func @f16_d128_g4
 // TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 128, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212608, resident_blocks = [1], targets = [sm_90a]>
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
+// xqa-stages=6: the depth asked for, with the tile that keeps the most bytes
+// in flight at that depth (one 208 KiB block per SM). At 8 stages no tile
+// of 4 key warps fits, so the planner chooses as if nothing was asked.
+// STAGES6-LABEL: func.func @f16_d128_g4
+// STAGES6: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 6, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212608, resident_blocks = [1], targets = [sm_90a]>
+// STAGES8-LABEL: func.func @f16_d128_g4
+// STAGES8: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107392, resident_blocks = [2], targets = [sm_90a]>
 !f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !f16c
@@ -52,6 +61,9 @@ func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt
 // H200-LABEL: func.func @i4_d256_spec
 // H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 72960, resident_blocks = [3], targets = [sm_90a]>
 // PORT-LABEL: func.func @i4_d256_spec
+// One key warp: 32-key tiles fit 8 stages.
+// STAGES8-LABEL: func.func @i4_d256_spec
+// STAGES8: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 32, stages = 8, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 91648, resident_blocks = [2], targets = [sm_90a]>
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>
 func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memref<?x16x256xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x16x256xbf16>) {
