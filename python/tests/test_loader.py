@@ -671,38 +671,30 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
                          prompt_kernel="prefill") == prefill
 
 
-def test_compile_passes_the_xqa_tile(fake_compiler, tmp_path, monkeypatch):
+@pytest.mark.parametrize("option,value,flag", [
+    ("xqa_keys_per_tile", 128, "--xqa-keys-per-tile=128"),
+    ("xqa_stages", 6, "--xqa-stages=6")])
+def test_compile_passes_the_xqa_plan_request(fake_compiler, tmp_path,
+                                             monkeypatch, option, value, flag):
     compiler, log = fake_compiler
     output = tmp_path / "out.so"
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  xqa_keys_per_tile=128)
+                  **{option: value})
     assert json.loads(log.read_text())[1:] == [
-        "--chips=sm_90a", "-o", str(output), "--xqa-keys-per-tile=128"]
+        "--chips=sm_90a", "-o", str(output), flag]
     # 0, the planner's choice, adds nothing; the cache keeps them apart.
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  xqa_keys_per_tile=0)
+                  **{option: 0})
     assert json.loads(log.read_text())[1:] == [
         "--chips=sm_90a", "-o", str(output)]
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
     planned = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
     asked = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                          xqa_keys_per_tile=128)
+                          **{option: value})
     assert planned != asked
 
 
-@pytest.mark.parametrize("tile,error", [
-    (48, pattn.ArgumentError), (256, pattn.ArgumentError),
-    (-16, pattn.ArgumentError), ("64", pattn.ArgumentTypeError),
-    (True, pattn.ArgumentTypeError), (64.0, pattn.ArgumentTypeError)])
-def test_compile_rejects_a_bad_xqa_tile(fake_compiler, tile, error):
-    compiler, log = fake_compiler
-    with pytest.raises(error, match="xqa_keys_per_tile"):
-        pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                      xqa_keys_per_tile=tile)
-    assert not log.exists()
-
-
-def test_compile_passes_the_xqa_stages(fake_compiler, tmp_path, monkeypatch):
+def test_compile_passes_tile_and_stages_together(fake_compiler, tmp_path):
     compiler, log = fake_compiler
     output = tmp_path / "out.so"
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
@@ -710,26 +702,27 @@ def test_compile_passes_the_xqa_stages(fake_compiler, tmp_path, monkeypatch):
     assert json.loads(log.read_text())[1:] == [
         "--chips=sm_90a", "-o", str(output), "--xqa-keys-per-tile=64",
         "--xqa-stages=8"]
-    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  xqa_stages=0)
-    assert json.loads(log.read_text())[1:] == [
-        "--chips=sm_90a", "-o", str(output)]
-    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
-    planned = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
-    deeper = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                           xqa_stages=6)
-    assert planned != deeper
 
 
-@pytest.mark.parametrize("stages,error", [
-    (1, pattn.ArgumentError), (9, pattn.ArgumentError),
-    (-2, pattn.ArgumentError), ("4", pattn.ArgumentTypeError),
-    (True, pattn.ArgumentTypeError), (4.0, pattn.ArgumentTypeError)])
-def test_compile_rejects_bad_xqa_stages(fake_compiler, stages, error):
+@pytest.mark.parametrize("option,value,error", [
+    ("xqa_keys_per_tile", 48, pattn.ArgumentError),
+    ("xqa_keys_per_tile", 256, pattn.ArgumentError),
+    ("xqa_keys_per_tile", -16, pattn.ArgumentError),
+    ("xqa_keys_per_tile", "64", pattn.ArgumentTypeError),
+    ("xqa_keys_per_tile", True, pattn.ArgumentTypeError),
+    ("xqa_keys_per_tile", 64.0, pattn.ArgumentTypeError),
+    ("xqa_stages", 1, pattn.ArgumentError),
+    ("xqa_stages", 9, pattn.ArgumentError),
+    ("xqa_stages", -2, pattn.ArgumentError),
+    ("xqa_stages", "4", pattn.ArgumentTypeError),
+    ("xqa_stages", True, pattn.ArgumentTypeError),
+    ("xqa_stages", 4.0, pattn.ArgumentTypeError)])
+def test_compile_rejects_a_bad_xqa_plan_request(fake_compiler, option, value,
+                                                error):
     compiler, log = fake_compiler
-    with pytest.raises(error, match="xqa_stages"):
+    with pytest.raises(error, match=option):
         pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                      xqa_stages=stages)
+                      **{option: value})
     assert not log.exists()
 
 
