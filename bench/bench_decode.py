@@ -516,7 +516,7 @@ def markdown(report: dict) -> str:
         f"({report['chip']}), commit {report['commit'][:12]}, copy ceiling "
         f"{report['copy_tbps']:.2f} TB/s, {report['block_size']}-token "
         f"{report['layout']} pages ({report.get('page_order', 'random')} "
-        "block tables), medians of {report['iters']} calls; "
+        f"block tables), medians of {report['iters']} calls; "
         "µs / effective TB/s / share of the copy ceiling, CUDA-graph replay",
         ""]
     if report.get("peers"):

@@ -14,9 +14,12 @@
 // - keys per tile and stages: 64-key tiles (smaller only where they do not
 //   fit), and the ring depth (2 to 4 stages) that keeps the most cache bytes
 //   in flight per SM, resident blocks x (stages - 1) x stage bytes, on the
-//   chip with the least shared memory; PERF.md: ≥ 32 KiB in flight per SM
-//   is what reaches the read ceiling. Ties go to more resident blocks,
-//   which hide the softmax and merge latency of each other.
+//   chip with the least shared memory (PERF.md: ≥ 32 KiB in flight per SM
+//   reached the read ceiling for f16; the 4-bit copies stop at half of it
+//   with about as many bytes in flight as f16's, so bytes alone do not set
+//   the rate: bench/results/2026-12-06-h200-limit-experiment-page-entries.md).
+//   Ties go to more resident blocks, which hide the softmax and merge
+//   latency of each other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -224,21 +227,19 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   auto fitsWarps = [&](int64_t tile) {
     return tile >= minTile && tile % minTile == 0;
   };
-  auto fitsShared = [&](int64_t tile) {
-    return layoutXqaShared(key, value, rows, tile, 2, keyWarps).total <=
+  auto fitsShared = [&](int64_t tile, int64_t stages) {
+    return layoutXqaShared(key, value, rows, tile, stages, keyWarps).total <=
            sharedLimit;
   };
   // A tile or a depth that was asked for replaces the candidates where it
   // fits.
   int64_t keysPerTile = request.keysPerTile;
   SmallVector<int64_t> tiles = {64, 32, 16};
-  if (keysPerTile && fitsWarps(keysPerTile) && fitsShared(keysPerTile))
+  if (keysPerTile && fitsWarps(keysPerTile) && fitsShared(keysPerTile, 2))
     tiles.assign({keysPerTile});
   SmallVector<int64_t> depths = {2, 3, 4};
   if (request.stages && llvm::any_of(tiles, [&](int64_t tile) {
-        return fitsWarps(tile) &&
-               layoutXqaShared(key, value, rows, tile, request.stages, keyWarps)
-                       .total <= sharedLimit;
+        return fitsWarps(tile) && fitsShared(tile, request.stages);
       }))
     depths.assign({request.stages});
   int64_t bestTile = 0, bestStages = 0, bestInFlight = -1, bestBlocks = 0,

@@ -1,0 +1,54 @@
+"""bench/bench_decode.py's pieces that run on the CPU: a benchmark column's
+compile options (``auto@<keys>`` and ``auto@<keys>s<stages>``) and the
+results table's header, which names the page order of the block tables
+(``--page-order``) and the calls behind each median."""
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    # bench_decode imports its neighbour timing.py as the script would.
+    if str(REPO / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO / "bench"))
+    spec = importlib.util.spec_from_file_location(
+        "bench_decode", REPO / "bench" / "bench_decode.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_decode"] = module  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("column,options", [
+    ("auto", {"backend": "auto"}),
+    ("auto@128", {"backend": "auto", "xqa_keys_per_tile": 128}),
+    ("auto@64s6", {"backend": "auto", "xqa_keys_per_tile": 64,
+                   "xqa_stages": 6}),
+    ("auto@0s8", {"backend": "auto", "xqa_keys_per_tile": 0,
+                  "xqa_stages": 8})])
+def test_column_compile_options(bench, column, options):
+    assert bench.compile_options(column) == options
+
+
+@pytest.mark.parametrize("order", ["random", "linear"])
+def test_header_names_page_order_and_calls(bench, order):
+    report = {"date": "2026-12-06 00:00 UTC", "gpu": "NVIDIA H200",
+              "chip": "sm_90a", "commit": "0123456789abcdef",
+              "copy_tbps": 4.23, "block_size": 16, "layout": "nhd",
+              "page_order": order, "iters": 50, "backends": ["auto"],
+              "rows": []}
+    header = bench.markdown(report).splitlines()[0]
+    assert f"16-token nhd pages ({order} block tables)" in header
+    assert "medians of 50 calls" in header
+    assert "{" not in header
+
+
+def test_page_order_is_checked(bench):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--page-order", "sorted"])
