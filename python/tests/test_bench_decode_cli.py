@@ -1,7 +1,8 @@
-"""bench/bench_decode.py's pieces that run on the CPU: a benchmark column's
-compile options (``auto@<keys>`` and ``auto@<keys>s<stages>``) and the
-results table's header, which names the page order of the block tables
-(``--page-order``) and the calls behind each median."""
+"""The benchmark tools' pieces that run on the CPU: bench_decode.py's
+column compile options (``auto@<keys>`` and ``auto@<keys>s<stages>``) and
+its results table's header, which names the page order of the block tables
+(``--page-order``) and the calls behind each median; profile_kernels.py's
+argument checks."""
 
 import importlib.util
 import pathlib
@@ -52,3 +53,22 @@ def test_header_names_page_order_and_calls(bench, order):
 def test_page_order_is_checked(bench):
     with pytest.raises(SystemExit):
         bench.parse_args(["--page-order", "sorted"])
+
+
+@pytest.fixture(scope="module")
+def profile_kernels(bench):
+    spec = importlib.util.spec_from_file_location(
+        "profile_kernels", REPO / "bench" / "profile_kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--shapes", "B4-32/8-D128-L32K,B9-nope"], "unknown shapes ['B9-nope']"),
+    (["--replays", "3"], "--replays must be at least 4")])
+def test_profile_kernels_rejects_bad_arguments(profile_kernels, capsys, argv,
+                                               message):
+    """bench/profile_kernels.py names what is wrong before it needs a GPU."""
+    assert profile_kernels.main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -171,22 +171,22 @@ func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: m
 
 // -----
 
-// The fold's dynamic forms: a single-block normalizer, the query fold, and
-// the guarded pair, each kernel reading the guard on the device.
+// The fold's dynamic forms: the query fold, whose blocks reduce this small
+// table to N themselves (no normalizer launch), and the guarded pair.
 // CHECK-LABEL: func.func @guarded
 // CHECK: %[[N:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xf32>
 // CHECK: %[[FLAG:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xi32>
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}}
+// CHECK-NOT: @pattn_scale_normalizer_
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}} {{.*}} args({{.*}}, %[[N]] : memref<1xf32>, %{{.*}} : memref<?x8xi32>, %[[FLAG]] : memref<1xi32>)
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
 // CHECK: gpu.dealloc async {{.*}} %[[N]]
 // CHECK: gpu.dealloc async {{.*}} %[[FLAG]]
-// CHECK: gpu.func @pattn_scale_normalizer_{{[0-9a-f]+}}
-// CHECK:   gpu.barrier
 // CHECK: gpu.func @pattn_fold_query_{{[0-9a-f]+}}
+// CHECK:   gpu.barrier
+// CHECK:   arith.extui %{{.*}} : i1 to i32
 // One rounding: round-to-odd in fp32 (exact error by fma), then RNE.
 // CHECK:   llvm.intr.fma
 // CHECK:   arith.ori %{{.*}}, %c1_i32
@@ -275,5 +275,24 @@ func.func @prompt(%kp: memref<?x16x8x64xi8>, %q: memref<?x32x128xf16>, %bt: memr
       block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
       k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
       outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64}
+  return
+}
+
+// -----
+
+// A table of more than 2048 entries keeps its single-block normalizer: each
+// fold block would read all of it.
+// CHECK-LABEL: func.func @guarded_large_table
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}}
+// CHECK: gpu.func @pattn_scale_normalizer_{{[0-9a-f]+}}
+// CHECK:   gpu.barrier
+// CHECK:   arith.extui %{{.*}} : i1 to i32
+!kl = !pattn.cache<block_size = 16, kv_heads = 16, head_dim = 256, encoding = i4, scale = channel>
+func.func @guarded_large_table(%kp: memref<?x16x16x128xi8>, %q: memref<?x16x256xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<16x256xf32>, %o: memref<?x16x256xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x16x128xi8>) : !kl
+  pattn.paged_attention query(%q : memref<?x16x256xf16>) key(%k : !kl) value(%k : !kl)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<16x256xf32>)
+      v_scale(%ks : memref<16x256xf32>) outs(%o : memref<?x16x256xf16>) {num_heads = 16 : i64}
   return
 }

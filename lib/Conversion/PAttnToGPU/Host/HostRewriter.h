@@ -167,6 +167,10 @@ private:
   llvm::DenseMap<mlir::Operation *, RotaryOp> fusedRotaries;
   llvm::SmallPtrSet<mlir::Operation *, 8> fusedAway;
   void findFusedRotaries();
+  /// The scale normalizers computed inside the fold kernel of the same
+  /// table (keyed by the fold_query op); fusedAway holds them too.
+  llvm::DenseMap<mlir::Operation *, ScaleNormalizerOp> fusedNormalizers;
+  void findFusedNormalizers();
   /// Launches `check` over `checkItems` items (up to kMostCheckBlocks
   /// blocks; its operands get their verdicts and the device error word
   /// appended), then `kernel` (its operands get the verdicts), which does

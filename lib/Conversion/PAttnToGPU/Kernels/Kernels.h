@@ -235,8 +235,12 @@ Kernel buildWriteRecordKernel(KernelModule &kernels, pattn::WriteRecordOp op,
 Kernel buildScaleNormalizerKernel(KernelModule &kernels,
                                   pattn::ScaleNormalizerOp op);
 
-/// One block per (token, head), one thread per channel.
-Kernel buildFoldQueryKernel(KernelModule &kernels, pattn::FoldQueryOp op);
+/// One block per (token, head), one thread per channel. With
+/// `fusedNormalizer` (the scale_normalizer of the same table, whose N the
+/// fold reads), every block computes N itself and block (0, 0) also writes
+/// N and the flag: the normalizer's launch is saved.
+Kernel buildFoldQueryKernel(KernelModule &kernels, pattn::FoldQueryOp op,
+                            pattn::ScaleNormalizerOp fusedNormalizer = {});
 
 /// The split-KV decode kernels of an attention op: `decode` writes partial
 /// results for grid (splits, tokens * decodeBlocksPerToken), each block

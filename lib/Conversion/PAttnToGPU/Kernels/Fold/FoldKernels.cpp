@@ -38,6 +38,109 @@ static Value ilogbOfBits(KernelBuilder &kb, Value bits) {
                    normal, subnormal);
 }
 
+namespace {
+/// The normalizer of a channel table: N's exponent (i32), N itself (f32)
+/// and whether the table folds (i1).
+struct TableNormalizer {
+  Value exponent, value, foldable;
+};
+} // namespace
+
+/// The table's largest and smallest nonzero finite magnitudes (as bits)
+/// and its count of non-finite entries, reduced over the block: each warp
+/// by shuffles, its lane 0 into `buffers` (three [kBlockWarps] i32
+/// workgroup buffers), then every thread over the warps (integer max, min
+/// and sum: any order gives the same bits). Then N as
+/// numerics::computeFoldNormalizer computes it on the host, and the flag
+/// as checkFoldLegality decides it.
+static TableNormalizer reduceNormalizer(KernelBuilder &kb, Value scales,
+                                        Value tid, ArrayRef<Value> buffers,
+                                        float softmaxScale) {
+  OpBuilder &builder = kb.b;
+  Location loc = kb.loc;
+  // Magnitudes compare as their bit patterns, so the reduction is integer.
+  Value rows = memref::DimOp::create(builder, loc, scales, 0);
+  Value columns = memref::DimOp::create(builder, loc, scales, 1);
+  Value total = kb.mul(rows, columns);
+  Value infinityBits = kb.i32(0x7F800000);
+  SmallVector<Value> partial = kb.forLoop(
+      tid, total, kb.index(kBlockThreads), {kb.i32(0), infinityBits, kb.i32(0)},
+      [&](Value e, ValueRange c) -> SmallVector<Value> {
+        Value row = kb.divs(e, columns);
+        Value column = kb.rems(e, columns);
+        Value s = kb.load(scales, {row, column});
+        Value magnitude = kb.i32(0x7FFFFFFF);
+        Value bits = kb.andi(kb.bitcast(kb.b.getI32Type(), s), magnitude);
+        Value finite = kb.cmpi(arith::CmpIPredicate::slt, bits, infinityBits);
+        Value nonzero = kb.cmpi(arith::CmpIPredicate::ne, bits, kb.i32(0));
+        Value largest = kb.select(finite, kb.maxs(c[0], bits), c[0]);
+        Value counted = kb.land(finite, nonzero);
+        Value smallest = kb.select(counted, kb.mins(c[1], bits), c[1]);
+        Value bad = kb.select(finite, c[2], kb.add(c[2], kb.i32(1)));
+        return {largest, smallest, bad};
+      });
+  Value largest =
+      kb.laneReduce(partial[0], kWarpThreads,
+                    [&](Value a, Value b) { return kb.maxs(a, b); });
+  Value smallest =
+      kb.laneReduce(partial[1], kWarpThreads,
+                    [&](Value a, Value b) { return kb.mins(a, b); });
+  Value bad = kb.laneReduce(partial[2], kWarpThreads,
+                            [&](Value a, Value b) { return kb.add(a, b); });
+  Value warp = kb.divs(tid, kb.index(kWarpThreads));
+  Value lane = kb.rems(tid, kb.index(kWarpThreads));
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
+    kb.store(largest, buffers[0], {warp});
+    kb.store(smallest, buffers[1], {warp});
+    kb.store(bad, buffers[2], {warp});
+  });
+  kb.barrier();
+  SmallVector<Value> all =
+      kb.forLoop(kb.index(0), kb.index(kBlockWarps), kb.index(1),
+                 {kb.i32(0), infinityBits, kb.i32(0)},
+                 [&](Value i, ValueRange c) -> SmallVector<Value> {
+                   Value largestSoFar = kb.maxs(c[0], kb.load(buffers[0], {i}));
+                   Value smallestSoFar =
+                       kb.mins(c[1], kb.load(buffers[1], {i}));
+                   Value badSoFar = kb.add(c[2], kb.load(buffers[2], {i}));
+                   return {largestSoFar, smallestSoFar, badSoFar};
+                 });
+
+  int maxExponent = numerics::maxFoldExponent(softmaxScale);
+  Value allZero = kb.cmpi(arith::CmpIPredicate::eq, all[0], kb.i32(0));
+  Value top = ilogbOfBits(kb, all[0]);
+  Value zero = kb.i32(0);
+  Value wanted = kb.select(allZero, zero, kb.add(top, kb.i32(1)));
+  Value lowest = kb.maxs(wanted, kb.i32(numerics::minFoldExponent()));
+  Value exponent = kb.mins(lowest, kb.i32(maxExponent));
+  // Finite and within the binade budget, as checkFoldLegality says; a
+  // clamped N folds (the row exponents absorb |s / N| > 1).
+  Value span = kb.select(allZero, zero, kb.sub(top, ilogbOfBits(kb, all[1])));
+  Value allFinite = kb.cmpi(arith::CmpIPredicate::eq, all[2], kb.i32(0));
+  Value narrow = kb.cmpi(arith::CmpIPredicate::sle, span,
+                         kb.i32(numerics::kFoldBinadeBudget));
+  TableNormalizer result;
+  result.foldable = kb.land(allFinite, narrow);
+  // A table that cannot fold gets the neutral N = 1, as on the host.
+  result.exponent = kb.select(result.foldable, exponent, kb.i32(0));
+  Value biased = kb.add(result.exponent, kb.i32(127));
+  Value field = kb.shl(biased, kb.i32(23));
+  result.value = kb.bitcast(kb.b.getF32Type(), field);
+  return result;
+}
+
+/// Thread 0 stores N and the fold flag.
+static void storeNormalizer(KernelBuilder &kb, Value tid,
+                            const TableNormalizer &normalizer, Value out,
+                            Value flag) {
+  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
+    kb.store(normalizer.value, out, {kb.index(0)});
+    Value word = arith::ExtUIOp::create(kb.b, kb.loc, kb.b.getI32Type(),
+                                        normalizer.foldable);
+    kb.store(word, flag, {kb.index(0)});
+  });
+}
+
 auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
                                          ScaleNormalizerOp op) -> Kernel {
   MLIRContext *context = op.getContext();
@@ -51,87 +154,13 @@ auto ::pattn::buildScaleNormalizerKernel(KernelModule &kernels,
                      {buffer, buffer, buffer});
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
-  Value scales = kernel.getArgument(0), out = kernel.getArgument(1);
-  Value flag = kernel.getArgument(2);
-  Value maxBits = kernel.getWorkgroupAttributions()[0];
-  Value minBits = kernel.getWorkgroupAttributions()[1];
-  Value badCount = kernel.getWorkgroupAttributions()[2];
-
-  // Magnitudes compare as their bit patterns, so the reduction is integer.
   Value tid = kb.threadId();
-  Value rows = memref::DimOp::create(builder, loc, scales, 0);
-  Value columns = memref::DimOp::create(builder, loc, scales, 1);
-  Value total = kb.mul(rows, columns);
-  Value infinityBits = kb.i32(0x7F800000);
-  SmallVector<Value> partial = kb.forLoop(
-      tid, total, kb.index(kBlockThreads), {kb.i32(0), infinityBits, kb.i32(0)},
-      [&](Value e, ValueRange c) -> SmallVector<Value> {
-        Value s = kb.load(scales, {kb.divs(e, columns), kb.rems(e, columns)});
-        Value bits =
-            kb.andi(kb.bitcast(kb.b.getI32Type(), s), kb.i32(0x7FFFFFFF));
-        Value finite = kb.cmpi(arith::CmpIPredicate::slt, bits, infinityBits);
-        Value nonzero = kb.cmpi(arith::CmpIPredicate::ne, bits, kb.i32(0));
-        Value largest = kb.select(finite, kb.maxs(c[0], bits), c[0]);
-        Value smallest =
-            kb.select(kb.land(finite, nonzero), kb.mins(c[1], bits), c[1]);
-        Value bad = kb.select(finite, c[2], kb.add(c[2], kb.i32(1)));
-        return {largest, smallest, bad};
-      });
-  // Each warp reduces its lanes by shuffles and its lane 0 writes the
-  // warp's result; thread 0 then combines the block's few warps (integer
-  // max, min and sum: any order gives the same bits).
-  Value largest =
-      kb.laneReduce(partial[0], kWarpThreads,
-                    [&](Value a, Value b) { return kb.maxs(a, b); });
-  Value smallest =
-      kb.laneReduce(partial[1], kWarpThreads,
-                    [&](Value a, Value b) { return kb.mins(a, b); });
-  Value bad = kb.laneReduce(partial[2], kWarpThreads,
-                            [&](Value a, Value b) { return kb.add(a, b); });
-  Value warp = kb.divs(tid, kb.index(kWarpThreads));
-  Value lane = kb.rems(tid, kb.index(kWarpThreads));
-  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
-    kb.store(largest, maxBits, {warp});
-    kb.store(smallest, minBits, {warp});
-    kb.store(bad, badCount, {warp});
-  });
-  kb.barrier();
-
-  int maxExponent =
-      numerics::maxFoldExponent(op.getSoftmaxScale().convertToFloat());
-  kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, tid, kb.index(0)), [&] {
-    SmallVector<Value> all =
-        kb.forLoop(kb.index(0), kb.index(kBlockWarps), kb.index(1),
-                   {kb.i32(0), infinityBits, kb.i32(0)},
-                   [&](Value i, ValueRange c) -> SmallVector<Value> {
-                     Value largestSoFar = kb.maxs(c[0], kb.load(maxBits, {i}));
-                     Value smallestSoFar = kb.mins(c[1], kb.load(minBits, {i}));
-                     Value badSoFar = kb.add(c[2], kb.load(badCount, {i}));
-                     return {largestSoFar, smallestSoFar, badSoFar};
-                   });
-    Value largest = all[0], smallest = all[1];
-    Value allZero = kb.cmpi(arith::CmpIPredicate::eq, largest, kb.i32(0));
-    Value top = ilogbOfBits(kb, largest);
-    Value wanted = kb.select(allZero, kb.i32(0), kb.add(top, kb.i32(1)));
-    Value exponent =
-        kb.mins(kb.maxs(wanted, kb.i32(numerics::minFoldExponent())),
-                kb.i32(maxExponent));
-    // Finite and within the binade budget, as checkFoldLegality says; a
-    // clamped N folds (the row exponents absorb |s / N| > 1).
-    Value span =
-        kb.select(allZero, kb.i32(0), kb.sub(top, ilogbOfBits(kb, smallest)));
-    Value allFinite = kb.cmpi(arith::CmpIPredicate::eq, all[2], kb.i32(0));
-    Value narrow = kb.cmpi(arith::CmpIPredicate::sle, span,
-                           kb.i32(numerics::kFoldBinadeBudget));
-    Value foldable = kb.land(allFinite, narrow);
-    // A table that cannot fold gets the neutral N = 1, as on the host.
-    exponent = kb.select(foldable, exponent, kb.i32(0));
-    Value normalizer = kb.bitcast(
-        kb.b.getF32Type(), kb.shl(kb.add(exponent, kb.i32(127)), kb.i32(23)));
-    kb.store(normalizer, out, {kb.index(0)});
-    kb.store(arith::ExtUIOp::create(kb.b, loc, kb.b.getI32Type(), foldable),
-             flag, {kb.index(0)});
-  });
+  ArrayRef<BlockArgument> buffers = kernel.getWorkgroupAttributions();
+  TableNormalizer normalizer = reduceNormalizer(
+      kb, kernel.getArgument(0), tid, {buffers[0], buffers[1], buffers[2]},
+      op.getSoftmaxScale().convertToFloat());
+  storeNormalizer(kb, tid, normalizer, kernel.getArgument(1),
+                  kernel.getArgument(2));
   gpu::ReturnOp::create(builder, loc);
   return result;
 }
@@ -200,7 +229,8 @@ static FoldedChannel foldChannel(KernelBuilder &kb, Value q, Value s,
   return channel;
 }
 
-auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
+auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op,
+                                   ScaleNormalizerOp fusedNormalizer)
     -> Kernel {
   MLIRContext *context = op.getContext();
   OpBuilder builder(context);
@@ -209,14 +239,20 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
   Type buffer = workgroupMemRefType({kBlockWarps}, i32);
   SmallVector<Value> operands = {op.getQuery(), op.getScales(), op.getOut(),
                                  op.getNormalizer(), op.getExponents()};
+  SmallVector<Type> buffers = {buffer};
+  if (fusedNormalizer) {
+    operands.push_back(fusedNormalizer.getFlag());
+    buffers.append(3, buffer);
+  }
   Kernel result =
-      kernels.create(builder, loc, "pattn_fold_query", operands, {}, {buffer});
+      kernels.create(builder, loc, "pattn_fold_query", operands, {}, buffers);
   gpu::GPUFuncOp kernel = result.func;
   KernelBuilder kb(builder, loc);
   Value query = kernel.getArgument(0), scales = kernel.getArgument(1);
   Value out = kernel.getArgument(2), normalizerBuffer = kernel.getArgument(3);
   Value exponents = kernel.getArgument(4);
-  Value rowMaxima = kernel.getWorkgroupAttributions()[0];
+  ArrayRef<BlockArgument> shared = kernel.getWorkgroupAttributions();
+  Value rowMaxima = shared[0];
   Type element = cast<MemRefType>(op.getQuery().getType()).getElementType();
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
 
@@ -227,10 +263,28 @@ auto ::pattn::buildFoldQueryKernel(KernelModule &kernels, FoldQueryOp op)
   Value kvHeads = memref::DimOp::create(builder, loc, scales, 0);
   Value headDim = memref::DimOp::create(builder, loc, scales, 1);
   Value kvHead = kb.divs(head, kb.divs(kb.index(numHeads), kvHeads));
-  // N is a normal power of two: its exponent is its biased field - 127.
-  Value normalizer = kb.load(normalizerBuffer, {kb.index(0)});
-  Value normalizerField = exponentField(kb, kb.bitcast(i32, normalizer));
-  Value normalizerExponent = kb.sub(normalizerField, kb.i32(127));
+  Value normalizerExponent;
+  if (fusedNormalizer) {
+    // Every block reduces the (small) table itself, as the normalizer
+    // kernel would, and block (0, 0) stores N and the flag for the
+    // attention ops that follow.
+    TableNormalizer normalizer =
+        reduceNormalizer(kb, scales, tid, {shared[1], shared[2], shared[3]},
+                         fusedNormalizer.getSoftmaxScale().convertToFloat());
+    normalizerExponent = normalizer.exponent;
+    Value firstToken = kb.cmpi(arith::CmpIPredicate::eq, token, kb.index(0));
+    Value firstHead = kb.cmpi(arith::CmpIPredicate::eq, head, kb.index(0));
+    Value firstRow = kb.land(firstToken, firstHead);
+    kb.ifThen(firstRow, [&] {
+      storeNormalizer(kb, tid, normalizer, normalizerBuffer,
+                      kernel.getArgument(5));
+    });
+  } else {
+    // N is a normal power of two: its exponent is its biased field - 127.
+    Value normalizer = kb.load(normalizerBuffer, {kb.index(0)});
+    Value normalizerField = exponentField(kb, kb.bitcast(i32, normalizer));
+    normalizerExponent = kb.sub(normalizerField, kb.i32(127));
+  }
   auto channelAt = [&](Value c) {
     Value q = kb.toF32(kb.load(query, {token, head, c}));
     Value s = kb.load(scales, {kvHead, c});
