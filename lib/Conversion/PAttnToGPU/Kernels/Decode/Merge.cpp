@@ -25,6 +25,10 @@ constexpr int64_t kMergeSplitsPerChunk = 256;
 /// Splits per iteration of the merge's channel sum: their loads are in
 /// flight together.
 constexpr int64_t kMergeUnroll = 8;
+/// Splits whose partial outputs a thread loads before the maximum is known
+/// (XQA plans split a B1 decode 32 ways): their loads overlap the
+/// statistics' instead of following them.
+constexpr int64_t kMergePrefetchedSplits = 32;
 
 /// acc = body(j, acc) for j in [0, count) in order (the same operations as
 /// a plain loop), kMergeUnroll at a time.
@@ -140,11 +144,11 @@ std::pair<Value, Value> mergeMaximum(KernelBuilder &kb, const MergeKernel &m,
 
 /// Chunks of splits: their weights and sums staged by the block, then the
 /// denominator and the channel's sum folded in split order (the same
-/// operations, in the same order, as one thread walking them). Returns
-/// (denominator, sum).
+/// operations, in the same order, as one thread walking them), the first
+/// chunk's first splits from `prefetched`. Returns (denominator, sum).
 SmallVector<Value> mergeSplits(KernelBuilder &kb, const MergeKernel &m,
                                Value threads, Value globalMax,
-                               int64_t valueDim) {
+                               ArrayRef<Value> prefetched, int64_t valueDim) {
   Value chunk = kb.index(kMergeSplitsPerChunk);
   Value chunkBegin = kb.index(0);
   Value zeroDenominator = kb.f32(0.0f);
@@ -173,11 +177,26 @@ SmallVector<Value> mergeSplits(KernelBuilder &kb, const MergeKernel &m,
               return kb.fma(l, w, acc);
             });
         Value safeChannel = kb.mins(m.channel, kb.index(valueDim - 1));
-        Value sum = foldInOrder(kb, count, c[1], [&](Value j, Value acc) {
-          Value o = kb.load(m.partialOut,
-                            {kb.add(base, j), m.tokenHead, safeChannel});
-          return kb.fma(o, kb.load(m.weights, {j}), acc);
-        });
+        // The first chunk starts from the prefetched outputs, in order.
+        Value first = kb.cmpi(arith::CmpIPredicate::eq, base, kb.index(0));
+        Value sum = c[1];
+        for (auto [j, o] : llvm::enumerate(prefetched)) {
+          Value jIndex = kb.index(int64_t(j));
+          Value real = kb.cmpi(arith::CmpIPredicate::slt, jIndex, count);
+          Value added = kb.fma(o, kb.load(m.weights, {jIndex}), sum);
+          sum = kb.select(kb.land(first, real), added, sum);
+        }
+        Value done = kb.mins(kb.index(int64_t(prefetched.size())), count);
+        Value none = kb.index(0);
+        Value skipped = kb.select(first, done, none);
+        sum = foldInOrder(
+            kb, kb.sub(count, skipped), sum, [&](Value j, Value acc) {
+              Value at = kb.add(skipped, j);
+              Value split = kb.add(base, at);
+              Value o =
+                  kb.load(m.partialOut, {split, m.tokenHead, safeChannel});
+              return kb.fma(o, kb.load(m.weights, {at}), acc);
+            });
         kb.barrier();
         return {denominator, sum};
       });
@@ -227,9 +246,19 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
     merges = kb.land(merges, owned);
   }
   kb.ifThen(merges, [&] {
+    // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel
+    // (clamped into the workspace; those past the splits are not used).
+    SmallVector<Value> prefetched;
+    Value safeChannel = kb.mins(m.channel, kb.index(valueDim - 1));
+    Value lastSplit = kb.sub(m.splits, kb.index(1));
+    for (int64_t j = 0; j < kMergePrefetchedSplits; ++j) {
+      Value split = kb.mins(kb.index(j), lastSplit);
+      prefetched.push_back(
+          kb.load(m.partialOut, {split, m.tokenHead, safeChannel}));
+    }
     auto [globalMax, sink] = mergeMaximum(kb, m, threads);
     SmallVector<Value> totals =
-        mergeSplits(kb, m, threads, globalMax, valueDim);
+        mergeSplits(kb, m, threads, globalMax, prefetched, valueDim);
     Value denominator = totals[0];
     // A sink adds exp(sink - max) to the denominator and nothing to the sum.
     if (sink)
