@@ -15,9 +15,9 @@
 //   fit), and the ring depth (2 to 4 stages) that keeps the most cache bytes
 //   in flight per SM, resident blocks x (stages - 1) x stage bytes, on the
 //   chip with the least shared memory (PERF.md: ≥ 32 KiB in flight per SM
-//   reached the read ceiling for f16; the 4-bit copies stop at half of it
-//   with about as many bytes in flight as f16's, so bytes alone do not set
-//   the rate: bench/results/2026-12-06-h200-limit-experiment-page-entries.md).
+//   reached the read ceiling for f16; the 4-bit decode stops at 64% of it,
+//   waiting on its block-table lookups with 4 warps a block, and 5 to 8
+//   stages did not move it: bench/results/2026-12-06-h100-decode-breakdown.md).
 //   Ties go to more resident blocks, which hide the softmax and merge
 //   latency of each other.
 //
