@@ -296,3 +296,25 @@ func.func @guarded_large_table(%kp: memref<?x16x16x128xi8>, %q: memref<?x16x256x
       v_scale(%ks : memref<16x256xf32>) outs(%o : memref<?x16x256xf16>) {num_heads = 16 : i64}
   return
 }
+
+// -----
+
+// N and the flag are fused into the fold only when every attention op that
+// reads them has the fold's query (folded or not): here one reads the flag
+// for another query, whose tokens the fold's launch does not cover, so the
+// normalizer keeps its own launch.
+// CHECK-LABEL: func.func @flag_for_another_query
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}}
+!kq = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = channel>
+!vq = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @flag_for_another_query(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %q2: memref<?x8x64xf16>, %qf: memref<?x8x64xf16>, %e: memref<?x8xi32>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<2x64xf32>, %n: memref<1xf32>, %ok: memref<1xi32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x32xi8>) : !kq
+  %v = pattn.bind_cache storage(%vp : memref<?x16x2x128xi8>) : !vq
+  pattn.scale_normalizer scales(%ks : memref<2x64xf32>) outs(%n : memref<1xf32>) flag(%ok : memref<1xi32>) {softmax_scale = 1.250000e-01 : f32}
+  pattn.fold_query query(%q : memref<?x8x64xf16>) scales(%ks : memref<2x64xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<?x8x64xf16>) exponents(%e : memref<?x8xi32>) {num_heads = 8 : i64}
+  pattn.paged_attention query(%q2 : memref<?x8x64xf16>) key(%k : !kq) value(%v : !vq)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<2x64xf32>)
+      guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 0 : i32, num_heads = 8 : i64}
+  return
+}

@@ -361,8 +361,8 @@ static constexpr int64_t kFusedNormalizerEntries = 2048;
 // its N is computed inside the fold kernel (one launch less; every fold
 // block reduces the table, block (0, 0) writes N and the flag), when the
 // table is small and N and the flag are read only by the fold and the
-// guarded attention ops: those run only when the fold does (no tokens, no
-// launches).
+// guarded attention ops of the same query (folded or not): those run only
+// when the fold does (no tokens, no launches).
 void HostRewriter::findFusedNormalizers() {
   function.walk([&](ScaleNormalizerOp normalizer) {
     auto fold = dyn_cast_or_null<FoldQueryOp>(normalizer->getNextNode());
@@ -373,11 +373,15 @@ void HostRewriter::findFusedNormalizers() {
     if (!table.hasStaticShape() ||
         table.getNumElements() > kFusedNormalizerEntries)
       return;
+    auto readsWithTheFold = [&](Operation *user) {
+      if (auto attention = dyn_cast<PagedAttentionOp>(user))
+        return attention.getQuery() == fold.getOut() ||
+               attention.getQuery() == fold.getQuery();
+      return isa<ScaleNormalizerOp, FoldQueryOp, memref::DeallocOp>(user);
+    };
     for (Value result : {normalizer.getOut(), normalizer.getFlag()})
-      for (Operation *user : result.getUsers())
-        if (!isa<ScaleNormalizerOp, FoldQueryOp, PagedAttentionOp,
-                 memref::DeallocOp>(user))
-          return;
+      if (!llvm::all_of(result.getUsers(), readsWithTheFold))
+        return;
     fusedNormalizers[fold] = normalizer;
     fusedAway.insert(normalizer);
   });
