@@ -246,15 +246,29 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
     merges = kb.land(merges, owned);
   }
   kb.ifThen(merges, [&] {
-    // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel
-    // (clamped into the workspace; those past the splits are not used).
+    // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel,
+    // each loaded only where the split exists: with fewer splits (B4 L32K
+    // f16 has 8, a B64 decode 2) clamped loads of the last split were
+    // wasted L2 requests that slowed every merge block (H100: the merge
+    // 11.0 -> 7.8 us at B64 L4K, 6.8 -> 5.3 us with 8 query tokens).
     SmallVector<Value> prefetched;
     Value safeChannel = kb.mins(m.channel, kb.index(valueDim - 1));
     Value lastSplit = kb.sub(m.splits, kb.index(1));
+    Value none = kb.f32(0.0f);
     for (int64_t j = 0; j < kMergePrefetchedSplits; ++j) {
-      Value split = kb.mins(kb.index(j), lastSplit);
-      prefetched.push_back(
-          kb.load(m.partialOut, {split, m.tokenHead, safeChannel}));
+      Value split = kb.index(j);
+      Value real = kb.cmpi(arith::CmpIPredicate::sle, split, lastSplit);
+      auto load = scf::IfOp::create(kb.b, kb.loc, TypeRange{kb.b.getF32Type()},
+                                    real, /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(kb.b);
+        kb.b.setInsertionPointToStart(load.thenBlock());
+        Value o = kb.load(m.partialOut, {split, m.tokenHead, safeChannel});
+        scf::YieldOp::create(kb.b, kb.loc, o);
+        kb.b.setInsertionPointToStart(load.elseBlock());
+        scf::YieldOp::create(kb.b, kb.loc, none);
+      }
+      prefetched.push_back(load.getResult(0));
     }
     auto [globalMax, sink] = mergeMaximum(kb, m, threads);
     SmallVector<Value> totals =
