@@ -172,16 +172,16 @@ func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: m
 // -----
 
 // The fold's dynamic forms: the query fold, whose blocks reduce this small
-// table to N themselves (no normalizer launch), and the guarded pair.
+// table to N themselves (no normalizer launch), and the pair's one merge.
 // CHECK-LABEL: func.func @guarded
 // CHECK: %[[N:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xf32>
 // CHECK: %[[FLAG:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xi32>
 // CHECK-NOT: @pattn_scale_normalizer_
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}} {{.*}} args({{.*}}, %[[N]] : memref<1xf32>, %{{.*}} : memref<?x8xi32>, %[[FLAG]] : memref<1xi32>)
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}} {{.*}} args(%[[FLAG]] : memref<1xi32>, %{{.*}} : memref<?x8x64xf16>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>)
+// CHECK-NOT: @pattn_merge_
 // CHECK: gpu.dealloc async {{.*}} %[[N]]
 // CHECK: gpu.dealloc async {{.*}} %[[FLAG]]
 // CHECK: gpu.func @pattn_fold_query_{{[0-9a-f]+}}
@@ -316,5 +316,51 @@ func.func @flag_for_another_query(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x
   pattn.paged_attention query(%q2 : memref<?x8x64xf16>) key(%k : !kq) value(%v : !vq)
       block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<2x64xf32>)
       guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 0 : i32, num_heads = 8 : i64}
+  return
+}
+
+// -----
+
+// A guarded pair (the fold's folded op, then its fallback) ends with one
+// merge: it reads the flag and merges the workspace of the op that ran
+// (1: the first's, 0: the second's; any other value: nothing).
+// CHECK-LABEL: func.func @pair_merge
+// CHECK: gpu.func @pattn_merge_{{[0-9a-f]+}}(%[[G:.*]]: memref<1xi32>, %{{.*}}: memref<?x8x64xf16>, %[[O1:.*]]: memref<?x?x64xf32>, %[[S1:.*]]: memref<?x?x2xf32>, %[[O2:.*]]: memref<?x?x64xf32>, %[[S2:.*]]: memref<?x?x2xf32>)
+// CHECK:   %[[F:.*]] = memref.load %[[G]][%c0] : memref<1xi32>
+// CHECK:   %[[FIRST:.*]] = arith.cmpi eq, %[[F]], %c1_i32
+// CHECK:   %[[SECOND:.*]] = arith.cmpi eq, %[[F]], %c0_i32
+// CHECK:   arith.ori %[[FIRST]], %[[SECOND]]
+// CHECK:   %[[STATS:.*]] = arith.select %[[FIRST]], %[[S1]], %[[S2]] : memref<?x?x2xf32>
+// CHECK:   memref.dim %[[STATS]], %c0
+// CHECK:   arith.select %[[FIRST]], %[[O1]], %[[O2]] : memref<?x?x64xf32>
+!kp2 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = channel>
+!vp2 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @pair_merge(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<2x64xf32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x32xi8>) : !kp2
+  %v = pattn.bind_cache storage(%vp : memref<?x16x2x128xi8>) : !vp2
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !kp2) value(%v : !vp2)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<2x64xf32>)
+      outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64}
+  return
+}
+
+// -----
+
+// Two ops under one guard that write different outputs are not a pair:
+// each keeps its own merge.
+// CHECK-LABEL: func.func @guarded_other_outputs
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+!ko = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @guarded_other_outputs(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ok: memref<1xi32>, %o1: memref<?x8x64xf16>, %o2: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !ko
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !ko) value(%k : !ko)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o1 : memref<?x8x64xf16>) {guard_value = 1 : i32, num_heads = 8 : i64}
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !ko) value(%k : !ko)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o2 : memref<?x8x64xf16>) {guard_value = 0 : i32, num_heads = 8 : i64}
   return
 }

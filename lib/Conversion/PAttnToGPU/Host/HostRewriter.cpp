@@ -454,6 +454,7 @@ LogicalResult HostRewriter::run() {
   SmallVector<Operation *> bindings;
   findFusedRotaries();
   findFusedNormalizers();
+  findGuardedPairs();
   SmallVector<Operation *> fused;
   for (Operation *op : work) {
     if (isa<BindCacheOp, RescaleViewOp>(op)) {
@@ -494,7 +495,10 @@ LogicalResult HostRewriter::run() {
       return failure();
     op->erase();
   }
-  // Views and bindings have no users left; erase uses before definitions.
+  // Views and bindings have no users left but the fused-away ops (a
+  // guarded pair's second op reads a cache); erase uses before definitions.
+  for (Operation *op : fused)
+    op->dropAllReferences();
   for (Operation *op : llvm::reverse(bindings))
     op->erase();
   for (Operation *op : llvm::reverse(fused))

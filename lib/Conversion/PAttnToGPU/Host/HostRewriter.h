@@ -154,6 +154,15 @@ private:
   void launchDecode(mlir::Location loc, int64_t valueDim,
                     const DecodeWorkspace &workspace,
                     const DecodeKernels &decode);
+  /// The decode launch of `decode` into `workspace`.
+  void launchDecodeKernel(mlir::Location loc, const DecodeWorkspace &workspace,
+                          const DecodeKernels &decode);
+  /// A merge launch: a block per (row of `rows`, kBlockThreads channels).
+  void launchMerge(mlir::Location loc, int64_t valueDim, mlir::Value rows,
+                   mlir::gpu::GPUFuncOp merge, mlir::ValueRange operands);
+  /// A guarded pair (findGuardedPairs): both decodes, then one merge.
+  mlir::LogicalResult lowerGuardedPair(PagedAttentionOp first,
+                                       PagedAttentionOp second);
   void freeWorkspace(mlir::Location loc, const DecodeWorkspace &workspace);
   /// Launches the slot check (and the positions of a fused `rotary`),
   /// then `kernel` gated by its verdicts.
@@ -171,6 +180,10 @@ private:
   /// table (keyed by the fold_query op); fusedAway holds them too.
   llvm::DenseMap<mlir::Operation *, ScaleNormalizerOp> fusedNormalizers;
   void findFusedNormalizers();
+  /// The attention ops lowered with the op before them under one merge
+  /// (keyed by that first op); fusedAway holds them too.
+  llvm::DenseMap<mlir::Operation *, PagedAttentionOp> guardedPairs;
+  void findGuardedPairs();
   /// Launches `check` over `checkItems` items (up to kMostCheckBlocks
   /// blocks; its operands get their verdicts and the device error word
   /// appended), then `kernel` (its operands get the verdicts), which does

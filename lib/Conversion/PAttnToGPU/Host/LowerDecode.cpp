@@ -127,9 +127,9 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
           kvHeads};
 }
 
-void HostRewriter::launchDecode(Location loc, int64_t valueDim,
-                                const DecodeWorkspace &workspace,
-                                const DecodeKernels &decode) {
+void HostRewriter::launchDecodeKernel(Location loc,
+                                      const DecodeWorkspace &workspace,
+                                      const DecodeKernels &decode) {
   ScalarBuilder kb(builder, loc);
   SmallVector<Value> decodeOperands(decode.decodeOperands);
   decodeOperands.append({workspace.partialOut, workspace.partialStats});
@@ -144,12 +144,23 @@ void HostRewriter::launchDecode(Location loc, int64_t valueDim,
     blocks = {workspace.promptTiles, workspace.splits, workspace.kvHeads};
   launch(loc, decode.decode, blocks, decodeOperands, decode.sharedBytes,
          decode.blockThreads);
-  SmallVector<Value> mergeOperands(decode.mergeOperands);
-  mergeOperands.append({workspace.partialOut, workspace.partialStats});
+}
+
+void HostRewriter::launchMerge(Location loc, int64_t valueDim, Value rows,
+                               gpu::GPUFuncOp merge, ValueRange operands) {
+  ScalarBuilder kb(builder, loc);
   // A merge block per (row, kBlockThreads channels).
   Value channelBlocks = kb.index(llvm::divideCeil(valueDim, kBlockThreads));
-  launch(loc, decode.merge, {workspace.rows, channelBlocks, kb.index(1)},
-         mergeOperands);
+  launch(loc, merge, {rows, channelBlocks, kb.index(1)}, operands);
+}
+
+void HostRewriter::launchDecode(Location loc, int64_t valueDim,
+                                const DecodeWorkspace &workspace,
+                                const DecodeKernels &decode) {
+  launchDecodeKernel(loc, workspace, decode);
+  SmallVector<Value> mergeOperands(decode.mergeOperands);
+  mergeOperands.append({workspace.partialOut, workspace.partialStats});
+  launchMerge(loc, valueDim, workspace.rows, decode.merge, mergeOperands);
 }
 
 void HostRewriter::freeWorkspace(Location loc,
@@ -231,6 +242,8 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
 }
 
 LogicalResult HostRewriter::lower(PagedAttentionOp op) {
+  if (auto pair = guardedPairs.find(op); pair != guardedPairs.end())
+    return lowerGuardedPair(op, pair->second);
   FailureOr<CacheBuffers> key = resolveCache(op, op.getKey());
   FailureOr<CacheBuffers> value = resolveCache(op, op.getValue());
   if (failed(key) || failed(value))
@@ -299,5 +312,103 @@ LogicalResult HostRewriter::lower(MlaDecodeOp op) {
         return familyOfPlan(op, modulePlan)
             .build(module, op, modulePlan, sources);
       });
+  return success();
+}
+
+/// Whether `a` and `b` read queries of the same tokens: the same buffer, or
+/// one the fold wrote from the other.
+static bool sameQueryTokens(PagedAttentionOp a, PagedAttentionOp b) {
+  auto foldedFrom = [](Value query) -> Value {
+    for (Operation *user : query.getUsers())
+      if (auto fold = dyn_cast<FoldQueryOp>(user);
+          fold && fold.getOut() == query)
+        return fold.getQuery();
+    return Value();
+  };
+  Value first = a.getQuery(), second = b.getQuery();
+  return first == second || foldedFrom(first) == second ||
+         foldedFrom(second) == first;
+}
+
+// Two attention ops in a row that share a guard (with different values),
+// the output, the sinks and the output scale, over queries of the same
+// tokens, none split into prefill and decode sides: the fold's folded op and
+// its fallback. At most one of them runs, so one merge, which reads the flag
+// and merges the workspace of the op that ran, replaces their two (each a
+// launch that otherwise only reads the flag and exits).
+void HostRewriter::findGuardedPairs() {
+  function.walk([&](PagedAttentionOp first) {
+    auto second = dyn_cast_or_null<PagedAttentionOp>(first->getNextNode());
+    if (!second || !first.getGuard() || second.getGuard() != first.getGuard())
+      return;
+    if (first.getGuardValue().value_or(0) == second.getGuardValue().value_or(0))
+      return;
+    if (first.getOut() != second.getOut() ||
+        first.getSinks() != second.getSinks() ||
+        first.getOutScale() != second.getOutScale() ||
+        first.getNumHeads() != second.getNumHeads() ||
+        first.getValue().getType() != second.getValue().getType())
+      return;
+    if (first.getDecodePlanAttr() || second.getDecodePlanAttr() ||
+        !sameQueryTokens(first, second))
+      return;
+    guardedPairs[first] = second;
+    fusedAway.insert(second);
+  });
+}
+
+LogicalResult HostRewriter::lowerGuardedPair(PagedAttentionOp first,
+                                             PagedAttentionOp second) {
+  FailureOr<CacheBuffers> firstKey = resolveCache(first, first.getKey());
+  FailureOr<CacheBuffers> firstValue = resolveCache(first, first.getValue());
+  FailureOr<CacheBuffers> secondKey = resolveCache(second, second.getKey());
+  FailureOr<CacheBuffers> secondValue = resolveCache(second, second.getValue());
+  if (failed(firstKey) || failed(firstValue) || failed(secondKey) ||
+      failed(secondValue))
+    return failure();
+  DecodeSources firstSources, secondSources;
+  firstSources.key = &*firstKey;
+  firstSources.value = &*firstValue;
+  secondSources.key = &*secondKey;
+  secondSources.value = &*secondValue;
+  int64_t numHeads = static_cast<int64_t>(first.getNumHeads());
+  int64_t valueDim = firstValue->type.getHeadDim();
+  Attribute firstPlan = first.getPlanAttr(), secondPlan = second.getPlanAttr();
+  const DecodeFamily &firstFamily = familyOfPlan(first, firstPlan);
+  const DecodeFamily &secondFamily = familyOfPlan(second, secondPlan);
+  DecodeGrid firstGrid =
+      gridOfPlan(firstPlan, chips, firstKey->type.getKvHeads(), numHeads);
+  DecodeGrid secondGrid =
+      gridOfPlan(secondPlan, chips, secondKey->type.getKvHeads(), numHeads);
+  Location loc = first.getLoc();
+  Value tokens = dim(loc, first.getQuery(), 0);
+  ifPositive(loc, tokens, [&] {
+    DecodeWorkspace firstWorkspace = allocateWorkspace(
+        loc, tokens, first.getBlockTable(), firstKey->type.getBlockSize(),
+        valueDim, numHeads, firstGrid);
+    DecodeWorkspace secondWorkspace = allocateWorkspace(
+        second.getLoc(), tokens, second.getBlockTable(),
+        secondKey->type.getBlockSize(), valueDim, numHeads, secondGrid);
+    dispatch(loc, [&](KernelModule &module) {
+      DecodeKernels firstKernels =
+          firstFamily.build(module, first, firstPlan, firstSources);
+      DecodeKernels secondKernels =
+          secondFamily.build(module, second, secondPlan, secondSources);
+      // The pair's merge replaces the ops' own (not launched).
+      firstKernels.merge.erase();
+      secondKernels.merge.erase();
+      launchDecodeKernel(loc, firstWorkspace, firstKernels);
+      launchDecodeKernel(second.getLoc(), secondWorkspace, secondKernels);
+      SmallVector<Value> mergeOperands;
+      gpu::GPUFuncOp merge =
+          buildGuardedPairMergeKernel(module, first, second, mergeOperands);
+      mergeOperands.append(
+          {firstWorkspace.partialOut, firstWorkspace.partialStats,
+           secondWorkspace.partialOut, secondWorkspace.partialStats});
+      launchMerge(loc, valueDim, firstWorkspace.rows, merge, mergeOperands);
+    });
+    freeWorkspace(loc, firstWorkspace);
+    freeWorkspace(loc, secondWorkspace);
+  });
   return success();
 }

@@ -326,6 +326,17 @@ buildPagedMergeKernel(KernelModule &kernels, pattn::PagedAttentionOp op,
                       llvm::SmallVectorImpl<mlir::Value> &hostOperands,
                       SplitRows rows = {});
 
+/// The one merge of a guarded pair (HostRewriter::findGuardedPairs): two
+/// attention ops of one guard and output, of which the flag lets at most
+/// one run. Its operands are the first op's merge operands, then the first
+/// op's workspace, then the second's; each block merges the workspace of
+/// the op the flag names (neither: nothing).
+mlir::gpu::GPUFuncOp
+buildGuardedPairMergeKernel(KernelModule &kernels,
+                            pattn::PagedAttentionOp first,
+                            pattn::PagedAttentionOp second,
+                            llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+
 DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
                                     pattn::MlaDecodeOp op,
                                     const RecordBuffers &cache,

@@ -90,6 +90,16 @@ void DecodeSignature::addWorkspace(MLIRContext *context, int64_t valueDim) {
   argumentTypes.push_back(workspaceStatsType(context));
 }
 
+void DecodeSignature::addSecondWorkspace(MLIRContext *context,
+                                         int64_t valueDim) {
+  slots.push_back(
+      {DecodeArg::SecondPartialOut, unsigned(argumentTypes.size()), 1});
+  argumentTypes.push_back(workspaceOutputType(context, valueDim));
+  slots.push_back(
+      {DecodeArg::SecondPartialStats, unsigned(argumentTypes.size()), 1});
+  argumentTypes.push_back(workspaceStatsType(context));
+}
+
 auto DecodeSignature::find(DecodeArg role) const -> const Slot * {
   for (const Slot &slot : slots)
     if (slot.role == role)

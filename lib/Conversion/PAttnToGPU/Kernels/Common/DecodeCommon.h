@@ -66,6 +66,9 @@ enum class DecodeArg : uint8_t {
   /// The split-KV workspace, which the host passes at launch.
   PartialOut,
   PartialStats,
+  /// The second workspace of a guarded pair's merge (the second op's).
+  SecondPartialOut,
+  SecondPartialStats,
 };
 
 /// A kernel's arguments by role: the host side adds the op's values
@@ -85,6 +88,8 @@ public:
   /// Appends the split-KV workspace: partial outputs of `valueDim`
   /// channels, then their statistics.
   void addWorkspace(mlir::MLIRContext *context, int64_t valueDim);
+  /// A guarded pair's merge: the second op's workspace after the first's.
+  void addSecondWorkspace(mlir::MLIRContext *context, int64_t valueDim);
 
   /// The host values, in argument order (without the workspace).
   llvm::ArrayRef<mlir::Value> hostOperands() const { return values; }

@@ -49,6 +49,13 @@ Value foldInOrder(KernelBuilder &kb, Value count, Value init,
                     })[0];
 }
 
+/// A guarded pair's merge (buildGuardedPairMergeKernel): the guard value
+/// of the pair's second op, whose workspace the kernel takes after the
+/// first op's.
+struct MergePair {
+  int32_t secondGuardValue;
+};
+
 /// The merge kernel's arguments and the block's coordinates.
 struct MergeKernel {
   gpu::GPUFuncOp func;
@@ -57,14 +64,18 @@ struct MergeKernel {
   Value queryStart;                  ///< a split op's (else null)
   Value partialOut, partialStats;    ///< the workspace
   Value tid, tokenHead, channel, token, head, kvHead, splits;
+  /// A pair's merge: whether the flag selects the first op's workspace,
+  /// or the second's (then partialOut and partialStats are that one).
+  Value first, second;
 };
 
-/// The kernel: the op's buffers (`hostOperands`), then the workspace.
+/// The kernel: the op's buffers (`hostOperands`), then the workspace (a
+/// pair's: the first op's, then the second's).
 MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
                               KernelBuilder &kb, int64_t valueDim,
                               int64_t kvHeads, const DecodeParams &p,
                               SmallVectorImpl<Value> &hostOperands,
-                              SplitRows rows) {
+                              SplitRows rows, const MergePair *pair) {
   DecodeSignature signature;
   if (rows.decodeTokens)
     signature.add(DecodeArg::QueryStart, p.queryStart);
@@ -73,6 +84,8 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
   signature.add(DecodeArg::OutScale, p.outScale);
   signature.add(DecodeArg::Out, p.out);
   signature.addWorkspace(builder.getContext(), valueDim);
+  if (pair)
+    signature.addSecondWorkspace(builder.getContext(), valueDim);
   hostOperands.assign(signature.hostOperands().begin(),
                       signature.hostOperands().end());
   // Per chunk of splits: their weights and their sums (staged), which also
@@ -105,6 +118,17 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
   m.token = kb.divs(m.tokenHead, kb.index(p.numHeads));
   m.head = kb.rems(m.tokenHead, kb.index(p.numHeads));
   m.kvHead = kb.divs(m.head, kb.index(group));
+  if (pair) {
+    // The flag names the op that ran: merge its workspace (or nothing).
+    Value flag = kb.load(m.guard, {kb.index(0)});
+    m.first = kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(p.guardValue));
+    m.second =
+        kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(pair->secondGuardValue));
+    Value secondOut = signature.arg(DecodeArg::SecondPartialOut);
+    Value secondStats = signature.arg(DecodeArg::SecondPartialStats);
+    m.partialOut = kb.select(m.first, m.partialOut, secondOut);
+    m.partialStats = kb.select(m.first, m.partialStats, secondStats);
+  }
   m.splits = memref::DimOp::create(builder, p.loc, m.partialStats, 0);
   return m;
 }
@@ -226,21 +250,23 @@ Value locateCompactRow(KernelBuilder &kb, MergeKernel &m, SplitRows rows) {
 
 } // namespace
 
-gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
-                                       int64_t kvHeads, const DecodeParams &p,
-                                       SmallVectorImpl<Value> &hostOperands,
-                                       SplitRows rows) {
+/// The merge kernel of buildMergeKernel, or of a guarded pair (`pair`).
+static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
+                                 int64_t kvHeads, const DecodeParams &p,
+                                 SmallVectorImpl<Value> &hostOperands,
+                                 SplitRows rows, const MergePair *pair) {
   OpBuilder builder(p.query.getContext());
   KernelBuilder kb(builder, p.loc);
   MergeKernel m = createMergeKernel(kernels, builder, kb, valueDim, kvHeads, p,
-                                    hostOperands, rows);
+                                    hostOperands, rows, pair);
   Type outType = cast<MemRefType>(m.out.getType()).getElementType();
   Value threads = kb.index(kBlockThreads);
   Value hasChannel =
       kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
 
   // A split op's decode side: only the real token slots.
-  Value merges = guardAllows(kb, m.guard, p.guardValue);
+  Value merges =
+      pair ? kb.lor(m.first, m.second) : guardAllows(kb, m.guard, p.guardValue);
   if (rows.decodeTokens) {
     Value owned = locateCompactRow(kb, m, rows);
     merges = kb.land(merges, owned);
@@ -291,6 +317,25 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
   });
   gpu::ReturnOp::create(builder, p.loc);
   return m.func;
+}
+
+gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
+                                       int64_t kvHeads, const DecodeParams &p,
+                                       SmallVectorImpl<Value> &hostOperands,
+                                       SplitRows rows) {
+  return buildMerge(kernels, valueDim, kvHeads, p, hostOperands, rows,
+                    /*pair=*/nullptr);
+}
+
+auto ::pattn::buildGuardedPairMergeKernel(KernelModule &kernels,
+                                          PagedAttentionOp first,
+                                          PagedAttentionOp second,
+                                          SmallVectorImpl<Value> &hostOperands)
+    -> gpu::GPUFuncOp {
+  CacheType value = first.getValue().getType();
+  MergePair pair{static_cast<int32_t>(second.getGuardValue().value_or(0))};
+  return buildMerge(kernels, value.getHeadDim(), value.getKvHeads(),
+                    decodeParams(first), hostOperands, SplitRows(), &pair);
 }
 
 auto ::pattn::buildPagedMergeKernel(KernelModule &kernels, PagedAttentionOp op,
