@@ -323,16 +323,20 @@ func.func @flag_for_another_query(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x
 
 // A guarded pair (the fold's folded op, then its fallback) ends with one
 // merge: it reads the flag and merges the workspace of the op that ran
-// (1: the first's, 0: the second's; any other value: nothing).
+// (1: the first's, 0: the second's; any other value: nothing), each in a
+// branch of its own.
 // CHECK-LABEL: func.func @pair_merge
 // CHECK: gpu.func @pattn_merge_{{[0-9a-f]+}}(%[[G:.*]]: memref<1xi32>, %{{.*}}: memref<?x8x64xf16>, %[[O1:.*]]: memref<?x?x64xf32>, %[[S1:.*]]: memref<?x?x2xf32>, %[[O2:.*]]: memref<?x?x64xf32>, %[[S2:.*]]: memref<?x?x2xf32>)
 // CHECK:   %[[F:.*]] = memref.load %[[G]][%c0] : memref<1xi32>
 // CHECK:   %[[FIRST:.*]] = arith.cmpi eq, %[[F]], %c1_i32
+// CHECK:   scf.if %[[FIRST]] {
+// CHECK:     memref.dim %[[S1]]
+// CHECK:     memref.load %[[O1]]
 // CHECK:   %[[SECOND:.*]] = arith.cmpi eq, %[[F]], %c0_i32
-// CHECK:   arith.ori %[[FIRST]], %[[SECOND]]
-// CHECK:   %[[STATS:.*]] = arith.select %[[FIRST]], %[[S1]], %[[S2]] : memref<?x?x2xf32>
-// CHECK:   memref.dim %[[STATS]], %c0
-// CHECK:   arith.select %[[FIRST]], %[[O1]], %[[O2]] : memref<?x?x64xf32>
+// CHECK:   scf.if %[[SECOND]] {
+// CHECK:     memref.dim %[[S2]]
+// CHECK:     memref.load %[[O2]]
+// CHECK:   gpu.return
 !kp2 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = channel>
 !vp2 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
 func.func @pair_merge(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<2x64xf32>, %o: memref<?x8x64xf16>) {

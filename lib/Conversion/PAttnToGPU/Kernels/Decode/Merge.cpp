@@ -64,9 +64,9 @@ struct MergeKernel {
   Value queryStart;                  ///< a split op's (else null)
   Value partialOut, partialStats;    ///< the workspace
   Value tid, tokenHead, channel, token, head, kvHead, splits;
-  /// A pair's merge: whether the flag selects the first op's workspace,
-  /// or the second's (then partialOut and partialStats are that one).
-  Value first, second;
+  /// A pair's merge: whether the flag names the first op or the second,
+  /// and the second op's workspace.
+  Value first, second, secondOut, secondStats;
 };
 
 /// The kernel: the op's buffers (`hostOperands`), then the workspace (a
@@ -119,15 +119,15 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
   m.head = kb.rems(m.tokenHead, kb.index(p.numHeads));
   m.kvHead = kb.divs(m.head, kb.index(group));
   if (pair) {
-    // The flag names the op that ran: merge its workspace (or nothing).
+    // The flag names the op that ran (or neither); each workspace's split
+    // count is read in its own branch (mergeWorkspaces).
     Value flag = kb.load(m.guard, {kb.index(0)});
     m.first = kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(p.guardValue));
     m.second =
         kb.cmpi(arith::CmpIPredicate::eq, flag, kb.i32(pair->secondGuardValue));
-    Value secondOut = signature.arg(DecodeArg::SecondPartialOut);
-    Value secondStats = signature.arg(DecodeArg::SecondPartialStats);
-    m.partialOut = kb.select(m.first, m.partialOut, secondOut);
-    m.partialStats = kb.select(m.first, m.partialStats, secondStats);
+    m.secondOut = signature.arg(DecodeArg::SecondPartialOut);
+    m.secondStats = signature.arg(DecodeArg::SecondPartialStats);
+    return m;
   }
   m.splits = memref::DimOp::create(builder, p.loc, m.partialStats, 0);
   return m;
@@ -250,6 +250,76 @@ Value locateCompactRow(KernelBuilder &kb, MergeKernel &m, SplitRows rows) {
 
 } // namespace
 
+/// Merges the block's row from `m`'s workspace into the output: the
+/// prefetch of the first splits, the maximum, the weighted sums, the sink,
+/// out_scale and the output's single rounding.
+static void mergeRow(KernelBuilder &kb, const MergeKernel &m, int64_t valueDim,
+                     Value threads, Value hasChannel, Type outType) {
+  // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel,
+  // each loaded only where the split exists: with fewer splits (B4 L32K
+  // f16 has 8, a B64 decode 2) clamped loads of the last split were
+  // wasted L2 requests that slowed every merge block (H100: the merge
+  // 11.0 -> 7.8 us at B64 L4K, 6.8 -> 5.3 us with 8 query tokens).
+  SmallVector<Value> prefetched;
+  Value safeChannel = kb.mins(m.channel, kb.index(valueDim - 1));
+  Value lastSplit = kb.sub(m.splits, kb.index(1));
+  Value none = kb.f32(0.0f);
+  for (int64_t j = 0; j < kMergePrefetchedSplits; ++j) {
+    Value split = kb.index(j);
+    Value real = kb.cmpi(arith::CmpIPredicate::sle, split, lastSplit);
+    auto load = scf::IfOp::create(kb.b, kb.loc, TypeRange{kb.b.getF32Type()},
+                                  real, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(kb.b);
+      kb.b.setInsertionPointToStart(load.thenBlock());
+      Value o = kb.load(m.partialOut, {split, m.tokenHead, safeChannel});
+      scf::YieldOp::create(kb.b, kb.loc, o);
+      kb.b.setInsertionPointToStart(load.elseBlock());
+      scf::YieldOp::create(kb.b, kb.loc, none);
+    }
+    prefetched.push_back(load.getResult(0));
+  }
+  auto [globalMax, sink] = mergeMaximum(kb, m, threads);
+  SmallVector<Value> totals =
+      mergeSplits(kb, m, threads, globalMax, prefetched, valueDim);
+  Value denominator = totals[0];
+  // A sink adds exp(sink - max) to the denominator and nothing to the sum.
+  if (sink)
+    denominator = kb.fadd(denominator, softmaxWeight(kb, sink, globalMax));
+  Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
+  Value inverse =
+      kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
+  kb.ifThen(hasChannel, [&] {
+    Value result = kb.fmul(totals[1], inverse);
+    if (m.outScale)
+      result = kb.fmul(result, kb.load(m.outScale, {m.kvHead, m.channel}));
+    // The output's only rounding.
+    Value rounded = arith::TruncFOp::create(kb.b, kb.loc, outType, result);
+    kb.store(rounded, m.out, {m.token, m.head, m.channel});
+  });
+}
+
+/// A guarded pair's row: the merge of the first op's workspace where the
+/// flag names it, else of the second's where it names that one. Each
+/// branch is the lone merge's code over its workspace (one merge over a
+/// selected workspace ran 0.5-1.1 us slower on the H100).
+static void mergeWorkspaces(KernelBuilder &kb, const MergeKernel &m,
+                            int64_t valueDim, Value threads, Value hasChannel,
+                            Type outType) {
+  kb.ifThen(m.first, [&] {
+    MergeKernel own = m;
+    own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
+    mergeRow(kb, own, valueDim, threads, hasChannel, outType);
+  });
+  kb.ifThen(m.second, [&] {
+    MergeKernel own = m;
+    own.partialOut = m.secondOut;
+    own.partialStats = m.secondStats;
+    own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
+    mergeRow(kb, own, valueDim, threads, hasChannel, outType);
+  });
+}
+
 /// The merge kernel of buildMergeKernel, or of a guarded pair (`pair`).
 static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
                                  int64_t kvHeads, const DecodeParams &p,
@@ -263,58 +333,20 @@ static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
   Value threads = kb.index(kBlockThreads);
   Value hasChannel =
       kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
+  if (pair) {
+    mergeWorkspaces(kb, m, valueDim, threads, hasChannel, outType);
+    gpu::ReturnOp::create(builder, p.loc);
+    return m.func;
+  }
 
   // A split op's decode side: only the real token slots.
-  Value merges =
-      pair ? kb.lor(m.first, m.second) : guardAllows(kb, m.guard, p.guardValue);
+  Value merges = guardAllows(kb, m.guard, p.guardValue);
   if (rows.decodeTokens) {
     Value owned = locateCompactRow(kb, m, rows);
     merges = kb.land(merges, owned);
   }
-  kb.ifThen(merges, [&] {
-    // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel,
-    // each loaded only where the split exists: with fewer splits (B4 L32K
-    // f16 has 8, a B64 decode 2) clamped loads of the last split were
-    // wasted L2 requests that slowed every merge block (H100: the merge
-    // 11.0 -> 7.8 us at B64 L4K, 6.8 -> 5.3 us with 8 query tokens).
-    SmallVector<Value> prefetched;
-    Value safeChannel = kb.mins(m.channel, kb.index(valueDim - 1));
-    Value lastSplit = kb.sub(m.splits, kb.index(1));
-    Value none = kb.f32(0.0f);
-    for (int64_t j = 0; j < kMergePrefetchedSplits; ++j) {
-      Value split = kb.index(j);
-      Value real = kb.cmpi(arith::CmpIPredicate::sle, split, lastSplit);
-      auto load = scf::IfOp::create(kb.b, kb.loc, TypeRange{kb.b.getF32Type()},
-                                    real, /*withElseRegion=*/true);
-      {
-        OpBuilder::InsertionGuard guard(kb.b);
-        kb.b.setInsertionPointToStart(load.thenBlock());
-        Value o = kb.load(m.partialOut, {split, m.tokenHead, safeChannel});
-        scf::YieldOp::create(kb.b, kb.loc, o);
-        kb.b.setInsertionPointToStart(load.elseBlock());
-        scf::YieldOp::create(kb.b, kb.loc, none);
-      }
-      prefetched.push_back(load.getResult(0));
-    }
-    auto [globalMax, sink] = mergeMaximum(kb, m, threads);
-    SmallVector<Value> totals =
-        mergeSplits(kb, m, threads, globalMax, prefetched, valueDim);
-    Value denominator = totals[0];
-    // A sink adds exp(sink - max) to the denominator and nothing to the sum.
-    if (sink)
-      denominator = kb.fadd(denominator, softmaxWeight(kb, sink, globalMax));
-    Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
-    Value inverse =
-        kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
-    kb.ifThen(hasChannel, [&] {
-      Value result = kb.fmul(totals[1], inverse);
-      if (m.outScale)
-        result = kb.fmul(result, kb.load(m.outScale, {m.kvHead, m.channel}));
-      // The output's only rounding.
-      Value rounded = arith::TruncFOp::create(kb.b, kb.loc, outType, result);
-      kb.store(rounded, m.out, {m.token, m.head, m.channel});
-    });
-  });
+  kb.ifThen(merges,
+            [&] { mergeRow(kb, m, valueDim, threads, hasChannel, outType); });
   gpu::ReturnOp::create(builder, p.loc);
   return m.func;
 }
