@@ -368,3 +368,48 @@ func.func @guarded_other_outputs(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf
       guard(%ok : memref<1xi32>) outs(%o2 : memref<?x8x64xf16>) {guard_value = 0 : i32, num_heads = 8 : i64}
   return
 }
+
+// -----
+
+// Two guarded ops over queries of different tokens are not a pair.
+// CHECK-LABEL: func.func @guarded_other_queries
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}}
+!kq2 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @guarded_other_queries(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %q2: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ok: memref<1xi32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !kq2
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !kq2) value(%k : !kq2)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 1 : i32, num_heads = 8 : i64}
+  pattn.paged_attention query(%q2 : memref<?x8x64xf16>) key(%k : !kq2) value(%k : !kq2)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 0 : i32, num_heads = 8 : i64}
+  return
+}
+
+// -----
+
+// Three guarded ops in a row: the first two are a pair (one merge), the
+// third, which would pair with the second, keeps its own decode and merge.
+// CHECK-LABEL: func.func @guarded_three
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<1xi32>, %{{.*}} : memref<?x8x64xf16>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>)
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<1xi32>, %{{.*}} : memref<?x8x64xf16>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>)
+!k3 = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @guarded_three(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ok: memref<1xi32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x128xi8>) : !k3
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !k3) value(%k : !k3)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 1 : i32, num_heads = 8 : i64}
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !k3) value(%k : !k3)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 0 : i32, num_heads = 8 : i64}
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !k3) value(%k : !k3)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
+      guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 1 : i32, num_heads = 8 : i64}
+  return
+}

@@ -338,6 +338,9 @@ static bool sameQueryTokens(PagedAttentionOp a, PagedAttentionOp b) {
 // launch that otherwise only reads the flag and exits).
 void HostRewriter::findGuardedPairs() {
   function.walk([&](PagedAttentionOp first) {
+    // An op already paired with the one before it starts no pair.
+    if (fusedAway.contains(first))
+      return;
     auto second = dyn_cast_or_null<PagedAttentionOp>(first->getNextNode());
     if (!second || !first.getGuard() || second.getGuard() != first.getGuard())
       return;
