@@ -7,6 +7,8 @@
 // RUN: FileCheck %s < %t.ptx
 // RUN: FileCheck %s --check-prefix=NONE < %t.ptx
 // RUN: FileCheck %s --check-prefix=FP8 < %t.ptx
+// The cache writes encode fp8 pairs with the chip's conversion, e5m2 too.
+// RUN: FileCheck %s --check-prefix=ENC < %t.ptx
 // RUN: FileCheck %s --check-prefix=FP4 < %t.ptx
 // RUN: %ptxas -arch=sm_120a %t.ptx -o %t.cubin
 // The default backend (auto) lowers the eligible ops to the XQA kernel (mma.sync,
@@ -28,5 +30,7 @@
 // CHECK: .target sm_120a
 // CHECK: .entry pattn_write_record
 // FP8: cvt.rn.f16x2.e4m3x2
-// NONE-NOT: e5m2x2
+// NONE-NOT: f16x2.e5m2x2
+// ENC-DAG: cvt.rn.satfinite.e4m3x2.f32
+// ENC-DAG: cvt.rn.satfinite.e5m2x2.f32
 // FP4: cvt.rn.f16x2.e2m1x2

@@ -8,6 +8,8 @@
 // RUN: FileCheck %s < %t.ptx
 // RUN: FileCheck %s --check-prefix=NONE < %t.ptx
 // RUN: FileCheck %s --check-prefix=FP8 < %t.ptx
+// The cache writes encode fp8 pairs with the chip's conversion, e5m2 too.
+// RUN: FileCheck %s --check-prefix=ENC < %t.ptx
 // RUN: %ptxas -arch=sm_90a %t.ptx -o %t.cubin
 // The tensor-core kernels keep everything in registers at their launch
 // bounds (3 resident MLA blocks at 168 registers, XQA at its planned count):
@@ -65,8 +67,11 @@
 // CHECK: .entry pattn_write_record
 // CHECK: .entry pattn_rotary
 // FP8: cvt.rn.f16x2.e4m3x2
-// NONE-NOT: e5m2x2
+// NONE-NOT: f16x2.e5m2x2
+// ENC-DAG: cvt.rn.satfinite.e4m3x2.f32
+// ENC-DAG: cvt.rn.satfinite.e5m2x2.f32
 // NONE-NOT: e2m1x2
 // SOFT: .target sm_90a
 // SOFT-NOT: e4m3x2
+// SOFT-NOT: e5m2x2
 // SOFT-NOT: e2m1x2

@@ -1169,6 +1169,134 @@ def test_long_batch_writes_bit_exact(case):
     assert_cache_equal(run.v_cache, run.plan.v_expected, "V cache")
 
 
+def _misaligned(tensor: torch.Tensor) -> torch.Tensor:
+    """The same elements, contiguous, at a data pointer one element past an
+    allocation's start (as a view into a larger buffer can be): an f16 row
+    off its 8-byte vector, a page one byte off its word."""
+    flat = torch.empty(tensor.numel() + 1, dtype=tensor.dtype,
+                       device=tensor.device)
+    view = flat[1:].view(tensor.shape)
+    view.copy_(tensor)
+    return view
+
+
+def _misaligned_cases() -> list:
+    """One grid case per K and per V encoding, head_dim 64 (a pair a lane)
+    and 128/256 (a run of four), own (not engine) pages."""
+    chosen: dict = {}
+    for case in GRID:
+        config = case.config
+        if config.engine_pages:
+            continue
+        for encoding in (config.k_encoding, config.v_encoding):
+            wide = config.head_dim % 128 == 0
+            chosen.setdefault((encoding, wide), case)
+    unique = {case.id: case for case in chosen.values()}
+    return list(unique.values())
+
+
+MISALIGNED_CASES = _misaligned_cases()
+
+
+@pytest.mark.parametrize("case", MISALIGNED_CASES, ids=_ids)
+def test_misaligned_buffers_write_bit_exact(case):
+    """The write kernels load a lane's values and store its codes as one
+    vector only where the buffers are aligned for it (a uniform check of
+    the pointers and strides); values and pages at odd addresses take the
+    element-wise path and write the same bytes."""
+    run = case.run()
+    tensors = dict(run.tensors)
+    for prefix in ("k", "v"):
+        initial = getattr(run.plan, f"{prefix}_initial")
+        for name, tensor in cache_tensors(prefix, initial).items():
+            tensors[name] = _misaligned(tensor)
+        tensors[f"{prefix}_new"] = _misaligned(run.tensors[f"{prefix}_new"])
+        assert tensors[f"{prefix}_pages"].data_ptr() % 2 == 1
+        assert tensors[f"{prefix}_new"].data_ptr() % 8 != 0
+    run.module.take_device_errors()
+    for name in ("write_k", "write_v"):
+        invoke(run.module, name, run.plan.module.functions[name], tensors)
+    torch.cuda.synchronize()
+    run.module.check_device_errors()
+    for prefix in ("k", "v"):
+        written = downloaded_cache(
+            prefix, getattr(run.plan, f"{prefix}_initial"), tensors)
+        assert_cache_equal(written, getattr(run.plan, f"{prefix}_expected"),
+                           f"{prefix.upper()} cache from misaligned buffers")
+
+
+def _every_value_cases() -> list:
+    """A case per quantized K encoding and scale granularity with f16
+    values, and one per encoding with bf16 values (own pages; the named
+    deployments first)."""
+    chosen: dict = {}
+    for case in NAMED + GRID:
+        config = case.config
+        if config.engine_pages or config.k_encoding in ("f16", "bf16"):
+            continue
+        key = ((config.k_encoding, config.k_scale) if config.dtype == "f16"
+               else (config.k_encoding, "bf16"))
+        chosen.setdefault(key, case)
+    return list(chosen.values())
+
+
+EVERY_VALUE_CASES = _every_value_cases()
+
+
+@pytest.mark.parametrize("case", EVERY_VALUE_CASES, ids=_ids)
+def test_every_activation_value_writes_bit_exact(case):
+    """Every finite f16 (or bf16) value, in rows of the case's K cache,
+    written by write_k in batches of the cache's capacity: every page byte
+    (and group and token scale) is the reference quantizer's. The codes'
+    rounding ties, subnormals and saturation all come up, on whichever
+    conversion the chip's module uses (hardware fp8 on sm_89 and up)."""
+    run = case.run()
+    plan, config = run.plan, case.config
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    bits = bits[np.isfinite(activation_values(bits, config.dtype))]
+    per_token = config.kv_heads * config.head_dim
+    bits = np.resize(bits, -(-bits.size // per_token) * per_token)
+    rows = bits.reshape(-1, config.kv_heads, config.head_dim)
+    capacity = run.tensors["k_pages"].shape[0] * config.block_size
+    rng = np.random.default_rng(7)
+    operands = [plan.k_operand]
+    if config.k_scale == "tensor" and config.k_encoding != "nvfp4":
+        # A tensor scale is divided by through its reciprocal where that is
+        # exact (f16 values, 2^-64 <= |s| <= 2^64): scales across that
+        # range, its ends and just past them (the division's path).
+        exponents = list(rng.uniform(-40, 40, 12)) + [-64, 64]
+        operands += [np.array([m * 2.0 ** e], np.float32) for m, e in
+                     zip(rng.uniform(1, 2, len(exponents)), exponents)]
+        operands += [np.array([v], np.float32) for v in
+                     (2.0 ** -64, 2.0 ** 64, np.nextafter(
+                         np.float32(2.0 ** -64), np.float32(0)),
+                      np.nextafter(np.float32(2.0 ** 64), np.float32(np.inf)))]
+    for operand in operands:
+        for start in range(0, rows.shape[0], capacity):
+            chunk = rows[start:start + capacity]
+            slots = rng.permutation(capacity)[:chunk.shape[0]].astype(
+                np.int64)
+            expected = plan.k_initial.copy()
+            expected.write(activation_values(chunk, config.dtype), slots,
+                           operand)
+            tensors = dict(run.tensors)
+            tensors.update(cache_tensors("k", plan.k_initial))
+            tensors["k_new"] = upload(chunk, config.dtype)
+            tensors["slots"] = upload(slots, "i64")
+            if operand is not None:
+                tensors["k_scale"] = upload(operand, "f32")
+            run.module.take_device_errors()
+            invoke(run.module, "write_k", plan.module.functions["write_k"],
+                   tensors)
+            torch.cuda.synchronize()
+            run.module.check_device_errors()
+            scale = "" if operand is None or operand.size != 1 \
+                else f", scale {float(operand[0]):.6g}"
+            assert_cache_equal(
+                downloaded_cache("k", plan.k_initial, tensors), expected,
+                f"K cache, values {start * per_token}+{scale}")
+
+
 # ---------------------------------------------------------------------------
 # The fold at its extremes (SPEC §5)
 # ---------------------------------------------------------------------------

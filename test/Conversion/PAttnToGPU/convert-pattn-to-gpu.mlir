@@ -44,6 +44,10 @@
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
 // CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<?xi32>) kernel
+// The tensor scale is read once. i4 rows keep element loads and byte
+// stores (a pair of codes a byte): no alignment checks.
+// CHECK:     memref.load %{{.*}}[%c0] : memref<1xf32>
+// CHECK-NOT: memref.extract_aligned_pointer_as_index
 // The warp's two rows ((block x 4 + warp) x 2 + i), their tokens and heads
 // (clamped into the batch for the loads); it writes only after a clean
 // slot check, and slot -1 skips the token. Both rows' elements are loaded
@@ -411,5 +415,37 @@ func.func @guarded_three(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt
   pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !k3) value(%k : !k3)
       block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>)
       guard(%ok : memref<1xi32>) outs(%o : memref<?x8x64xf16>) {guard_value = 1 : i32, num_heads = 8 : i64}
+  return
+}
+
+// -----
+
+// head_dim 128, fp8: a lane writes a run of four channels, its values read
+// as one 8-byte ld.global.v2 and its four codes stored as one 4-byte word,
+// each where a uniform check of the buffer's address and strides allows it
+// (element loads and byte stores otherwise). A channel-scaled row reads
+// its four scales.
+// CHECK-LABEL: gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x1x128xbf16>
+// CHECK:     memref.extract_aligned_pointer_as_index %{{.*}} : memref<?x1x128xbf16>
+// CHECK:     %[[VALUES_OK:.*]] = arith.cmpi eq
+// CHECK:     scf.if %[[VALUES_OK]] -> (f32, f32, f32, f32) {
+// CHECK:       llvm.inline_asm has_side_effects "ld.global.v2.b32 {$0, $1}, [$2];", "=r,=r,l"
+// CHECK:     } else {
+// CHECK-COUNT-4: memref.load %{{.*}} : memref<?x1x128xbf16>
+// CHECK:     nvvm.vote.sync any
+// CHECK:     memref.extract_aligned_pointer_as_index %{{.*}} : memref<?x32x1x128xi8>
+// CHECK:     %[[PAGES_OK:.*]] = arith.cmpi eq
+// CHECK-COUNT-4: memref.load %{{.*}} : memref<1x128xf32>
+// CHECK:       arith.shli %{{.*}}, %c24_i32 : i32
+// CHECK:       scf.if %[[PAGES_OK]] {
+// CHECK:         %[[WORD:.*]] = vector.from_elements %{{.*}} : vector<1xi32>
+// CHECK:         %[[BYTES:.*]] = vector.bitcast %[[WORD]] : vector<1xi32> to vector<4xi8>
+// CHECK:         vector.store %[[BYTES]], %{{.*}} {alignment = 4 : i64} : memref<?x32x1x128xi8>, vector<4xi8>
+// CHECK:       } else {
+// CHECK-COUNT-4: memref.store %{{.*}} : memref<?x32x1x128xi8>
+!c8 = !pattn.cache<block_size = 32, kv_heads = 1, head_dim = 128, encoding = f8e4m3, scale = channel>
+func.func @write_fp8_runs_of_four(%pages: memref<?x32x1x128xi8>, %v: memref<?x1x128xbf16>, %slots: memref<?xi64>, %s: memref<1x128xf32>) {
+  %c = pattn.bind_cache storage(%pages : memref<?x32x1x128xi8>) : !c8
+  pattn.write_cache values(%v : memref<?x1x128xbf16>) into(%c : !c8) slots(%slots : memref<?xi64>) scale(%s : memref<1x128xf32>)
   return
 }

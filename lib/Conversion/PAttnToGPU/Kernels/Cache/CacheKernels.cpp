@@ -17,6 +17,9 @@
 #include "Kernels/TensorCore/TensorCore.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace pattn;
@@ -37,10 +40,15 @@ struct Nvfp4Group {
   Value scaleCode;   ///< i32
   Value zero;        ///< i1: write zeros
   Value denominator; ///< f32
+  /// The code of the quotient t = x / denominator.
+  Value codeOf(KernelBuilder &kb, Value t) const {
+    Value code = kb.encodeMinifloat(t, MinifloatFormat::e2m1());
+    Value nibble = kb.andi(code, kb.i32(0xF));
+    return kb.select(zero, kb.i32(0), nibble);
+  }
+  /// The code of x.
   Value code(KernelBuilder &kb, Value x) const {
-    Value code =
-        kb.encodeMinifloat(kb.fdiv(x, denominator), MinifloatFormat::e2m1());
-    return kb.select(zero, kb.i32(0), kb.andi(code, kb.i32(0xF)));
+    return codeOf(kb, kb.fdiv(x, denominator));
   }
 };
 
@@ -241,30 +249,62 @@ WriteCacheKernel createWriteCacheKernel(KernelModule &kernels,
   return w;
 }
 
+/// Whether a lane loads its values and stores its codes as vectors (where
+/// the buffers are aligned for them). It pays for 16-bit codes, fp8 (its
+/// pairs convert in one instruction) and nvfp4 (fewer lanes to a group);
+/// i8 and i4 rows, whose kernels are bound by instruction issue, measured
+/// slower with the packing and checks it takes (bench/results/
+/// 2026-12-06-h100-append-runs.md), and keep element loads and byte stores.
+static bool vectorRuns(Encoding encoding) {
+  return encoding != Encoding::i8 && encoding != Encoding::i4;
+}
+
+/// The channels a lane writes per step: runs of 4 (one 8-byte load of f16
+/// values) with vector runs when every step of a row is whole, pairs
+/// otherwise (a pair of 4-bit codes is a byte).
+static int64_t runChannels(Encoding encoding, int64_t headDim) {
+  return vectorRuns(encoding) && headDim % 128 == 0 ? 4 : 2;
+}
+
+/// What every row of a write-cache warp shares.
+struct RowWriterShared {
+  Value warp, lane;
+  /// The scale of a `tensor`-scaled row, read once by the kernel.
+  Value tensorScale;
+  /// Whether a run's values load, and its codes store, as one vector
+  /// (KernelBuilder::vectorAligned; uniform over the grid). valuesAligned
+  /// is null with a fused rotary, whose rows are in shared memory.
+  Value valuesAligned, storageAligned;
+};
+
 /// Quantizes one head row of a write into its cache row, one warp per row:
-/// lane l takes element pairs l, l + 32, ... (a 4-bit byte each).
+/// in step s lane l takes the run of runChannels(head_dim) consecutive
+/// channels numbered l + 32 s, loads its values with one vector load and
+/// stores its codes with one word-wide store.
 struct CacheRowWriter {
   KernelBuilder &kb;
   CacheType type;
   const WriteCacheKernel &w;
-  Value warp, lane;
+  RowWriterShared shared;
   Value token, valueHead, kvHead, page, offset;
   Value tokenScale; ///< `token` granularity only
-  /// The lane's elements of each step (x0, x1 of its pair, as f32), loaded
-  /// by preload before the slot and the check's verdicts, so that the
-  /// row's loads are in flight while those are read; empty with a fused
-  /// rotary, whose row the warp computes after the check.
-  SmallVector<std::pair<Value, Value>> preloaded;
+  /// The lane's elements of each step (as f32), loaded by preload before
+  /// the slot and the check's verdicts, so that the row's loads are in
+  /// flight while those are read; empty with a fused rotary, whose row the
+  /// warp computes after the check.
+  SmallVector<SmallVector<Value>> preloaded;
 
-  int64_t pairs() const { return type.getHeadDim() / 2; }
-  /// The steps of 32 pairs that cover the row (the same for every lane).
-  int64_t steps() const { return llvm::divideCeil(pairs(), 32); }
-  /// Element `channel` of the row, as f32.
-  Value element(Value channel) {
-    if (w.row)
-      return kb.load(w.row, {warp, channel});
-    return kb.toF32(kb.load(w.values, {token, valueHead, channel}));
+  int64_t run() const {
+    return runChannels(type.getEncoding(), type.getHeadDim());
   }
+  int64_t runs() const { return type.getHeadDim() / run(); }
+  /// The steps of 32 runs that cover the row (the same for every lane).
+  int64_t steps() const { return llvm::divideCeil(runs(), 32); }
+  int64_t codeBits() const {
+    return encodingInfo(type.getEncoding()).bitsPerCode;
+  }
+  /// Bytes of a run's codes in the row.
+  int64_t runBytes() const { return run() * codeBits() / 8; }
   /// The index of byte `byte` of the row in the storage (or in a buffer of
   /// the same layout: the group scales).
   SmallVector<Value> rowAddress(Value byte) {
@@ -275,7 +315,7 @@ struct CacheRowWriter {
   Value scaleOf(Value channel) {
     switch (type.getScale()) {
     case ScaleGranularity::tensor:
-      return kb.load(w.scale, {kb.index(0)});
+      return shared.tensorScale;
     case ScaleGranularity::channel:
       return kb.load(w.scale, {kvHead, channel});
     case ScaleGranularity::token:
@@ -285,39 +325,40 @@ struct CacheRowWriter {
     }
     llvm_unreachable("unknown granularity");
   }
-  /// This lane's pair of step `step`, clamped into the row, and whether it
-  /// is one (null when every lane's is: the row is a multiple of 32 pairs).
-  std::pair<Value, Value> pairOf(int64_t step) {
-    Value pair = kb.add(lane, kb.index(step * 32));
-    if (pairs() % 32 == 0)
-      return {pair, Value()};
-    Value inRow = kb.cmpi(arith::CmpIPredicate::slt, pair, kb.index(pairs()));
-    return {kb.mins(pair, kb.index(pairs() - 1)), inRow};
+  /// This lane's run of step `step`, clamped into the row, and whether it
+  /// is one (null when every lane's is: the row is a multiple of 32 runs).
+  std::pair<Value, Value> runOf(int64_t step) {
+    Value index = kb.add(shared.lane, kb.index(step * 32));
+    if (runs() % 32 == 0)
+      return {index, Value()};
+    Value inRow = kb.cmpi(arith::CmpIPredicate::slt, index, kb.index(runs()));
+    return {kb.mins(index, kb.index(runs() - 1)), inRow};
   }
-  /// Reads the elements of this lane's pair of step `step`.
-  std::pair<Value, Value> loadPair(int64_t step) {
-    Value c0 = kb.mul(pairOf(step).first, kb.index(2));
-    Value x0 = element(c0);
-    Value x1 = element(kb.add(c0, kb.index(1)));
-    return {x0, x1};
+  /// The first channel of this lane's run of step `step`.
+  Value firstChannel(int64_t step) {
+    Value index = runOf(step).first;
+    return kb.mul(index, kb.index(run()));
   }
-  /// The elements of this lane's pair of step `step`: preloaded, or read
+  /// Reads the elements of this lane's run of step `step`, as f32.
+  SmallVector<Value> loadRun(int64_t step);
+  /// The elements of this lane's run of step `step`: preloaded, or read
   /// from the fused rotary's row.
-  std::pair<Value, Value> pairValues(int64_t step) {
-    return preloaded.empty() ? loadPair(step) : preloaded[step];
+  SmallVector<Value> runValues(int64_t step) {
+    return preloaded.empty() ? loadRun(step) : preloaded[step];
   }
   /// Loads every element of the lane (all steps) into `preloaded`.
   void preload() {
     for (int64_t step = 0; step < steps(); ++step)
-      preloaded.push_back(loadPair(step));
+      preloaded.push_back(loadRun(step));
   }
-  /// max(0, |x0|, |x1|) of a pair (maxnum: a NaN counts as 0, as in a
-  /// running max from 0), 0 for a lane past the row.
-  Value pairAbsMax(Value x0, Value x1, Value inRow) {
+  /// max(0, |x| for x in `xs`) (maxnum: a NaN counts as 0, as in a running
+  /// max from 0), 0 for a lane past the row.
+  Value runAbsMax(ArrayRef<Value> xs, Value inRow) {
     Value zero = kb.f32(0.0f);
-    Value first = kb.fmax(zero, kb.fabs(x0));
-    Value larger = kb.fmax(first, kb.fabs(x1));
-    return inRow ? kb.select(inRow, larger, zero) : larger;
+    Value largest = zero;
+    for (Value x : xs)
+      largest = kb.fmax(largest, kb.fabs(x));
+    return inRow ? kb.select(inRow, largest, zero) : largest;
   }
   /// max over the lanes l ^ m of `v`, m < `lanes` (a power of two).
   Value laneMax(Value v, int64_t lanes) {
@@ -331,94 +372,173 @@ struct CacheRowWriter {
     float maxCode = encodingInfo(encoding).maxCodeMagnitude;
     Value own = kb.f32(0.0f);
     for (int64_t step = 0; step < steps(); ++step) {
-      Value inRow = pairOf(step).second;
-      auto [x0, x1] = pairValues(step);
-      own = kb.fmax(own, pairAbsMax(x0, x1, inRow));
+      Value inRow = runOf(step).second;
+      SmallVector<Value> xs = runValues(step);
+      own = kb.fmax(own, runAbsMax(xs, inRow));
     }
     Value amax = laneMax(own, 32);
     tokenScale = kb.fdiv(amax, kb.f32(maxCode));
-    kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, lane, kb.index(0)), [&] {
+    Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, shared.lane, kb.index(0));
+    kb.ifThen(isFirst, [&] {
       kb.store(tokenScale, w.tokenScales, {page, offset, kvHead});
     });
   }
-  /// This lane's element pair of step `step` (channels 2 pair and
-  /// 2 pair + 1): a pair fills one byte of a 4-bit row.
-  void storePair(int64_t step);
-  /// The stores of an element pair, with its values.
-  void storeCodes(Value pair, Value x0, Value x1);
+  /// Quantizes and stores this lane's run of step `step` (nvfp4: with its
+  /// group's scale, reduced across the group's lanes).
+  void storeRun(int64_t step);
+  /// The stored code of each element of a run starting at channel `first`.
+  SmallVector<Value> encodeRun(Value first, ArrayRef<Value> xs,
+                               const Nvfp4Group *group);
+  /// Packs a run's codes little-endian into 32-bit words and stores them.
+  void storeCodes(Value first, ArrayRef<Value> codes);
 };
 
-void CacheRowWriter::storePair(int64_t step) {
-  auto [pair, inRow] = pairOf(step);
-  Value c0 = kb.mul(pair, kb.index(2));
-  auto [x0, x1] = pairValues(step);
+SmallVector<Value> CacheRowWriter::loadRun(int64_t step) {
+  Value first = firstChannel(step);
+  auto channel = [&](int64_t i) {
+    return i ? kb.add(first, kb.index(i)) : first;
+  };
+  SmallVector<Value> xs;
+  if (w.row) {
+    for (int64_t i = 0; i < run(); ++i)
+      xs.push_back(kb.load(w.row, {shared.warp, channel(i)}));
+    return xs;
+  }
+  SmallVector<Value> at = {token, valueHead, first};
+  Type element = cast<MemRefType>(w.values.getType()).getElementType();
+  int64_t bytes = run() * element.getIntOrFloatBitWidth() / 8;
+  // One ld.global.v of the run's words where the buffer is aligned.
+  auto wide = [&]() -> SmallVector<Value> {
+    int64_t bits = element.getIntOrFloatBitWidth(), perWord = 32 / bits;
+    SmallVector<Value> words = kb.loadGlobalWords(w.values, at, bytes / 4);
+    SmallVector<Value> values;
+    for (int64_t i = 0; i < run(); ++i) {
+      Value word = words[i / perWord];
+      if (bits == 32) {
+        values.push_back(kb.bitcast(kb.b.getF32Type(), word));
+        continue;
+      }
+      if (i % perWord)
+        word = kb.shru(word, kb.i32(16));
+      Value half =
+          arith::TruncIOp::create(kb.b, kb.loc, kb.b.getI16Type(), word);
+      values.push_back(kb.toF32(kb.bitcast(element, half)));
+    }
+    return values;
+  };
+  auto scalar = [&]() -> SmallVector<Value> {
+    SmallVector<Value> values;
+    for (int64_t i = 0; i < run(); ++i)
+      values.push_back(
+          kb.toF32(kb.load(w.values, {token, valueHead, channel(i)})));
+    return values;
+  };
+  if (!shared.valuesAligned)
+    return scalar();
+  SmallVector<Type> types(run(), kb.b.getF32Type());
+  return kb.ifElse(shared.valuesAligned, types, wide, scalar);
+}
+
+SmallVector<Value> CacheRowWriter::encodeRun(Value first, ArrayRef<Value> xs,
+                                             const Nvfp4Group *group) {
+  Encoding encoding = type.getEncoding();
+  SmallVector<Value> codes;
+  if (encoding == Encoding::f16 || encoding == Encoding::bf16) {
+    for (Value x : xs)
+      codes.push_back(encoding == Encoding::f16 ? kb.encodeF16Bits(x)
+                                                : kb.encodeBF16Bits(x));
+    return codes;
+  }
+  if (group) {
+    for (Value x : xs)
+      codes.push_back(group->code(kb, x));
+    return codes;
+  }
+  SmallVector<Value> scales;
+  for (int64_t i = 0; i < int64_t(xs.size()); ++i)
+    scales.push_back(scaleOf(i ? kb.add(first, kb.index(i)) : first));
+  if (encoding == Encoding::f8e4m3 || encoding == Encoding::f8e5m2) {
+    // Pairs: one hardware conversion each on chips that have it.
+    for (size_t i = 0; i < xs.size(); i += 2) {
+      Value t0 = kb.fdiv(xs[i], scales[i]);
+      Value t1 = kb.fdiv(xs[i + 1], scales[i + 1]);
+      auto [code0, code1] =
+          kb.quantizeFp8Pair(encoding, t0, scales[i], t1, scales[i + 1]);
+      codes.append({code0, code1});
+    }
+    return codes;
+  }
+  for (auto [x, scale] : llvm::zip(xs, scales))
+    codes.push_back(kb.quantize(encoding, x, scale));
+  return codes;
+}
+
+void CacheRowWriter::storeCodes(Value first, ArrayRef<Value> codes) {
+  int64_t bits = codeBits(), perWord = 32 / bits;
+  if (!shared.storageAligned && bits <= 8) {
+    // Byte by byte: a code, or a pair of 4-bit codes, low nibble first.
+    int64_t perByte = 8 / bits;
+    Value byte = kb.divs(first, kb.index(perByte));
+    for (size_t i = 0; i < codes.size(); i += perByte) {
+      Value code = codes[i];
+      if (perByte == 2) {
+        Value high = kb.shl(codes[i + 1], kb.i32(4));
+        code = kb.ori(code, high);
+      }
+      Value at = i ? kb.add(byte, kb.index(int64_t(i) / perByte)) : byte;
+      kb.storeByte(code, w.storage, rowAddress(at));
+    }
+    return;
+  }
+  SmallVector<Value> words;
+  for (size_t i = 0; i < codes.size(); i += perWord) {
+    Value word = codes[i];
+    for (size_t j = 1; j < size_t(perWord) && i + j < codes.size(); ++j) {
+      Value shifted = kb.shl(codes[i + j], kb.i32(int32_t(j * bits)));
+      word = kb.ori(word, shifted);
+    }
+    words.push_back(word);
+  }
+  Value bit = kb.mul(first, kb.index(bits));
+  Value byte = kb.divs(bit, kb.index(8));
+  kb.storeWordBytes(words, runBytes(), shared.storageAligned, w.storage,
+                    rowAddress(byte));
+}
+
+void CacheRowWriter::storeRun(int64_t step) {
+  auto [index, inRow] = runOf(step);
+  Value first = kb.mul(index, kb.index(run()));
+  SmallVector<Value> xs = runValues(step);
+  std::optional<Nvfp4Group> group;
   if (type.getEncoding() == Encoding::nvfp4) {
-    // A group's pairs are consecutive lanes of one step: its max |x| is a
+    // A group's runs are consecutive lanes of one step: its max |x| is a
     // reduction over them (every lane takes part; lanes past the row are
     // whole groups of their own, the row being a multiple of 16).
     int64_t groupSize = encodingInfo(Encoding::nvfp4).groupScales.size;
-    Value amax = laneMax(pairAbsMax(x0, x1, inRow), groupSize / 2);
-    Nvfp4Group group = nvfp4Group(kb, amax, scaleOf(c0));
-    auto store = [&] {
-      Value low = group.code(kb, x0);
-      Value high = group.code(kb, x1);
-      kb.storeByte(kb.ori(low, kb.shl(high, kb.i32(4))), w.storage,
-                   rowAddress(pair));
-      Value first = kb.rems(c0, kb.index(groupSize));
-      kb.ifThen(kb.cmpi(arith::CmpIPredicate::eq, first, kb.index(0)), [&] {
-        kb.storeByte(group.scaleCode, w.groupScales,
-                     rowAddress(kb.divs(c0, kb.index(groupSize))));
-      });
-    };
-    if (inRow)
-      kb.ifThen(inRow, store);
-    else
-      store();
-    return;
+    Value amax = laneMax(runAbsMax(xs, inRow), groupSize / run());
+    group = nvfp4Group(kb, amax, scaleOf(first));
   }
+  auto store = [&] {
+    SmallVector<Value> codes = encodeRun(first, xs, group ? &*group : nullptr);
+    storeCodes(first, codes);
+    if (!group)
+      return;
+    int64_t groupSize = encodingInfo(Encoding::nvfp4).groupScales.size;
+    Value inGroup = kb.rems(first, kb.index(groupSize));
+    Value leads = kb.cmpi(arith::CmpIPredicate::eq, inGroup, kb.index(0));
+    kb.ifThen(leads, [&] {
+      kb.storeByte(group->scaleCode, w.groupScales,
+                   rowAddress(kb.divs(first, kb.index(groupSize))));
+    });
+  };
   if (inRow)
-    kb.ifThen(inRow, [&] { storeCodes(pair, x0, x1); });
+    kb.ifThen(inRow, store);
   else
-    storeCodes(pair, x0, x1);
-}
-
-void CacheRowWriter::storeCodes(Value pair, Value x0, Value x1) {
-  Encoding encoding = type.getEncoding();
-  Value c0 = kb.mul(pair, kb.index(2));
-  Value c1 = kb.add(c0, kb.index(1));
-  switch (encoding) {
-  case Encoding::f16:
-  case Encoding::bf16: {
-    bool isF16 = encoding == Encoding::f16;
-    Value b0 = isF16 ? kb.encodeF16Bits(x0) : kb.encodeBF16Bits(x0);
-    Value b1 = isF16 ? kb.encodeF16Bits(x1) : kb.encodeBF16Bits(x1);
-    kb.storeU16Bytes(b0, w.storage, rowAddress(kb.mul(c0, kb.index(2))));
-    kb.storeU16Bytes(b1, w.storage, rowAddress(kb.mul(c1, kb.index(2))));
-    return;
-  }
-  case Encoding::i8:
-  case Encoding::f8e4m3:
-  case Encoding::f8e5m2:
-    kb.storeByte(kb.quantize(encoding, x0, scaleOf(c0)), w.storage,
-                 rowAddress(c0));
-    kb.storeByte(kb.quantize(encoding, x1, scaleOf(c1)), w.storage,
-                 rowAddress(c1));
-    return;
-  case Encoding::i4: {
-    Value low = kb.quantize(encoding, x0, scaleOf(c0));
-    Value high = kb.quantize(encoding, x1, scaleOf(c1));
-    kb.storeByte(kb.ori(low, kb.shl(high, kb.i32(4))), w.storage,
-                 rowAddress(pair));
-    return;
-  }
-  case Encoding::nvfp4:
-    break; // storePair: its codes need the group's scale
-  }
-  llvm_unreachable("nvfp4 pairs are stored by storePair");
+    store();
 }
 
 /// The row of a live slot: the fused rotary's prologue (each warp its own
-/// row in shared memory), the token scale, then every pair.
+/// row in shared memory), the token scale, then every run.
 void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
               gpu::GPUFuncOp kernel, const WriteCacheKernel &w, Value slot) {
   KernelBuilder &kb = writer.kb;
@@ -429,9 +549,10 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
         bindRotaryArguments(rotary, kernel.getArguments().slice(w.rotaryFirst));
     Value inHead = kb.add(writer.valueHead, kb.index(rotary.getFirstHead()));
     Type rounded = cast<MemRefType>(op.getValues().getType()).getElementType();
-    emitRotaryRow(kb, rotary, a, writer.token, inHead, writer.lane, rounded,
-                  [&](Value channel, Value value) {
-                    kb.store(kb.toF32(value), w.row, {writer.warp, channel});
+    Value warp = writer.shared.warp;
+    emitRotaryRow(kb, rotary, a, writer.token, inHead, writer.shared.lane,
+                  rounded, [&](Value channel, Value value) {
+                    kb.store(kb.toF32(value), w.row, {warp, channel});
                   });
     kb.syncWarp();
   }
@@ -440,7 +561,7 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
   if (writer.type.getScale() == ScaleGranularity::token)
     writer.storeTokenScale();
   for (int64_t step = 0; step < writer.steps(); ++step)
-    writer.storePair(step);
+    writer.storeRun(step);
 }
 
 } // namespace
@@ -459,6 +580,7 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
       createWriteCacheKernel(kernels, builder, op, cache, rotary);
   gpu::GPUFuncOp kernel = w.kernel.func;
   KernelBuilder kb(builder, loc);
+  kb.hardwareFp8 = kernels.hardwareFp8;
   Value tid = kb.threadId();
   Value warp = kb.divs(tid, kb.index(32));
   Value lane = kb.rems(tid, kb.index(32));
@@ -470,6 +592,20 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value tokens = memref::DimOp::create(builder, loc, w.slots, 0);
   Value rows = kb.mul(tokens, kvHeads);
   Value lastRow = kb.sub(rows, kb.index(1));
+  RowWriterShared shared{warp, lane, {}, {}, {}};
+  if (cache.type.getScale() == ScaleGranularity::tensor)
+    shared.tensorScale = kb.load(w.scale, {kb.index(0)});
+  int64_t run = runChannels(cache.type.getEncoding(), cache.type.getHeadDim());
+  bool vectors = vectorRuns(cache.type.getEncoding());
+  if (vectors && !rotary) {
+    Type element = cast<MemRefType>(w.values.getType()).getElementType();
+    shared.valuesAligned =
+        kb.vectorAligned(w.values, run * element.getIntOrFloatBitWidth() / 8);
+  }
+  int64_t codeBytes =
+      run * encodingInfo(cache.type.getEncoding()).bitsPerCode / 8;
+  if (vectors && codeBytes > 1)
+    shared.storageAligned = kb.vectorAligned(w.storage, codeBytes);
   // The warp's rows (uniform over it), each clamped into the batch for its
   // loads: first every row's elements, then the slots, then the check's
   // verdicts, so that all of them are in flight together.
@@ -479,8 +615,8 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
     Value row = kb.add(firstRow, kb.index(i));
     inside.push_back(kb.cmpi(arith::CmpIPredicate::slt, row, rows));
     row = kb.mins(row, lastRow);
-    CacheRowWriter writer{kb, cache.type, w,  warp, lane, {},
-                          {}, {},         {}, {},   {},   {}};
+    CacheRowWriter writer{kb, cache.type, w,  shared, {}, {},
+                          {}, {},         {}, {},     {}};
     writer.token = kb.divs(row, kvHeads);
     writer.kvHead = kb.rems(row, kvHeads);
     // The values' head: the cache's kv head, past first_head of a packed

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace ::pattn;
@@ -231,6 +232,107 @@ void KernelBuilder::storeU16Bytes(Value value, Value memref,
   storeByte(shru(value, i32(8)), memref, advanceLast(*this, indices, 1));
 }
 
+Value KernelBuilder::vectorAligned(Value memref, int64_t bytes) {
+  auto type = cast<MemRefType>(memref.getType());
+  int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+  Value pointer =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  Value offset = mul(metadata.getOffset(), index(elementBytes));
+  Value address = add(pointer, offset);
+  Value misalignment = rems(address, index(bytes));
+  ValueRange strides = metadata.getStrides();
+  for (Value stride : strides.drop_back()) {
+    Value strideBytes = mul(stride, index(elementBytes));
+    misalignment = ori(misalignment, rems(strideBytes, index(bytes)));
+  }
+  return cmpi(arith::CmpIPredicate::eq, misalignment, index(0));
+}
+
+SmallVector<Value> KernelBuilder::loadGlobalWords(Value memref,
+                                                  ValueRange indices,
+                                                  int64_t words) {
+  assert((words == 1 || words == 2 || words == 4) && "1, 2 or 4 words");
+  auto type = cast<MemRefType>(memref.getType());
+  int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+  Value pointer =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  Value element = metadata.getOffset();
+  for (auto [at, stride] : llvm::zip(indices, metadata.getStrides())) {
+    Value step = mul(at, stride);
+    element = add(element, step);
+  }
+  Value byteOffset = mul(element, index(elementBytes));
+  Value address = add(pointer, byteOffset);
+  Value address64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
+  std::string registers, constraints;
+  for (int64_t w = 0; w < words; ++w) {
+    registers += (w ? ", $" : "$") + std::to_string(w);
+    constraints += "=r,";
+  }
+  std::string text = words == 1 ? "ld.global.b32 $0, [$1];"
+                                : "ld.global.v" + std::to_string(words) +
+                                      ".b32 {" + registers + "}, [$" +
+                                      std::to_string(words) + "];";
+  Type i32Type = b.getI32Type();
+  Type result = words == 1
+                    ? i32Type
+                    : LLVM::LLVMStructType::getLiteral(
+                          b.getContext(), SmallVector<Type>(words, i32Type));
+  Value loaded = LLVM::InlineAsmOp::create(
+                     b, loc, result, ValueRange{address64},
+                     b.getStringAttr(text), b.getStringAttr(constraints + "l"),
+                     /*has_side_effects=*/UnitAttr::get(b.getContext()),
+                     /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
+                     /*asm_dialect=*/LLVM::AsmDialectAttr(),
+                     /*operand_attrs=*/ArrayAttr())
+                     .getResult(0);
+  if (words == 1)
+    return {loaded};
+  SmallVector<Value> values;
+  for (int64_t w = 0; w < words; ++w)
+    values.push_back(LLVM::ExtractValueOp::create(b, loc, loaded, w));
+  return values;
+}
+
+void KernelBuilder::storeWordBytes(ArrayRef<Value> words, int64_t bytes,
+                                   Value aligned, Value memref,
+                                   ValueRange indices) {
+  auto byteByByte = [&]() -> SmallVector<Value> {
+    for (int64_t k = 0; k < bytes; ++k) {
+      Value word = words[k / 4];
+      if (k % 4)
+        word = shru(word, i32(8 * (k % 4)));
+      storeByte(word, memref, advanceLast(*this, indices, k));
+    }
+    return {};
+  };
+  if (bytes == 1 || !aligned) {
+    byteByByte();
+    return;
+  }
+  auto vectorStore = [&]() -> SmallVector<Value> {
+    Value packed;
+    if (bytes == 2) {
+      Value half = arith::TruncIOp::create(b, loc, b.getI16Type(), words[0]);
+      packed = vector::BroadcastOp::create(
+          b, loc, VectorType::get({1}, b.getI16Type()), half);
+    } else {
+      packed = vector::FromElementsOp::create(
+          b, loc, VectorType::get({bytes / 4}, b.getI32Type()),
+          words.take_front(bytes / 4));
+    }
+    Type element = cast<MemRefType>(memref.getType()).getElementType();
+    Value vector = vector::BitCastOp::create(
+        b, loc, VectorType::get({bytes}, element), packed);
+    vector::StoreOp::create(b, loc, vector, memref, indices,
+                            /*nontemporal=*/false, llvm::MaybeAlign(bytes));
+    return {};
+  };
+  ifElse(aligned, {}, vectorStore, byteByByte);
+}
+
 Value KernelBuilder::loadF32Bytes(Value memref, ValueRange indices) {
   Value bits = i32(0);
   for (int byte = 0; byte < 4; ++byte)
@@ -391,12 +493,16 @@ MinifloatFormat MinifloatFormat::of(pattn::Encoding encoding) {
 }
 
 Value KernelBuilder::quantize(pattn::Encoding encoding, Value x, Value scale) {
+  return quantizeQuotient(encoding, fdiv(x, scale), scale);
+}
+
+Value KernelBuilder::quantizeQuotient(pattn::Encoding encoding, Value t,
+                                      Value scale) {
   const numerics::EncodingInfo &info = encodingInfo(encoding);
   // Plain floats have no code, and group-scaled codes need their group's
   // scale first (the nvfp4 writer builds those itself).
   if (info.isPlainFloat() || info.hasGroupScales())
     llvm_unreachable("quantize: not an integer or fp8 encoding");
-  Value t = fdiv(x, scale);
   Value code;
   if (info.isInteger()) {
     float low = float(info.minIntegerCode), high = info.maxCodeMagnitude;
@@ -416,6 +522,44 @@ Value KernelBuilder::quantize(pattn::Encoding encoding, Value x, Value scale) {
   // A zero scale stores the zero code: 0 for i8/fp8, the biased 8 for i4.
   Value zeroCode = i32(info.storedCodeBias);
   return select(zeroScale, zeroCode, code);
+}
+
+std::pair<Value, Value> KernelBuilder::quantizeFp8Pair(pattn::Encoding encoding,
+                                                       Value t0, Value s0,
+                                                       Value t1, Value s1) {
+  assert((encoding == pattn::Encoding::f8e4m3 ||
+          encoding == pattn::Encoding::f8e5m2) &&
+         "an fp8 encoding");
+  if (!hardwareFp8) {
+    Value code0 = quantizeQuotient(encoding, t0, s0);
+    Value code1 = quantizeQuotient(encoding, t1, s1);
+    return {code0, code1};
+  }
+  Type format = encoding == pattn::Encoding::f8e4m3
+                    ? Type(b.getType<Float8E4M3FNType>())
+                    : Type(b.getType<Float8E5M2Type>());
+  // a lands in the high byte, b in the low one. Both saturate to the
+  // largest finite code and round to nearest even, as encodeMinifloat.
+  Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
+      b, loc, b.getI16Type(), t1, t0, NVVM::FPRoundingMode::RN,
+      NVVM::SaturationMode::SATFINITE, /*relu=*/false, format);
+  Value pair = extUI32(packed);
+  auto finish = [&](Value code, Value t, Value scale) {
+    // encodeMinifloat's NaN is the zero of its sign bit; a zero scale
+    // stores the zero code (quantize).
+    Value isNaN = cmpf(arith::CmpFPredicate::UNO, t, t);
+    Value bits = bitcast(b.getI32Type(), t);
+    Value top = shru(bits, i32(24));
+    Value sign = andi(top, i32(0x80));
+    code = select(isNaN, sign, code);
+    Value zeroScale = cmpf(arith::CmpFPredicate::OEQ, scale, f32(0.0f));
+    return select(zeroScale, i32(0), code);
+  };
+  Value low = andi(pair, i32(0xFF));
+  Value code0 = finish(low, t0, s0);
+  Value high = shru(pair, i32(8));
+  Value code1 = finish(high, t1, s1);
+  return {code0, code1};
 }
 
 Value KernelBuilder::roundScaledProductOnce(Value a, Value c, Value scale,

@@ -83,6 +83,26 @@ public:
   void storeU16Bytes(mlir::Value value, mlir::Value memref,
                      mlir::ValueRange indices);
 
+  /// True (i1, uniform) when a `bytes`-wide vector access of `memref` at
+  /// any index whose last entry is a multiple of bytes / element size is
+  /// aligned: the buffer's address (aligned pointer + offset) and every
+  /// stride but the innermost's are multiples of `bytes`.
+  mlir::Value vectorAligned(mlir::Value memref, int64_t bytes);
+  /// `words` (1, 2 or 4) consecutive 32-bit words of global memory from
+  /// element `indices` of `memref` on, as one ld.global (the address must
+  /// be aligned to 4 x words bytes: see vectorAligned). Inline PTX with side
+  /// effects, so that it stays under the alignment check that guards it and
+  /// LLVM cannot fold it into an element-wise fallback at the same address.
+  llvm::SmallVector<mlir::Value>
+  loadGlobalWords(mlir::Value memref, mlir::ValueRange indices, int64_t words);
+  /// Stores the low `bytes` (1, 2, 4, 8 or 16) bytes of the little-endian
+  /// i32 `words` at consecutive bytes of the last dimension: one vector
+  /// store of that alignment when `aligned` (vectorAligned), byte stores
+  /// otherwise (and when `aligned` is null).
+  void storeWordBytes(llvm::ArrayRef<mlir::Value> words, int64_t bytes,
+                      mlir::Value aligned, mlir::Value memref,
+                      mlir::ValueRange indices);
+
   // GPU.
   mlir::Value threadId();
   mlir::Value blockId(mlir::gpu::Dimension dimension);
@@ -127,6 +147,17 @@ public:
   /// range, minifloat fields and stored-code bias).
   mlir::Value quantize(pattn::Encoding encoding, mlir::Value x,
                        mlir::Value scale);
+
+  /// quantize after its division: the code of the quotient t = x / scale.
+  mlir::Value quantizeQuotient(pattn::Encoding encoding, mlir::Value t,
+                               mlir::Value scale);
+  /// quantizeQuotient of two quotients t0 = x0 / s0 and t1 = x1 / s1 for an
+  /// fp8 encoding: one cvt.rn.satfinite.{e4m3,e5m2}x2.f32 for the pair
+  /// where hardwareFp8 (its NaN, which encodeMinifloat sends to a signed
+  /// zero, selected back to that), else quantizeQuotient twice.
+  std::pair<mlir::Value, mlir::Value>
+  quantizeFp8Pair(pattn::Encoding encoding, mlir::Value t0, mlir::Value s0,
+                  mlir::Value t1, mlir::Value s1);
 
   /// T(a * c * scale) rounded once to `type` (f16 or bf16), for a power of
   /// two `scale` that keeps RN(a * c) * scale a normal fp32 (a * c itself
