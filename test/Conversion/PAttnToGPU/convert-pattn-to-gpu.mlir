@@ -44,10 +44,6 @@
 // CHECK:   return %[[STATUS]] : i32
 // CHECK: gpu.module @pattn_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">]
 // CHECK:   gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x2x64xf16>, %{{.*}}: memref<?xi64>, %{{.*}}: memref<?x16x2x32xi8>, %{{.*}}: memref<1xf32>, %[[WFLAG:.*]]: memref<?xi32>) kernel
-// The tensor scale is read once. i4 rows keep element loads and byte
-// stores (a pair of codes a byte): no alignment checks.
-// CHECK:     memref.load %{{.*}}[%c0] : memref<1xf32>
-// CHECK-NOT: memref.extract_aligned_pointer_as_index
 // The warp's two rows ((block x 4 + warp) x 2 + i), their tokens and heads
 // (clamped into the batch for the loads); it writes only after a clean
 // slot check, and slot -1 skips the token. Both rows' elements are loaded
@@ -447,5 +443,24 @@ func.func @guarded_three(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt
 func.func @write_fp8_runs_of_four(%pages: memref<?x32x1x128xi8>, %v: memref<?x1x128xbf16>, %slots: memref<?xi64>, %s: memref<1x128xf32>) {
   %c = pattn.bind_cache storage(%pages : memref<?x32x1x128xi8>) : !c8
   pattn.write_cache values(%v : memref<?x1x128xbf16>) into(%c : !c8) slots(%slots : memref<?xi64>) scale(%s : memref<1x128xf32>)
+  return
+}
+
+// -----
+
+// i8 and i4 rows keep element pairs, element loads and byte stores at any
+// head_dim (their kernels are bound by instruction issue, and packing
+// codes into words measured slower): no alignment checks, no vectors. The
+// tensor scale is read once, before the rows.
+// CHECK-LABEL: gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x4x128xf16>
+// CHECK-NEXT:  %{{.*}} = arith.constant 0 : index
+// CHECK-NEXT:  %{{.*}} = memref.load %{{.*}} : memref<1xf32>
+// CHECK-NOT:   memref.extract_aligned_pointer_as_index
+// CHECK-NOT:   vector.store
+// CHECK:       gpu.return
+!i8c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 128, encoding = i8, scale = tensor>
+func.func @write_i8_pairs(%pages: memref<?x16x4x128xi8>, %v: memref<?x4x128xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {
+  %c = pattn.bind_cache storage(%pages : memref<?x16x4x128xi8>) : !i8c
+  pattn.write_cache values(%v : memref<?x4x128xf16>) into(%c : !i8c) slots(%slots : memref<?xi64>) scale(%s : memref<1xf32>)
   return
 }
