@@ -11,11 +11,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/Codecs/Codecs.h"
+#include "pattn/Numerics/Numerics.h"
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <vector>
 
 namespace {
 
@@ -47,6 +51,41 @@ TEST(Codecs, HalvesByteOrderPairsBytesAcrossHalves) {
     bytes |= (word >> (8 * from) & 0xFFu) << (8 * position);
   }
   EXPECT_EQ(bytes, 0x44223311u);
+}
+
+// KernelBuilder::encodeE2M1 counts the rounding thresholds |x| passes; that
+// count (with the sign in bit 3) is the numerics library's e2m1 code for
+// every value around each threshold, across the binades, and beyond 6.
+TEST(Codecs, E2M1ThresholdsRoundLikeTheLibrary) {
+  llvm::SmallVector<pattn::RoundingThreshold> thresholds =
+      pattn::roundingThresholds(pattn::MinifloatFormat::e2m1());
+  ASSERT_EQ(thresholds.size(), 7u);
+  auto counted = [&](float x) {
+    uint32_t code = 0;
+    float magnitude = std::fabs(x);
+    for (const pattn::RoundingThreshold &t : thresholds)
+      code += t.inclusive ? magnitude >= t.value : magnitude > t.value;
+    return code | (std::signbit(x) ? 8u : 0u);
+  };
+  std::vector<float> values = {0.0f, -0.0f, 1e-40f, -1e-40f, 6.0f, 7.0f,
+                               1e30f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity()};
+  for (const pattn::RoundingThreshold &t : thresholds) {
+    float below = t.value, above = t.value;
+    for (int step = 0; step < 4; ++step) {
+      values.insert(values.end(), {below, above, -below, -above});
+      below = std::nextafter(below, 0.0f);
+      above = std::nextafter(above, 100.0f);
+    }
+  }
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> exponent(-30.0f, 10.0f);
+  for (int trial = 0; trial < 100000; ++trial) {
+    float x = std::exp2(exponent(random));
+    values.push_back(trial % 2 ? -x : x);
+  }
+  for (float x : values)
+    EXPECT_EQ(counted(x), pattn::numerics::encodeE2M1(x) & 0xFu) << x;
 }
 
 } // namespace

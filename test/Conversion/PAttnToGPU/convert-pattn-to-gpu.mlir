@@ -69,7 +69,7 @@
 // CHECK:     nvvm.vote.sync any
 // CHECK:     arith.cmpi sge, %{{.*}}, %c0_i64 : i64
 // Two signed codes, biased by 8, packed low nibble first.
-// CHECK:     math.roundeven
+// CHECK:     llvm.inline_asm "cvt.rni.s32.f32 $0, $1;"
 // CHECK:     arith.shli %{{.*}}, %c4_i32
 // CHECK:     memref.store %{{.*}} : memref<?x16x2x32xi8>
 // A slot below -1 or past the pages sets the block's verdict and raises

@@ -42,7 +42,7 @@ struct Nvfp4Group {
   Value denominator; ///< f32
   /// The code of the quotient t = x / denominator.
   Value codeOf(KernelBuilder &kb, Value t) const {
-    Value code = kb.encodeMinifloat(t, MinifloatFormat::e2m1());
+    Value code = kb.encodeE2M1(t);
     Value nibble = kb.andi(code, kb.i32(0xF));
     return kb.select(zero, kb.i32(0), nibble);
   }

@@ -15,6 +15,7 @@
 #include "Kernels/Common/KernelBuilder.h"
 
 #include <cassert>
+#include <cmath>
 #include <limits>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -433,6 +434,44 @@ Value KernelBuilder::encodeMinifloat(Value x, const MinifloatFormat &format) {
   return ori(code, shl(sign, i32(format.exponentBits + format.mantissaBits)));
 }
 
+SmallVector<RoundingThreshold>
+pattn::roundingThresholds(const MinifloatFormat &format) {
+  int mantissaCodes = 1 << format.mantissaBits;
+  auto magnitude = [&](int code) {
+    int exponent = code / mantissaCodes, mantissa = code % mantissaCodes;
+    if (exponent == 0) // subnormal
+      return std::ldexp(float(mantissa),
+                        1 - format.bias - format.mantissaBits);
+    return std::ldexp(float(mantissaCodes + mantissa),
+                      exponent - format.bias - format.mantissaBits);
+  };
+  SmallVector<RoundingThreshold> thresholds;
+  for (int code = 0; code < format.maxCode; ++code) {
+    // The midpoint is exact in fp32; a tie rounds to the even code, so
+    // past an odd code it already belongs to the next one.
+    float midpoint = (magnitude(code) + magnitude(code + 1)) / 2;
+    thresholds.push_back({midpoint, code % 2 == 1});
+  }
+  return thresholds;
+}
+
+Value KernelBuilder::encodeE2M1(Value x) {
+  Value bits = bitcast(b.getI32Type(), x);
+  Value signBit = shru(bits, i32(31));
+  Value magnitude = fabs(x);
+  Value code = i32(0);
+  // Ordered compares: a NaN passes none (encodeMinifloat's zero).
+  for (RoundingThreshold threshold :
+       roundingThresholds(MinifloatFormat::e2m1())) {
+    auto predicate = threshold.inclusive ? arith::CmpFPredicate::OGE
+                                         : arith::CmpFPredicate::OGT;
+    Value passes = cmpf(predicate, magnitude, f32(threshold.value));
+    code = add(code, extUI32(passes));
+  }
+  Value sign = shl(signBit, i32(3));
+  return ori(code, sign);
+}
+
 /// fp32 of the f16 whose bits are the low 16 bits of `bits`.
 Value KernelBuilder::decodeF16Bits(Value bits) {
   Value half = bitcast(b.getF16Type(),
@@ -508,7 +547,17 @@ Value KernelBuilder::quantizeQuotient(pattn::Encoding encoding, Value t,
     float low = float(info.minIntegerCode), high = info.maxCodeMagnitude;
     Value raised = arith::MaxNumFOp::create(b, loc, t, f32(low));
     Value clamped = arith::MinNumFOp::create(b, loc, raised, f32(high));
-    code = arith::FPToSIOp::create(b, loc, b.getI32Type(), roundEven(clamped));
+    // Round to nearest even and convert in one cvt.rni.s32.f32 (the
+    // conversion pipe runs at a quarter of the fp32 rate: roundeven then
+    // fptosi would be two conversions). Exact: the value is clamped.
+    code = LLVM::InlineAsmOp::create(
+               b, loc, b.getI32Type(), ValueRange{clamped},
+               b.getStringAttr("cvt.rni.s32.f32 $0, $1;"),
+               b.getStringAttr("=r,f"), /*has_side_effects=*/UnitAttr(),
+               /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
+               /*asm_dialect=*/LLVM::AsmDialectAttr(),
+               /*operand_attrs=*/ArrayAttr())
+               .getResult(0);
     // Biased codes (i4) are stored as code + bias, the others as the low
     // bits of their two's complement (i8).
     if (info.storedCodeBias)

@@ -51,6 +51,20 @@ struct MinifloatFormat {
   static MinifloatFormat e2m1() { return of(pattn::Encoding::nvfp4); }
 };
 
+/// A rounding threshold between two consecutive magnitudes of a minifloat:
+/// a magnitude above it (or at it, when `inclusive`) rounds to the larger.
+struct RoundingThreshold {
+  float value;
+  bool inclusive;
+};
+
+/// The thresholds between consecutive magnitudes of `format`, from 0 to its
+/// largest finite, each the midpoint with its tie going to the even code:
+/// the code of a magnitude is the number of thresholds it passes, which is
+/// encodeMinifloat's round to nearest even, saturated (and 0 for NaN).
+llvm::SmallVector<RoundingThreshold>
+roundingThresholds(const MinifloatFormat &format);
+
 /// ScalarBuilder plus what only kernels emit: thread and block ids,
 /// barriers, byte-level memory and the bit-exact encoders and decoders of
 /// every cache element format.
@@ -129,6 +143,11 @@ public:
   /// The saturating RNE code (sign bit included) of the fp32 value `x`,
   /// exactly as pattn::numerics encodes it.
   mlir::Value encodeMinifloat(mlir::Value x, const MinifloatFormat &format);
+  /// encodeMinifloat(x, e2m1) by counting the 7 rounding thresholds that
+  /// |x| passes (roundingThresholds): compares and adds at the full fp32
+  /// rate instead of the binade arithmetic's two conversions (roundeven,
+  /// fptosi), which run at a quarter of it.
+  mlir::Value encodeE2M1(mlir::Value x);
   /// fp32 value of an e4m3 / e5m2 / e2m1 code held in an i32 (exact; goes
   /// through f16 so fp32 flush-to-zero cannot touch subnormal codes).
   mlir::Value decodeE4M3(mlir::Value code);
