@@ -67,8 +67,14 @@ TEST(Codecs, E2M1ThresholdsRoundLikeTheLibrary) {
       code += t.inclusive ? magnitude >= t.value : magnitude > t.value;
     return code | (std::signbit(x) ? 8u : 0u);
   };
-  std::vector<float> values = {0.0f, -0.0f, 1e-40f, -1e-40f, 6.0f, 7.0f,
-                               1e30f, std::numeric_limits<float>::infinity(),
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1e-40f,
+                               -1e-40f,
+                               6.0f,
+                               7.0f,
+                               1e30f,
+                               std::numeric_limits<float>::infinity(),
                                -std::numeric_limits<float>::infinity()};
   for (const pattn::RoundingThreshold &t : thresholds) {
     float below = t.value, above = t.value;

@@ -464,3 +464,27 @@ func.func @write_i8_pairs(%pages: memref<?x16x4x128xi8>, %v: memref<?x4x128xf16>
   pattn.write_cache values(%v : memref<?x4x128xf16>) into(%c : !i8c) slots(%slots : memref<?xi64>) scale(%s : memref<1xf32>)
   return
 }
+
+// -----
+
+// nvfp4 at head_dim 128: a lane takes a whole group (16 channels), a row
+// 8 lanes, so a warp step covers 4 rows and a warp 8 (32 a block). Each
+// lane computes its group's scale alone (no shuffles), reads its 32 bytes
+// of values as two ld.global.v4 and stores its 8 bytes of codes as one.
+// CHECK-LABEL: func.func @write_nvfp4_groups
+// CHECK:       %[[ROWS:.*]] = arith.muli %{{.*}}, %c8{{.*}} : index
+// CHECK:       arith.addi %[[ROWS]], %c31 : index
+// CHECK:       arith.divsi %{{.*}}, %c32{{.*}} : index
+// CHECK-LABEL: gpu.func @pattn_write_cache_{{[0-9a-f]+}}(%{{.*}}: memref<?x8x128xf16>
+// CHECK-NOT:   gpu.shuffle
+// CHECK-COUNT-2: llvm.inline_asm has_side_effects "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];"
+// CHECK-NOT:   gpu.shuffle
+// CHECK:       vector.store %{{.*}} {alignment = 8 : i64} : memref<?x16x8x64xi8>, vector<8xi8>
+// CHECK-NOT:   gpu.shuffle
+// CHECK:       gpu.return
+!n4 = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = tensor>
+func.func @write_nvfp4_groups(%pages: memref<?x16x8x64xi8>, %g: memref<?x16x8x8xf8E4M3FN>, %v: memref<?x8x128xf16>, %slots: memref<?xi64>, %s: memref<1xf32>) {
+  %c = pattn.bind_cache storage(%pages : memref<?x16x8x64xi8>) group_scales(%g : memref<?x16x8x8xf8E4M3FN>) : !n4
+  pattn.write_cache values(%v : memref<?x8x128xf16>) into(%c : !n4) slots(%slots : memref<?xi64>) scale(%s : memref<1xf32>)
+  return
+}

@@ -290,7 +290,8 @@ LogicalResult HostRewriter::lower(WriteCacheOp op) {
     // kWriteWarpsPerBlock warps a block.
     ScalarBuilder kb(builder, loc);
     Value rows = kb.mul(tokens, kb.index(cache->type.getKvHeads()));
-    int64_t perBlock = kWriteWarpsPerBlock * writeCacheRowsPerWarp(rotary);
+    int64_t perBlock =
+        kWriteWarpsPerBlock * writeCacheRowsPerWarp(cache->type, rotary);
     Value rounded = kb.add(rows, kb.index(perBlock - 1));
     Value blocks = kb.divs(rounded, kb.index(perBlock));
     Value one = kb.index(1);

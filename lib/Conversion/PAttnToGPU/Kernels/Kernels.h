@@ -162,15 +162,19 @@ inline constexpr int64_t kWriteWarpsPerBlock = kBlockThreads / 32;
 /// The (token, kv head) rows a write-cache warp writes: their loads are
 /// issued together, so that a warp has two rows in flight.
 inline constexpr int64_t kWriteRowsPerWarp = 2;
-/// Rows per warp of the write-cache kernel of an op fused with `rotary`
-/// (one: the warp prepares its row in shared memory) or of none
-/// (kWriteRowsPerWarp). A block writes kWriteWarpsPerBlock times this many.
-int64_t writeCacheRowsPerWarp(pattn::RotaryOp rotary);
+/// Rows per warp of the write-cache kernel of a `type` cache for an op
+/// fused with `rotary` (one: the warp prepares its row in shared memory) or
+/// of none: kWriteRowsPerWarp, times the rows a warp step covers where a
+/// row takes fewer than 32 lanes (nvfp4: a group of 16 channels a lane). A
+/// block writes kWriteWarpsPerBlock times this many.
+int64_t writeCacheRowsPerWarp(pattn::CacheType type, pattn::RotaryOp rotary);
 
-/// writeCacheRowsPerWarp(rotary) consecutive rows per warp,
+/// writeCacheRowsPerWarp(type, rotary) consecutive rows per warp,
 /// kWriteWarpsPerBlock warps a block (row r is token r / kv_heads, head
-/// r % kv_heads), each lane an element pair per step; the row's and the nvfp4
-/// groups' max |x| are reduced across the lanes (exactly: max is order-free).
+/// r % kv_heads), each lane a run of channels per step (an nvfp4 row: a
+/// group a lane, head_dim / 16 lanes a row); the row's and the nvfp4
+/// groups' max |x| are reduced across the lanes (exactly: max is
+/// order-free).
 /// The last operand is the slot check's verdicts: the kernel writes only when
 /// every one is 0, so a call with a bad slot leaves the whole cache untouched.
 /// With a `rotary` prologue (whose output is the write's values, used by

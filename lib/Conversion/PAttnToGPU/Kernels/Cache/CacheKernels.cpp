@@ -259,16 +259,33 @@ static bool vectorRuns(Encoding encoding) {
   return encoding != Encoding::i8 && encoding != Encoding::i4;
 }
 
-/// The channels a lane writes per step: runs of 4 (one 8-byte load of f16
-/// values) with vector runs when every step of a row is whole, pairs
-/// otherwise (a pair of 4-bit codes is a byte).
-static int64_t runChannels(Encoding encoding, int64_t headDim) {
+/// The lanes of a row: a group of 16 channels a lane for nvfp4 rows of 64
+/// to 512 channels (written without a fused rotary, whose row a whole warp
+/// prepares), so that each group scale is computed by one lane; the whole
+/// warp otherwise.
+static int64_t rowLanes(Encoding encoding, int64_t headDim, bool rotary) {
+  int64_t groups = headDim / 16;
+  bool grouped = encoding == Encoding::nvfp4 && !rotary && headDim % 16 == 0 &&
+                 groups >= 4 && groups <= 32 && 32 % groups == 0;
+  return grouped ? groups : 32;
+}
+
+/// The channels a lane writes per step: a whole nvfp4 group where a lane
+/// takes one (rowLanes), runs of 4 (one 8-byte load of f16 values) with
+/// vector runs when every step of a row is whole, pairs otherwise (a pair
+/// of 4-bit codes is a byte).
+static int64_t runChannels(Encoding encoding, int64_t headDim, bool rotary) {
+  if (rowLanes(encoding, headDim, rotary) < 32)
+    return 16;
   return vectorRuns(encoding) && headDim % 128 == 0 ? 4 : 2;
 }
 
 /// What every row of a write-cache warp shares.
 struct RowWriterShared {
   Value warp, lane;
+  /// The lanes of a row (rowLanes) and this lane's place among them.
+  int64_t rowLanes = 32;
+  Value rowLane;
   /// The scale of a `tensor`-scaled row, read once by the kernel.
   Value tensorScale;
   /// Whether a run's values load, and its codes store, as one vector
@@ -288,6 +305,9 @@ struct CacheRowWriter {
   RowWriterShared shared;
   Value token, valueHead, kvHead, page, offset;
   Value tokenScale; ///< `token` granularity only
+  /// rowAbsMax, taken before the row's write branch where the rows of a
+  /// warp differ by lane (rowLanes < 32), else null.
+  Value tokenAmax;
   /// The lane's elements of each step (as f32), loaded by preload before
   /// the slot and the check's verdicts, so that the row's loads are in
   /// flight while those are read; empty with a fused rotary, whose row the
@@ -295,11 +315,13 @@ struct CacheRowWriter {
   SmallVector<SmallVector<Value>> preloaded;
 
   int64_t run() const {
-    return runChannels(type.getEncoding(), type.getHeadDim());
+    return runChannels(type.getEncoding(), type.getHeadDim(),
+                       /*rotary=*/bool(w.row));
   }
   int64_t runs() const { return type.getHeadDim() / run(); }
-  /// The steps of 32 runs that cover the row (the same for every lane).
-  int64_t steps() const { return llvm::divideCeil(runs(), 32); }
+  /// The steps of rowLanes runs that cover the row (the same for every
+  /// lane).
+  int64_t steps() const { return llvm::divideCeil(runs(), shared.rowLanes); }
   int64_t codeBits() const {
     return encodingInfo(type.getEncoding()).bitsPerCode;
   }
@@ -328,8 +350,8 @@ struct CacheRowWriter {
   /// This lane's run of step `step`, clamped into the row, and whether it
   /// is one (null when every lane's is: the row is a multiple of 32 runs).
   std::pair<Value, Value> runOf(int64_t step) {
-    Value index = kb.add(shared.lane, kb.index(step * 32));
-    if (runs() % 32 == 0)
+    Value index = kb.add(shared.rowLane, kb.index(step * shared.rowLanes));
+    if (runs() % shared.rowLanes == 0)
       return {index, Value()};
     Value inRow = kb.cmpi(arith::CmpIPredicate::slt, index, kb.index(runs()));
     return {kb.mins(index, kb.index(runs() - 1)), inRow};
@@ -365,20 +387,26 @@ struct CacheRowWriter {
     return kb.laneReduce(v, lanes,
                          [&](Value a, Value b) { return kb.fmax(a, b); });
   }
-  /// Per-token scale: amax / max code (nvfp4: the outer scale
-  /// amax / (6 * 448)), stored once per row by lane 0.
-  void storeTokenScale() {
-    Encoding encoding = type.getEncoding();
-    float maxCode = encodingInfo(encoding).maxCodeMagnitude;
+  /// max |x| over the row, reduced across its lanes: every lane of the
+  /// warp takes part (the shuffles name all 32).
+  Value rowAbsMax() {
     Value own = kb.f32(0.0f);
     for (int64_t step = 0; step < steps(); ++step) {
       Value inRow = runOf(step).second;
       SmallVector<Value> xs = runValues(step);
       own = kb.fmax(own, runAbsMax(xs, inRow));
     }
-    Value amax = laneMax(own, 32);
+    return laneMax(own, shared.rowLanes);
+  }
+  /// Per-token scale: amax / max code (nvfp4: the outer scale
+  /// amax / (6 * 448)), stored once per row by lane 0.
+  void storeTokenScale() {
+    Encoding encoding = type.getEncoding();
+    float maxCode = encodingInfo(encoding).maxCodeMagnitude;
+    Value amax = tokenAmax ? tokenAmax : rowAbsMax();
     tokenScale = kb.fdiv(amax, kb.f32(maxCode));
-    Value isFirst = kb.cmpi(arith::CmpIPredicate::eq, shared.lane, kb.index(0));
+    Value isFirst =
+        kb.cmpi(arith::CmpIPredicate::eq, shared.rowLane, kb.index(0));
     kb.ifThen(isFirst, [&] {
       kb.store(tokenScale, w.tokenScales, {page, offset, kvHead});
     });
@@ -410,7 +438,15 @@ SmallVector<Value> CacheRowWriter::loadRun(int64_t step) {
   // One ld.global.v of the run's words where the buffer is aligned.
   auto wide = [&]() -> SmallVector<Value> {
     int64_t bits = element.getIntOrFloatBitWidth(), perWord = 32 / bits;
-    SmallVector<Value> words = kb.loadGlobalWords(w.values, at, bytes / 4);
+    // At most 16 bytes a load.
+    int64_t chunkWords = std::min<int64_t>(bytes, 16) / 4;
+    SmallVector<Value> words;
+    for (int64_t c = 0; c < bytes / 4; c += chunkWords) {
+      Value channel = c ? kb.add(first, kb.index(c * perWord)) : first;
+      SmallVector<Value> chunkAt = {token, valueHead, channel};
+      llvm::append_range(words,
+                         kb.loadGlobalWords(w.values, chunkAt, chunkWords));
+    }
     SmallVector<Value> values;
     for (int64_t i = 0; i < run(); ++i) {
       Value word = words[i / perWord];
@@ -566,9 +602,12 @@ void writeRow(CacheRowWriter &writer, WriteCacheOp op, RotaryOp rotary,
 
 } // namespace
 
-int64_t pattn::writeCacheRowsPerWarp(RotaryOp rotary) {
+int64_t pattn::writeCacheRowsPerWarp(CacheType type, RotaryOp rotary) {
   // A fused rotary prepares its row in the warp's shared-memory row.
-  return rotary ? 1 : kWriteRowsPerWarp;
+  if (rotary)
+    return 1;
+  int64_t lanes = rowLanes(type.getEncoding(), type.getHeadDim(), false);
+  return kWriteRowsPerWarp * (32 / lanes);
 }
 
 auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
@@ -584,7 +623,7 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value tid = kb.threadId();
   Value warp = kb.divs(tid, kb.index(32));
   Value lane = kb.rems(tid, kb.index(32));
-  int64_t perWarp = writeCacheRowsPerWarp(rotary);
+  int64_t perWarp = writeCacheRowsPerWarp(cache.type, rotary);
   Value block = kb.blockId(gpu::Dimension::x);
   Value warpIndex = kb.add(kb.mul(block, kb.index(kWriteWarpsPerBlock)), warp);
   Value firstRow = kb.mul(warpIndex, kb.index(perWarp));
@@ -592,15 +631,26 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   Value tokens = memref::DimOp::create(builder, loc, w.slots, 0);
   Value rows = kb.mul(tokens, kvHeads);
   Value lastRow = kb.sub(rows, kb.index(1));
-  RowWriterShared shared{warp, lane, {}, {}, {}};
+  RowWriterShared shared{warp, lane, 32, lane, {}, {}, {}};
+  shared.rowLanes =
+      rowLanes(cache.type.getEncoding(), cache.type.getHeadDim(), bool(rotary));
+  // A warp step covers rowsPerStep rows, rowLanes lanes each.
+  int64_t rowsPerStep = 32 / shared.rowLanes;
+  Value rowOfLane;
+  if (rowsPerStep > 1) {
+    shared.rowLane = kb.rems(lane, kb.index(shared.rowLanes));
+    rowOfLane = kb.divs(lane, kb.index(shared.rowLanes));
+  }
   if (cache.type.getScale() == ScaleGranularity::tensor)
     shared.tensorScale = kb.load(w.scale, {kb.index(0)});
-  int64_t run = runChannels(cache.type.getEncoding(), cache.type.getHeadDim());
+  int64_t run =
+      runChannels(cache.type.getEncoding(), cache.type.getHeadDim(), rotary);
   bool vectors = vectorRuns(cache.type.getEncoding());
   if (vectors && !rotary) {
     Type element = cast<MemRefType>(w.values.getType()).getElementType();
+    int64_t bytes = run * element.getIntOrFloatBitWidth() / 8;
     shared.valuesAligned =
-        kb.vectorAligned(w.values, run * element.getIntOrFloatBitWidth() / 8);
+        kb.vectorAligned(w.values, std::min<int64_t>(bytes, 16));
   }
   int64_t codeBytes =
       run * encodingInfo(cache.type.getEncoding()).bitsPerCode / 8;
@@ -611,12 +661,14 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   // verdicts, so that all of them are in flight together.
   SmallVector<CacheRowWriter> writers;
   SmallVector<Value> inside, slots;
-  for (int64_t i = 0; i < perWarp; ++i) {
-    Value row = kb.add(firstRow, kb.index(i));
+  for (int64_t i = 0; i < perWarp / rowsPerStep; ++i) {
+    Value row = kb.add(firstRow, kb.index(i * rowsPerStep));
+    if (rowOfLane)
+      row = kb.add(row, rowOfLane);
     inside.push_back(kb.cmpi(arith::CmpIPredicate::slt, row, rows));
     row = kb.mins(row, lastRow);
     CacheRowWriter writer{kb, cache.type, w,  shared, {}, {},
-                          {}, {},         {}, {},     {}};
+                          {}, {},         {}, {},     {}, {}};
     writer.token = kb.divs(row, kvHeads);
     writer.kvHead = kb.rems(row, kvHeads);
     // The values' head: the cache's kv head, past first_head of a packed
@@ -626,12 +678,16 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
       writer.valueHead = kb.add(writer.kvHead, kb.index(firstHead));
     if (!rotary)
       writer.preload();
+    // Rows that differ by lane reduce their max |x| before the write's
+    // branch, whose lanes diverge.
+    if (rowsPerStep > 1 && cache.type.getScale() == ScaleGranularity::token)
+      writer.tokenAmax = writer.rowAbsMax();
     writers.push_back(std::move(writer));
   }
   for (CacheRowWriter &writer : writers)
     slots.push_back(kb.load(w.slots, {writer.token}));
   Value passed = checksPassed(kb, verdictsOf(kernel), lane);
-  for (int64_t i = 0; i < perWarp; ++i) {
+  for (int64_t i = 0; i < int64_t(writers.size()); ++i) {
     Value slot = slots[i];
     Value mapped = mappedSlot(kb, slot);
     Value live = kb.land(kb.land(passed, inside[i]), mapped);

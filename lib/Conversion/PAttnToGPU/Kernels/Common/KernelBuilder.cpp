@@ -440,8 +440,7 @@ pattn::roundingThresholds(const MinifloatFormat &format) {
   auto magnitude = [&](int code) {
     int exponent = code / mantissaCodes, mantissa = code % mantissaCodes;
     if (exponent == 0) // subnormal
-      return std::ldexp(float(mantissa),
-                        1 - format.bias - format.mantissaBits);
+      return std::ldexp(float(mantissa), 1 - format.bias - format.mantissaBits);
     return std::ldexp(float(mantissaCodes + mantissa),
                       exponent - format.bias - format.mantissaBits);
   };
