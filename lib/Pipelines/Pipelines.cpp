@@ -119,6 +119,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.promptKernel = options.promptKernel;
   plan.xqaKeysPerTile = options.xqaKeysPerTile;
   plan.xqaStages = options.xqaStages;
+  plan.xqaCopyWarp = options.xqaCopyWarp;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

@@ -100,6 +100,10 @@ static cl::opt<int64_t> xqaStages(
     "xqa-stages", cl::init(0), cl::cat(toolCategory),
     cl::desc("Ring stages of the XQA decode plans: 2 to 8 (0, the default: "
              "the planner's choice)"));
+static cl::opt<bool> xqaCopyWarp(
+    "xqa-copy-warp", cl::init(false), cl::cat(toolCategory),
+    cl::desc("XQA decode plans with a copy warp: 160 threads a block, the "
+             "fifth warp copies the tiles (default: off)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -596,6 +600,7 @@ int main(int argc, char **argv) {
   options.promptKernel = promptKernel;
   options.xqaKeysPerTile = xqaKeysPerTile;
   options.xqaStages = xqaStages;
+  options.xqaCopyWarp = xqaCopyWarp;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

@@ -52,6 +52,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Ring stages of the XQA decode plans (0: the planner's "
                      "choice; 2 to 8)"),
       llvm::cl::init(0)};
+  Option<bool> xqaCopyWarp{
+      *this, "xqa-copy-warp",
+      llvm::cl::desc("XQA decode plans with a copy warp (160 threads a "
+                     "block; for tuning and comparing plans)"),
+      llvm::cl::init(false)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

@@ -29,7 +29,7 @@ func.func private @f() attributes {a = #pattn.xqa_plan<operand = f32, rows = 16,
 
 // -----
 
-// expected-error @below {{threads 256 must be 128 (the XQA block's four warps)}}
+// expected-error @below {{threads 256 must be 128 (the XQA block's four warps) or 160 (and a copy warp)}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 256, targets = [sm_90a]>}
 
 // -----

@@ -166,9 +166,9 @@ static SmallVector<std::string> xqaPagedRejections(Operation *op,
 
 static Attribute planXqaPaged(Operation *op, ArrayRef<Chip> targets,
                               const DecodePlanOptions &options) {
-  return planXqaDecode(cast<PagedAttentionOp>(op), targets,
-                       options.xqaMaxKeysPerSplit,
-                       {options.xqaKeysPerTile, options.xqaStages});
+  return planXqaDecode(
+      cast<PagedAttentionOp>(op), targets, options.xqaMaxKeysPerSplit,
+      {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp});
 }
 
 static bool ownsXqaPaged(Attribute plan) { return isa<XqaPlanAttr>(plan); }

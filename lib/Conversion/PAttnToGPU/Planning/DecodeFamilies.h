@@ -46,6 +46,8 @@ struct DecodePlanOptions {
   /// The XQA decode's keys per tile and ring stages (0: the planner's
   /// choice).
   int64_t xqaKeysPerTile = 0, xqaStages = 0;
+  /// XQA decode plans with a copy warp (XqaPlanAttr's threads = 160).
+  bool xqaCopyWarp = false;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

@@ -63,7 +63,7 @@ bool xqaUsesBf16(Type activation, CacheType key, CacheType value) {
 
 XqaSharedLayout layoutXqaShared(CacheType key, CacheType value, int64_t rows,
                                 int64_t keysPerTile, int64_t stages,
-                                int64_t keyWarps) {
+                                int64_t keyWarps, bool copyWarp) {
   XqaSharedLayout layout;
   int64_t headDim = key.getHeadDim(), valueDim = value.getHeadDim();
   auto align16 = [](int64_t bytes) -> int64_t {
@@ -77,6 +77,10 @@ XqaSharedLayout layoutXqaShared(CacheType key, CacheType value, int64_t rows,
   // against the same per-block limit without the planner seeing them.
   layout.liveKeys = offset;
   offset += align16(stages * keysPerTile * 4);
+  if (copyWarp) {
+    layout.barriers = offset;
+    offset += align16(stages * 16);
+  }
 
   // One stage of the ring.
   int64_t stage = 0;
@@ -156,11 +160,14 @@ int64_t splitDecodeTokens(int64_t group) {
 /// The XQA blocks per SM that a plan of `rows` promises: as many as
 /// shared memory allows, but at most 3 with two m-tiles (32 rows), whose
 /// 64 accumulators, 16 scores and two query tiles spilled 160 bytes a
-/// thread under the 128 registers of a fourth block (i4, 8 query tokens).
+/// thread under the 128 registers of a fourth block (i4, 8 query tokens),
+/// and with a copy warp (160 threads) at most 3 (136 registers), 2 with
+/// two m-tiles (which spilled 228-340 bytes under 136).
 static int64_t xqaPlannedBlocks(int64_t rows, int64_t sharedBytes,
-                                ArrayRef<Chip> chips) {
+                                ArrayRef<Chip> chips, bool copyWarp) {
   int64_t blocks = xqaResidentBlocks(sharedBytes, chips);
-  return rows > 16 ? std::min<int64_t>(blocks, 3) : blocks;
+  int64_t most = copyWarp ? (rows > 16 ? 2 : 3) : (rows > 16 ? 3 : 4);
+  return std::min(blocks, most);
 }
 
 /// The query tokens per block of a prompt's XQA plan (0 for a decode): as
@@ -179,13 +186,14 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
                                int64_t rows, int64_t tile, int64_t stages,
                                int64_t keyWarps, int64_t valueWarps,
                                int64_t split, int64_t sharedBytes,
-                               int64_t queryTile) {
+                               int64_t queryTile, bool copyWarp) {
   SmallVector<int64_t> resident;
   for (Chip chip : chips)
-    resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip));
+    resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip, copyWarp));
+  int64_t threads = copyWarp ? kBlockThreads + 32 : kBlockThreads;
   return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
                           stages, keyWarps, valueWarps, split, sharedBytes,
-                          resident, kBlockThreads, kXqaLeastTilesPerSplit,
+                          resident, threads, kXqaLeastTilesPerSplit,
                           kXqaMostSplits, queryTile, chips);
 }
 
@@ -214,6 +222,7 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   while (valueWarps < 4 && mTiles * (valueDim / valueWarps) / 2 > 64)
     valueWarps *= 2;
   int64_t keyWarps = 4 / valueWarps;
+  bool copyWarp = request.copyWarp && !queryTile;
 
   int64_t sharedLimit = INT64_MAX;
   for (Chip chip : chips)
@@ -228,8 +237,8 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     return tile >= minTile && tile % minTile == 0;
   };
   auto fitsShared = [&](int64_t tile, int64_t stages) {
-    return layoutXqaShared(key, value, rows, tile, stages, keyWarps).total <=
-           sharedLimit;
+    return layoutXqaShared(key, value, rows, tile, stages, keyWarps, copyWarp)
+               .total <= sharedLimit;
   };
   // A tile or a depth that was asked for replaces the candidates where it
   // fits.
@@ -249,10 +258,10 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
       continue;
     for (int64_t stages : depths) {
       XqaSharedLayout layout =
-          layoutXqaShared(key, value, rows, tile, stages, keyWarps);
+          layoutXqaShared(key, value, rows, tile, stages, keyWarps, copyWarp);
       if (layout.total > sharedLimit)
         continue;
-      int64_t blocks = xqaPlannedBlocks(rows, layout.total, chips);
+      int64_t blocks = xqaPlannedBlocks(rows, layout.total, chips, copyWarp);
       int64_t inFlight = blocks * (stages - 1) * layout.stageBytes;
       if (inFlight > bestInFlight ||
           (inFlight == bestInFlight && blocks > bestBlocks)) {
@@ -267,14 +276,14 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   if (bestTile) {
     int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
     return makeXqaPlan(op, chips, rows, bestTile, bestStages, keyWarps,
-                       valueWarps, split, bestBytes, queryTile);
+                       valueWarps, split, bestBytes, queryTile, copyWarp);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =
-      layoutXqaShared(key, value, rows, minTile, 2, keyWarps);
+      layoutXqaShared(key, value, rows, minTile, 2, keyWarps, copyWarp);
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
   return makeXqaPlan(op, chips, rows, minTile, 2, keyWarps, valueWarps, split,
-                     layout.total, queryTile);
+                     layout.total, queryTile, copyWarp);
 }
 
 MlaRecordLayout describeMlaRecord(RecordType record) {

@@ -52,6 +52,9 @@ struct XqaSharedLayout {
           valueGroupScales = -1, keyTokenScales = -1, valueTokenScales = -1;
   int64_t keyRowStride = 0, valueRowStride = 0; ///< bytes
   int64_t keyGroupStride = 0, valueGroupStride = 0;
+  /// With a copy warp: per stage, the full and empty mbarriers (8 bytes
+  /// each; StageBarriers); -1 without.
+  int64_t barriers = -1;
   /// The key-warp merge: per key warp, rows x (value_dim + 2) fp32.
   int64_t merge = 0;
   int64_t total = 0;
@@ -59,7 +62,8 @@ struct XqaSharedLayout {
 
 XqaSharedLayout layoutXqaShared(pattn::CacheType key, pattn::CacheType value,
                                 int64_t rows, int64_t keysPerTile,
-                                int64_t stages, int64_t keyWarps);
+                                int64_t stages, int64_t keyWarps,
+                                bool copyWarp = false);
 
 /// XQA blocks of `sharedBytes` that one SM of every chip of `chips` holds at
 /// once (at most 4, which leaves 128 registers per thread).
@@ -89,6 +93,8 @@ inline constexpr int64_t kXqaMlaMostSplits = 128;
 struct XqaPlanRequest {
   int64_t keysPerTile = 0;
   int64_t stages = 0;
+  /// A copy warp for a decode plan (not a prompt's query tiles).
+  bool copyWarp = false;
 };
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared

@@ -134,7 +134,8 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
   int64_t decodeTokens = ::pattn::splitDecodeTokens(group);
   ::pattn::XqaPlanAttr decode = ::pattn::planXqaDecode(
       op, targets, options.xqaMaxKeysPerSplit,
-      {options.xqaKeysPerTile, options.xqaStages}, decodeTokens);
+      {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp},
+      decodeTokens);
   op.setDecodePlanAttr(decode);
   op.emitRemark() << "prefill plan: " << plan.getRows()
                   << " rows a block, query tiles of " << plan.getQueryTile()
@@ -154,6 +155,7 @@ void PlanDecodePass::runOnOperation() {
   options.xqaMaxKeysPerSplit = xqaKeysPerSplit;
   options.xqaKeysPerTile = xqaKeysPerTile;
   options.xqaStages = xqaStages;
+  options.xqaCopyWarp = xqaCopyWarp;
   options.prefill = promptKernel == "prefill";
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend) {

@@ -219,9 +219,10 @@ LogicalResult XqaPlanAttr::verify(
     return failure();
   if (rows != 8 && rows != 16 && rows != 32)
     return emitError() << "rows " << rows << " must be 8, 16 or 32";
-  if (threads != 128)
+  if (threads != 128 && threads != 160)
     return emitError() << "threads " << threads
-                       << " must be 128 (the XQA block's four warps)";
+                       << " must be 128 (the XQA block's four warps) or 160 "
+                          "(and a copy warp)";
   if (keyWarps < 1 || valueWarps < 1 || keyWarps * valueWarps != 4)
     return emitError() << "key_warps x value_warps = " << keyWarps << " x "
                        << valueWarps << " must be the block's 4 warps";

@@ -123,15 +123,17 @@ PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
   else
     groups.assign({{&key}, {&value}});
   // Passes are page-aligned when tiles are whole pages and each pass's keys
-  // (128 / segments of them) lie in one page.
+  // (copyThreads / segments of them) lie in one page.
   pageAlignedPasses = tileKeys % blockSize == 0;
   for (SmallVector<PagedSide *> &sides : groups) {
     CopyGroup group;
     group.sides = sides;
     group.segments = sides.front()->segments;
-    group.passes = llvm::divideCeil(tileKeys * group.segments, kBlockThreads);
-    group.keysPerPass = std::max<int64_t>(kBlockThreads / group.segments, 1);
-    group.uniformChunks = kBlockThreads % group.segments == 0;
+    group.passes =
+        llvm::divideCeil(tileKeys * group.segments, layout.copyThreads);
+    group.keysPerPass =
+        std::max<int64_t>(layout.copyThreads / group.segments, 1);
+    group.uniformChunks = layout.copyThreads % group.segments == 0;
     pageAlignedPasses &=
         group.uniformChunks && blockSize % group.keysPerPass == 0;
     group.keyInPass = kb.divs(tid, index(group.segments));
@@ -199,8 +201,8 @@ PagedTileCopies::PassChunk PagedTileCopies::passChunk(const CopyGroup &group,
     return chunk;
   }
   // Rows of a number of segments that does not divide the block: chunk
-  // tid + 128 pass is key chunk / segments, segment chunk % segments.
-  Value at = kb.add(block.tid, index(pass * kBlockThreads));
+  // tid + copyThreads x pass is key chunk / segments, segment chunk % segments.
+  Value at = kb.add(block.tid, index(pass * layout.copyThreads));
   chunk.key = kb.divs(at, index(group.segments));
   chunk.keyI32 = kb.toI32(chunk.key);
   Value segment = kb.rems(at, index(group.segments));
@@ -310,11 +312,11 @@ void PagedTileCopies::issueTile(Value tileIndex, Value slot, ValueRange pages) {
   for (auto [g, group] : llvm::enumerate(copyGroups))
     for (int64_t pass = 0; pass < group.passes; ++pass) {
       int64_t chunks = layout.tileKeys * group.segments;
-      if ((pass + 1) * kBlockThreads <= chunks) {
+      if ((pass + 1) * layout.copyThreads <= chunks) {
         copyChunk(g, pass);
         continue;
       }
-      Value chunk = kb.add(block.tid, index(pass * kBlockThreads));
+      Value chunk = kb.add(block.tid, index(pass * layout.copyThreads));
       Value inTile = kb.cmpi(arith::CmpIPredicate::slt, chunk, index(chunks));
       kb.ifThen(inTile, [&] { copyChunk(g, pass); });
     }

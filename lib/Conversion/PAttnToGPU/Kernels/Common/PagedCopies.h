@@ -66,14 +66,17 @@ void describePagedSide(PagedSide &side, const CacheBuffers &buffers, bool isKey,
 void flattenPagedStorage(KernelBuilder &kb, PagedSide &side, int64_t blockSize);
 
 /// The ring in a kernel's dynamic shared memory (byte offsets) and its
-/// tiles: `tileKeys` keys per stage, the cache's pages of `blockSize`.
+/// tiles: `tileKeys` keys per stage, the cache's pages of `blockSize`,
+/// copied by `copyThreads` threads (the block, or a copy warp of 32).
 struct PagedRingLayout {
   int64_t ring = 0, stageBytes = 0, total = 0;
   int64_t tileKeys = 0, blockSize = 0;
+  int64_t copyThreads = kBlockThreads;
 };
 
-/// Where a block reads: its thread, sequence (i32) and KV head (index), the
-/// block table, and its keys [first, last) of the sequence (i32).
+/// Where a block reads: its copying thread (0 ... copyThreads - 1),
+/// sequence (i32) and KV head (index), the block table, and its keys
+/// [first, last) of the sequence (i32).
 struct PagedBlock {
   mlir::Value tid, seq, kvHead, blockTable, first, last;
 };
@@ -118,13 +121,14 @@ public:
 
 private:
   /// The sides whose rows have the same 16-byte segments, so that a thread
-  /// copies the same chunk of each: `passes` passes of 128 chunks cover a
-  /// tile, and pass p gives the thread key keyInPass + p x keysPerPass.
+  /// copies the same chunk of each: `passes` passes of copyThreads chunks
+  /// cover a tile, and pass p gives the thread key keyInPass + p x
+  /// keysPerPass.
   struct CopyGroup {
     llvm::SmallVector<PagedSide *> sides;
     int64_t segments = 0, passes = 0, keysPerPass = 0;
-    /// 128 threads are whole rows: a thread keeps its segment in every
-    /// pass (else its chunks are computed per pass).
+    /// The copying threads are whole rows: a thread keeps its segment in
+    /// every pass (else its chunks are computed per pass).
     bool uniformChunks = true;
     /// Per thread: the key within a pass (index and i32), the chunk's byte
     /// in its row, whether it is the row's first.

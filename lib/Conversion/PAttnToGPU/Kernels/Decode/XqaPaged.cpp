@@ -362,7 +362,10 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
                                Value partialOut, Value partialStats) {
   // Merge the key groups through shared memory (the ring is free once
   // every copy has landed): [key group][row][value_dim | max | sum].
-  CpAsyncRing(kb, tileCount).land(0);
+  if (copyWarp)
+    syncComputeWarps(); // every tile was waited for
+  else
+    CpAsyncRing(kb, tileCount).land(0);
   int64_t mergeStride = valueDim + 2;
   Value merge =
       view(layout.merge, {keyWarps * rows * mergeStride}, builder.getF32Type());
@@ -393,7 +396,7 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
                    {kb.add(base, channel)});
         }
     }
-  kb.barrier();
+  syncComputeWarps();
   Value realRows = kb.mul(kb.toIndex(tokenCount), index(group));
   kb.forLoop(
       tid, index(rows * valueDim), index(kBlockThreads), {},
@@ -477,8 +480,9 @@ void XqaBuilder::computeFacts() {
   rowHalves = group * queryTokens <= 8 ? 1 : 2;
   bf16 = plan.getOperand().isBF16();
   tc.bf16 = bf16;
+  copyWarp = plan.getThreads() > kBlockThreads;
   layout = layoutXqaShared(keyBuffers.type, valueBuffers.type, rows, tileKeys,
-                           stages, keyWarps);
+                           stages, keyWarps, copyWarp);
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
 }
@@ -563,7 +567,7 @@ void XqaBuilder::prepareSoftmax() {
   negInf = kb.f32(-std::numeric_limits<float>::infinity());
 }
 
-SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
+SmallVector<Value> XqaBuilder::initialState() {
   // Per thread: for each m-tile the max and partial sum of rows g and
   // g + 8, and the output accumulators of this warp's value channels.
   SmallVector<Value> init;
@@ -575,11 +579,52 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
     init.push_back(zeroF32);
   for (int64_t i = 0; i < tiles.mTiles * tiles.nTiles * 4; ++i)
     init.push_back(zeroF32);
-
-  int64_t keysPerWarp = tileKeys / keyWarps;
   valueSegmentBase = kb.mul(valueGroup, index(value.segments / valueWarps));
-  Value i32Stages = kb.i32(int32_t(stages));
+  return init;
+}
 
+void XqaBuilder::tileSteps(Value i32Iteration, Value slot,
+                           SmallVectorImpl<Value> &s) {
+  int64_t keysPerWarp = tileKeys / keyWarps;
+  Value keyRows = ringRows(key, slot);
+  Value valueRows = ringRows(value, slot);
+  Value tileStart = copies->tileBase(i32Iteration);
+  Value stageBase =
+      kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+  // The warp's 16-key steps of this tile: their scores are independent
+  // chains (ldmatrix, decode, mma) that the scheduler interleaves; one
+  // softmax update then covers all of them.
+  int64_t steps = keysPerWarp / 16;
+  SmallVector<Value> stepKeys;
+  SmallVector<SmallVector<Value>> logits;
+  for (int64_t step = 0; step < steps; ++step) {
+    Value warpKeys = kb.mul(keyGroup, index(keysPerWarp));
+    Value n0 = kb.add(warpKeys, index(step * 16));
+    if (keysAsRows) {
+      SmallVector<Value> scores = scoreStepKeysAsRows(keyRows, stageBase, n0);
+      logits.push_back(
+          logitStepKeysAsRows(scores, slot, tileStart, stageBase, n0));
+    } else {
+      SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
+      logits.push_back(logitStep(scores, slot, tileStart, stageBase, n0));
+    }
+    stepKeys.push_back(n0);
+  }
+  if (keysAsRows) {
+    SmallVector<std::array<Value, 2>> pT = softmaxKeysAsRows(logits, s);
+    for (int64_t step = 0; step < steps; ++step)
+      valueStepKeysAsRows(valueRows, stageBase, stepKeys[step], pT[step], s);
+    return;
+  }
+  SmallVector<SmallVector<SmallVector<Value>>> pOperands =
+      tc.softmaxSteps(softmaxTiles(), logits, s, negInf, zeroF32);
+  for (int64_t step = 0; step < steps; ++step)
+    valueStep(valueRows, stageBase, stepKeys[step], pOperands[step], s);
+}
+
+SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
+  SmallVector<Value> init = initialState();
+  Value i32Stages = kb.i32(int32_t(stages));
   size_t softmaxState = init.size();
   init.append(aheadPages.begin(), aheadPages.end());
   CpAsyncRing ring(kb, tileCount);
@@ -595,53 +640,106 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
             copies->copyAhead(ring, i32Iteration, i32Stages, stages,
                               carried.drop_front(softmaxState));
         Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
-        Value keyRows = ringRows(key, slot);
-        Value valueRows = ringRows(value, slot);
-        Value tileStart = copies->tileBase(i32Iteration);
-        Value stageBase =
-            kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
         SmallVector<Value> s(carried.take_front(softmaxState));
-        // The warp's 16-key steps of this tile: their scores are
-        // independent chains (ldmatrix, decode, mma) that the scheduler
-        // interleaves; one softmax update then covers all of them.
-        int64_t steps = keysPerWarp / 16;
-        if (keysAsRows) {
-          SmallVector<Value> stepKeys;
-          SmallVector<SmallVector<Value>> logits;
-          for (int64_t step = 0; step < steps; ++step) {
-            Value warpKeys = kb.mul(keyGroup, index(keysPerWarp));
-            Value n0 = kb.add(warpKeys, index(step * 16));
-            SmallVector<Value> scores =
-                scoreStepKeysAsRows(keyRows, stageBase, n0);
-            logits.push_back(
-                logitStepKeysAsRows(scores, slot, tileStart, stageBase, n0));
-            stepKeys.push_back(n0);
-          }
-          SmallVector<std::array<Value, 2>> pT = softmaxKeysAsRows(logits, s);
-          for (int64_t step = 0; step < steps; ++step)
-            valueStepKeysAsRows(valueRows, stageBase, stepKeys[step], pT[step],
-                                s);
-          s.append(nextPages.begin(), nextPages.end());
-          return s;
-        }
-        SmallVector<Value> stepKeys;
-        SmallVector<SmallVector<Value>> logits;
-        for (int64_t step = 0; step < steps; ++step) {
-          Value n0 =
-              kb.add(kb.mul(keyGroup, index(keysPerWarp)), index(step * 16));
-          SmallVector<Value> scores = scoreStep(keyRows, stageBase, n0);
-          logits.push_back(logitStep(scores, slot, tileStart, stageBase, n0));
-          stepKeys.push_back(n0);
-        }
-        SmallVector<SmallVector<SmallVector<Value>>> pOperands =
-            tc.softmaxSteps(softmaxTiles(), logits, s, negInf, zeroF32);
-        for (int64_t step = 0; step < steps; ++step)
-          valueStep(valueRows, stageBase, stepKeys[step], pOperands[step], s);
+        tileSteps(i32Iteration, slot, s);
         s.append(nextPages.begin(), nextPages.end());
         return s;
       });
   state.resize(softmaxState);
   return state;
+}
+
+/// Tile t's stage (index) and the parity (i32) of its phase there.
+static std::pair<Value, Value> stageOf(KernelBuilder &kb, Value i32Tile,
+                                       int64_t stages) {
+  Value i32Stages = kb.i32(int32_t(stages));
+  Value slot = kb.toIndex(kb.rems(i32Tile, i32Stages));
+  Value round = kb.divs(i32Tile, i32Stages);
+  Value parity = kb.andi(round, kb.i32(1));
+  return {slot, parity};
+}
+
+void XqaBuilder::produceTiles() {
+  // The copy warp: tile t waits for its stage to be released by the
+  // compute threads (its previous tile, t - stages, read), then is
+  // copied; the lookups run a tile ahead of the copies.
+  prepareCopies();
+  SmallVector<Value> firstPages = copies->lookupPages(kb.i32(0));
+  kb.forLoop(index(0), kb.toIndex(tileCount), index(1), firstPages,
+             [&](Value iteration, ValueRange pages) -> SmallVector<Value> {
+               Value tile = kb.toI32(iteration);
+               auto [slot, parity] = stageOf(kb, tile, stages);
+               SmallVector<Value> nextPages =
+                   copies->lookupPages(kb.add(tile, kb.i32(1)));
+               Value reused = kb.cmpi(arith::CmpIPredicate::sge, tile,
+                                      kb.i32(int32_t(stages)));
+               kb.ifThen(reused, [&] {
+                 // The stage's previous tile was phase round - 1.
+                 Value previous = kb.xori(parity, kb.i32(1));
+                 barriers->waitEmpty(slot, previous);
+               });
+               copies->issueTile(tile, slot, pages);
+               barriers->arriveFull(slot);
+               return nextPages;
+             });
+}
+
+SmallVector<Value> XqaBuilder::consumeTiles() {
+  SmallVector<Value> init = initialState();
+  return kb.forLoop(
+      index(0), kb.toIndex(tileCount), index(1), init,
+      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
+        Value tile = kb.toI32(iteration);
+        auto [slot, parity] = stageOf(kb, tile, stages);
+        barriers->waitFull(slot, parity);
+        SmallVector<Value> s(carried);
+        tileSteps(tile, slot, s);
+        barriers->arriveEmpty(slot);
+        return s;
+      });
+}
+
+void XqaBuilder::syncComputeWarps() {
+  if (!copyWarp) {
+    kb.barrier();
+    return;
+  }
+  // Named barrier 1 over the compute warps; the copy warp does not take
+  // part.
+  Value id = kb.i32(1);
+  Value threads = kb.i32(int32_t(kBlockThreads));
+  NVVM::BarrierOp::create(builder, op.getLoc(), TypeRange{}, id, threads,
+                          NVVM::BarrierReductionAttr(), Value());
+}
+
+void XqaBuilder::runWithCopyWarp(const XqaArguments &args, Value split) {
+  // Copy-warp kernels on sm_90 and up suspend in try_wait; older chips
+  // poll test_wait.
+  bool tryWait = llvm::all_of(kernels.chips, [](Chip chip) {
+    return getTargetDescription(chip).capability >= 90;
+  });
+  barriers.emplace(kb, smem, layout.barriers, stages, tryWait);
+  Value first = kb.cmpi(arith::CmpIPredicate::eq, tid, index(0));
+  kb.ifThen(first, [&] { barriers->init(kWarpThreads, kBlockThreads); });
+  kb.barrier();
+  Value isCopyWarp =
+      kb.cmpi(arith::CmpIPredicate::sge, tid, index(kBlockThreads));
+  kb.ifElse(
+      isCopyWarp, TypeRange{},
+      [&]() -> SmallVector<Value> {
+        produceTiles();
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        prepareQuery(args.query);
+        prepareSoftmax();
+        // The compute warps look up nothing; tileBase needs the copies'
+        // block facts only.
+        prepareCopies();
+        SmallVector<Value> state = consumeTiles();
+        mergeKeyWarps(state, split, args.partialOut, args.partialStats);
+        return {};
+      });
 }
 
 gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
@@ -660,6 +758,10 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   }
   kb.ifThen(allowed, [&] {
     computeKeyRange(args.seqLens, args.queryStart, split);
+    if (copyWarp) {
+      runWithCopyWarp(args, split);
+      return;
+    }
     prepareCopies();
     prepareQuery(args.query);
     SmallVector<Value> aheadPages = startRing();
@@ -679,9 +781,11 @@ auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
   SplitRows rows;
   if (plan == op.getDecodePlanAttr())
     rows.decodeTokens = op.getSplitDecodeTokens();
-  return buildTensorCorePagedKernels(
+  DecodeKernels result = buildTensorCorePagedKernels(
       kernels, op, key, value, plan.getSharedBytes(), rows,
       [&](llvm::SmallVectorImpl<Value> &operands) {
         return xqa.build(operands);
       });
+  result.blockThreads = plan.getThreads(); // 160 with a copy warp
+  return result;
 }

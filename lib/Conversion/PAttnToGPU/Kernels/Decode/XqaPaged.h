@@ -76,6 +76,12 @@ private:
   /// blocks of longer sequences do nothing. 0: every sequence.
   int64_t decodeTokens = 0;
   float softcap = 0.0f;
+  /// threads = 160: a copy warp (warp 4) looks up and copies every tile
+  /// into the ring and signals each stage with an mbarrier; the four
+  /// compute warps wait for a stage's bytes and release it, with no block
+  /// barrier per tile.
+  bool copyWarp = false;
+  std::optional<StageBarriers> barriers;
   /// rows = 8 (XqaKeysAsRows.cpp): a warp's 16 keys are the mma's M rows and
   /// the query rows its N = 8 columns; the loop state is then the max and
   /// partial sum of rows 2t and 2t + 1 and nTiles / 2 tiles of Oᵀ.
@@ -150,6 +156,23 @@ private:
   /// up; returns the per-thread softmax state after the last tile.
   llvm::SmallVector<mlir::Value>
   runTiles(llvm::ArrayRef<mlir::Value> aheadPages);
+  /// The loop state before the first tile (softmax rows, accumulators).
+  llvm::SmallVector<mlir::Value> initialState();
+  /// A tile's steps over ring slot `slot` (index) for tile `i32Tile`:
+  /// scores, logits, the softmax update and P V, on the state `s`.
+  void tileSteps(mlir::Value i32Tile, mlir::Value slot,
+                 llvm::SmallVectorImpl<mlir::Value> &s);
+  // With a copy warp.
+  /// Everything after the key range: the barriers, then the copy warp's
+  /// loop or the compute warps' (query, tiles, merge).
+  void runWithCopyWarp(const XqaArguments &args, mlir::Value split);
+  /// The copy warp's loop: each tile into its stage once released.
+  void produceTiles();
+  /// The compute warps' loop: each tile once its stage is full; returns
+  /// the softmax state after the last.
+  llvm::SmallVector<mlir::Value> consumeTiles();
+  /// A barrier of the compute warps (the block's without a copy warp).
+  void syncComputeWarps();
 
   /// tokenBegin/tokenCount, the sequence length and the block's key range
   /// (this split, the window) in tiles.

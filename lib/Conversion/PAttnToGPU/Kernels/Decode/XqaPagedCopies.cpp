@@ -120,7 +120,7 @@ ArrayRef<Value> XqaBuilder::queryFragment(int64_t step, int64_t mt) {
 
 void XqaBuilder::prepareQuery(Value query) {
   loadQueryTile(query);
-  kb.barrier();
+  syncComputeWarps();
   // At most 32 registers of query fragments stay resident (D128, one
   // m-tile), and only when registers are not held to 128 for a fourth
   // block per SM; otherwise they are read from the tile at each use.
@@ -162,6 +162,13 @@ void XqaBuilder::prepareCopies() {
   ring.total = layout.total;
   ring.tileKeys = tileKeys;
   ring.blockSize = blockSize;
-  PagedBlock block{tid, seq, kvHead, blockTable, first, last};
+  // With a copy warp its lanes copy (in the compute warps only tileBase is
+  // used).
+  Value copyThread = tid;
+  if (copyWarp) {
+    ring.copyThreads = kWarpThreads;
+    copyThread = kb.sub(tid, index(kBlockThreads));
+  }
+  PagedBlock block{copyThread, seq, kvHead, blockTable, first, last};
   copies.emplace(kb, smem, ring, key, value, liveKeys, block);
 }

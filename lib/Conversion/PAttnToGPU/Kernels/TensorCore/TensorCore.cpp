@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -256,6 +257,87 @@ void CpAsyncRing::issue(Value tile, function_ref<void()> copy) {
 void CpAsyncRing::land(int32_t newerPending) {
   NVVM::CpAsyncWaitGroupOp::create(kb.b, kb.loc, newerPending);
   kb.barrier();
+}
+
+/// Emits PTX `text` over 32-bit `operands` ("r"): side effects and a
+/// memory clobber, so that no shared-memory access moves across it.
+static void barrierAsm(KernelBuilder &kb, llvm::StringRef text,
+                       ValueRange operands) {
+  std::string constraints;
+  for (size_t i = 0; i < operands.size(); ++i)
+    constraints += "r,";
+  constraints += "~{memory}";
+  LLVM::InlineAsmOp::create(
+      kb.b, kb.loc, TypeRange{}, operands, kb.b.getStringAttr(text),
+      kb.b.getStringAttr(constraints),
+      /*has_side_effects=*/UnitAttr::get(kb.b.getContext()),
+      /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
+      /*asm_dialect=*/LLVM::AsmDialectAttr(),
+      /*operand_attrs=*/ArrayAttr());
+}
+
+StageBarriers::StageBarriers(KernelBuilder &kb, Value smem, int64_t offset,
+                             int64_t stages, bool tryWait)
+    : kb(kb), stages(stages), tryWait(tryWait) {
+  assert(offset % 8 == 0 && "mbarriers are 8-byte aligned");
+  Value pointer =
+      memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, smem);
+  Value window =
+      arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), pointer);
+  base = kb.add(window, kb.i32(int32_t(offset)));
+}
+
+Value StageBarriers::address(Value slot, bool empty) {
+  Value at = kb.toI32(slot);
+  if (empty)
+    at = kb.add(at, kb.i32(int32_t(stages)));
+  return kb.add(base, kb.mul(at, kb.i32(8)));
+}
+
+void StageBarriers::init(int64_t copyThreads, int64_t computeThreads) {
+  for (int64_t s = 0; s < stages; ++s) {
+    Value slot = kb.index(s);
+    Value full = address(slot, /*empty=*/false);
+    Value empty = address(slot, /*empty=*/true);
+    Value copyCount = kb.i32(int32_t(copyThreads));
+    barrierAsm(kb, "mbarrier.init.shared.b64 [$0], $1;", {full, copyCount});
+    Value computeCount = kb.i32(int32_t(computeThreads));
+    barrierAsm(kb, "mbarrier.init.shared.b64 [$0], $1;", {empty, computeCount});
+  }
+}
+
+void StageBarriers::wait(Value at, Value parity) {
+  // Labels are local to the braces, so every inlined copy has its own.
+  std::string test = tryWait ? "mbarrier.try_wait.parity.shared.b64"
+                             : "mbarrier.test_wait.parity.shared.b64";
+  std::string text = "{\n.reg .pred pdone;\nLwait:\n" + test +
+                     " pdone, [$0], $1;\n@!pdone bra Lwait;\n}";
+  barrierAsm(kb, text, {at, parity});
+}
+
+void StageBarriers::waitFull(Value slot, Value parity) {
+  wait(address(slot, /*empty=*/false), parity);
+}
+
+void StageBarriers::waitEmpty(Value slot, Value parity) {
+  wait(address(slot, /*empty=*/true), parity);
+}
+
+void StageBarriers::arriveFull(Value slot) {
+  // The cp.async arrival raises the pending count until the thread's copies
+  // land; the plain arrival (a release) is the one the count expects.
+  Value full = address(slot, /*empty=*/false);
+  barrierAsm(kb, "cp.async.mbarrier.arrive.shared.b64 [$0];", {full});
+  barrierAsm(kb,
+             "{\n.reg .b64 state;\nmbarrier.arrive.shared.b64 state, [$0];\n}",
+             {full});
+}
+
+void StageBarriers::arriveEmpty(Value slot) {
+  Value empty = address(slot, /*empty=*/true);
+  barrierAsm(kb,
+             "{\n.reg .b64 state;\nmbarrier.arrive.shared.b64 state, [$0];\n}",
+             {empty});
 }
 
 Value WgmmaOps::descriptor(Value sharedBase, Value offset, int64_t leading,

@@ -8,7 +8,8 @@
 // Decode/XqaMla*.cpp) are built from: mma.sync.m16n8k16 with fp32
 // accumulation over f16 or bf16 operands, ldmatrix from shared memory,
 // operand packing, warp shuffles, the base-2 online softmax of one mma C
-// row, wgmma with its descriptors, and the cp.async ring.
+// row, wgmma with its descriptors, the cp.async ring, and the mbarriers of
+// a ring that a copy warp fills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -162,6 +163,50 @@ public:
 private:
   KernelBuilder &kb;
   mlir::Value tileCount;
+};
+
+/// The mbarriers of a ring that a copy warp fills and compute warps drain:
+/// per stage a "full" barrier (the copy warp's lanes arrive once their
+/// cp.async copies of the stage have landed) and an "empty" one (every
+/// compute thread arrives once it has read the stage). Phase k of a
+/// stage's barriers is the stage's k-th tile; a wait names the phase's
+/// parity. No block-wide barrier per tile: a compute warp waits only for
+/// the bytes it reads, the copy warp only for a free stage.
+class StageBarriers {
+public:
+  /// 16 x `stages` bytes of `smem` (a workgroup i8 memref) at byte
+  /// `offset` (a multiple of 8). `tryWait`: every chip of the module has
+  /// mbarrier.try_wait (sm_90 and up), which suspends the waiting warp
+  /// instead of polling.
+  StageBarriers(KernelBuilder &kb, mlir::Value smem, int64_t offset,
+                int64_t stages, bool tryWait);
+
+  /// Initializes every stage's barriers (one thread; a block barrier must
+  /// follow before any use).
+  void init(int64_t copyThreads, int64_t computeThreads);
+  /// Waits until stage `slot` (index) holds the tile of phase parity
+  /// `parity` (i32, 0 or 1).
+  void waitFull(mlir::Value slot, mlir::Value parity);
+  /// Waits until the compute threads have released stage `slot`'s phase of
+  /// parity `parity`.
+  void waitEmpty(mlir::Value slot, mlir::Value parity);
+  /// A copy thread's arrival at stage `slot`'s full barrier, completed when
+  /// its cp.async copies issued so far (and its shared stores) are visible.
+  void arriveFull(mlir::Value slot);
+  /// A compute thread's arrival at stage `slot`'s empty barrier (after its
+  /// last read of the stage).
+  void arriveEmpty(mlir::Value slot);
+
+private:
+  /// The shared-window address (i32) of stage `slot`'s full (or empty)
+  /// barrier.
+  mlir::Value address(mlir::Value slot, bool empty);
+  void wait(mlir::Value address, mlir::Value parity);
+
+  KernelBuilder &kb;
+  mlir::Value base; ///< i32 shared-window address of the first barrier
+  int64_t stages;
+  bool tryWait;
 };
 
 } // namespace pattn
