@@ -89,6 +89,7 @@ SHAPES = [
     # Speculative decode with 7 drafts (the seeds' measurement): g x 8 = 32
     # query rows per KV head, XQA's largest.
     Shape("B4-32/8-D128-L8K-Q8", 4, 32, 8, 128, 8192, query_tokens=8),
+    Shape("B4-32/8-D128-L8K-Q4", 4, 32, 8, 128, 8192, query_tokens=4),
     Shape("B4-32/8-D128-L512-Q8", 4, 32, 8, 128, 512, query_tokens=8),
     # Issue 29's further rows: bf16 activations (and a bf16 cache on the
     # 16-bit row), and head_dim 64. HND and 64-token pages are whole runs:
@@ -226,20 +227,21 @@ def compile_options(backend: str) -> dict:
     "xqa-tiles" (auto, prompts on the decode kernel in query tiles),
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
-    a trailing "w" (e.g. "auto@0w") asks for a copy warp."""
+    a trailing "b" (e.g. "auto@0b") asks for no copy warp (four warps and
+    a block barrier per tile)."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
         spec = backend.split("@", 1)[1]
-        copy_warp = spec.endswith("w")
-        keys, _, stages = spec.removesuffix("w").partition("s")
+        barrier = spec.endswith("b")
+        keys, _, stages = spec.removesuffix("b").partition("s")
         options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
         if stages:
             options["xqa_stages"] = int(stages)
-        if copy_warp:
-            options["xqa_copy_warp"] = True
+        if barrier:
+            options["xqa_copy_warp"] = False
         return options
     return {"backend": backend}
 
