@@ -227,21 +227,20 @@ def compile_options(backend: str) -> dict:
     "xqa-tiles" (auto, prompts on the decode kernel in query tiles),
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
-    a trailing "b" (e.g. "auto@0b") asks for no copy warp (four warps and
-    a block barrier per tile)."""
+    a trailing "w" (e.g. "auto@0w") asks for a copy warp."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
         spec = backend.split("@", 1)[1]
-        barrier = spec.endswith("b")
-        keys, _, stages = spec.removesuffix("b").partition("s")
+        copy_warp = spec.endswith("w")
+        keys, _, stages = spec.removesuffix("w").partition("s")
         options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
         if stages:
             options["xqa_stages"] = int(stages)
-        if barrier:
-            options["xqa_copy_warp"] = False
+        if copy_warp:
+            options["xqa_copy_warp"] = True
         return options
     return {"backend": backend}
 

@@ -635,7 +635,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             prompt_kernel: str = "prefill",
             cache_dir: Optional[PathLike] = None,
             xqa_keys_per_tile: int = 0, xqa_stages: int = 0,
-            xqa_copy_warp: bool = True) -> str:
+            xqa_copy_warp: bool = False) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -661,11 +661,9 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     64 or 128; 0, the default, lets the planner choose) asks the XQA decode
     plans for that tile size where it fits (for tuning and comparing plans),
     and ``xqa_stages`` (2 to 8; 0, the default, lets the planner choose
-    2 to 4) for that ring depth where it fits shared memory. The XQA
-    decode plans have a copy warp (a fifth warp that copies the tiles and
-    signals each ring stage with mbarriers); ``xqa_copy_warp=False`` plans
-    four warps that copy and wait at a block barrier per tile instead (for
-    comparing plans).
+    2 to 4) for that ring depth where it fits shared memory;
+    ``xqa_copy_warp=True`` gives the XQA decode plans a copy warp (a fifth
+    warp that copies the tiles and signals each ring stage with mbarriers).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -734,8 +732,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
     if xqa_stages:
         flags.append(f"--xqa-stages={xqa_stages}")
-    if not xqa_copy_warp:
-        flags.append("--xqa-copy-warp=false")
+    if xqa_copy_warp:
+        flags.append("--xqa-copy-warp")
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -752,8 +750,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         key_options.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
     if xqa_stages:
         key_options.append(f"--xqa-stages={xqa_stages}")
-    if not xqa_copy_warp:
-        key_options.append("--xqa-copy-warp=false")
+    if xqa_copy_warp:
+        key_options.append("--xqa-copy-warp")
     variant = " ".join([chip_list] + key_options)
     if cache_dir is not None:
         cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")

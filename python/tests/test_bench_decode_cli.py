@@ -33,10 +33,10 @@ def bench():
                    "xqa_stages": 6}),
     ("auto@0s8", {"backend": "auto", "xqa_keys_per_tile": 0,
                   "xqa_stages": 8}),
-    ("auto@0b", {"backend": "auto", "xqa_keys_per_tile": 0,
-                 "xqa_copy_warp": False}),
-    ("auto@64s6b", {"backend": "auto", "xqa_keys_per_tile": 64,
-                    "xqa_stages": 6, "xqa_copy_warp": False})])
+    ("auto@0w", {"backend": "auto", "xqa_keys_per_tile": 0,
+                 "xqa_copy_warp": True}),
+    ("auto@64s6w", {"backend": "auto", "xqa_keys_per_tile": 64,
+                    "xqa_stages": 6, "xqa_copy_warp": True})])
 def test_column_compile_options(bench, column, options):
     assert bench.compile_options(column) == options
 

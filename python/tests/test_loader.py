@@ -709,18 +709,18 @@ def test_compile_passes_the_copy_warp_request(fake_compiler, tmp_path,
     compiler, log = fake_compiler
     output = tmp_path / "out.so"
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  xqa_copy_warp=False)
-    assert json.loads(log.read_text())[1:] == [
-        "--chips=sm_90a", "-o", str(output), "--xqa-copy-warp=false"]
-    # True, the default, adds nothing; the cache keeps the two apart.
-    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
                   xqa_copy_warp=True)
+    assert json.loads(log.read_text())[1:] == [
+        "--chips=sm_90a", "-o", str(output), "--xqa-copy-warp"]
+    # False, the default, adds nothing; the cache keeps the two apart.
+    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
+                  xqa_copy_warp=False)
     assert json.loads(log.read_text())[1:] == [
         "--chips=sm_90a", "-o", str(output)]
     monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
     planned = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
     asked = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                          xqa_copy_warp=False)
+                          xqa_copy_warp=True)
     assert planned != asked
     with pytest.raises(pattn.ArgumentTypeError, match="xqa_copy_warp"):
         pattn.compile(MLIR, chips="sm_90a", compiler=compiler,

@@ -101,10 +101,9 @@ static cl::opt<int64_t> xqaStages(
     cl::desc("Ring stages of the XQA decode plans: 2 to 8 (0, the default: "
              "the planner's choice)"));
 static cl::opt<bool> xqaCopyWarp(
-    "xqa-copy-warp", cl::init(true), cl::cat(toolCategory),
+    "xqa-copy-warp", cl::init(false), cl::cat(toolCategory),
     cl::desc("XQA decode plans with a copy warp: 160 threads a block, the "
-             "fifth warp copies the tiles (the default; false: four warps "
-             "and a block barrier per tile)"));
+             "fifth warp copies the tiles (default: off)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "

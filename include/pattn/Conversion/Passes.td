@@ -128,11 +128,11 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "shared memory (0: the planner's choice, 2 to 4; for tuning and "
            "comparing plans)">,
     Option<"xqaCopyWarp", "xqa-copy-warp", "bool",
-           /*default=*/"true",
-           "XQA decode plans with a copy warp (the default): 160 threads a "
-           "block, the fifth warp looks up and copies the tiles and signals "
-           "each ring stage with mbarriers; false: the four warps copy and "
-           "wait at a block barrier per tile (for comparing plans)">,
+           /*default=*/"false",
+           "XQA decode plans with a copy warp: 160 threads a block, the fifth "
+           "warp looks up and copies the tiles and signals each ring stage "
+           "with mbarriers (faster on the H100; off by default until "
+           "compute-sanitizer's synccheck passes it)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"prefill\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "

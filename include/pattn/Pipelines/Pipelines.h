@@ -55,9 +55,8 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<bool> xqaCopyWarp{
       *this, "xqa-copy-warp",
       llvm::cl::desc("XQA decode plans with a copy warp (160 threads a "
-                     "block; false: four warps and a block barrier per "
-                     "tile, for comparing plans)"),
-      llvm::cl::init(true)};
+                     "block; for tuning and comparing plans)"),
+      llvm::cl::init(false)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

@@ -1,10 +1,9 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_80 --pattn-plan-decode=chips=sm_80 --convert-pattn-to-gpu=chips=sm_80 2>/dev/null | FileCheck %s --check-prefix=SM80
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a 2>/dev/null | FileCheck %s --check-prefix=PLAN
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a xqa-copy-warp=true" --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_80 --pattn-plan-decode="chips=sm_80 xqa-copy-warp=true" --convert-pattn-to-gpu=chips=sm_80 2>/dev/null | FileCheck %s --check-prefix=SM80
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a xqa-copy-warp=true" 2>/dev/null | FileCheck %s --check-prefix=PLAN
 
-// The XQA decode with a copy warp (the default decode plan; xqa-copy-warp=
-// false plans without one, convert-pattn-to-gpu-xqa.mlir): the plan's 160
-// threads are the four compute warps and a fifth that looks
+// The XQA decode with a copy warp (--pattn-plan-decode's xqa-copy-warp):
+// the plan's 160 threads are the four compute warps and a fifth that looks
 // up and copies every tile into the ring; a full and an empty mbarrier per
 // stage replace the block barrier of each tile (docs/Lowering.md, "The XQA
 // decode"). Same op as convert-pattn-to-gpu-xqa.mlir.

@@ -1,11 +1,8 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a xqa-copy-warp=false" --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode=chips=sm_90a --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 
 // The XQA lowering of one op (i8 K at a tensor scale, nvfp4 V with
 // per-token scales, g = 4, D128), following its #pattn.xqa_plan
-// (docs/Lowering.md, "The XQA decode"), planned without a copy warp: the
-// four warps copy each tile and wait at a block barrier (the ring of
-// prompt query tiles and of xqa-copy-warp=false; the default decode plan,
-// with a copy warp, is convert-pattn-to-gpu-xqa-copy-warp.mlir).
+// (docs/Lowering.md, "The XQA decode").
 //
 // Host: the split count is chosen on the host from the device's SM count
 // and host-known sizes only (a loop over candidate counts: waves x tiles

@@ -47,7 +47,7 @@ struct DecodePlanOptions {
   /// choice).
   int64_t xqaKeysPerTile = 0, xqaStages = 0;
   /// XQA decode plans with a copy warp (XqaPlanAttr's threads = 160).
-  bool xqaCopyWarp = true;
+  bool xqaCopyWarp = false;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

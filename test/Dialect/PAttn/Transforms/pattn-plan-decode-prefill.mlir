@@ -17,11 +17,11 @@
 // WHY: remark: prefill plan: 64 rows a block, query tiles of 8 tokens x g = 8, 64-key tiles x 2 stages; sequences of at most 2 query tokens run on the decode kernel (16 rows, 64-key tiles x 3 stages)
 // WHY-NOT: prefill plan
 // H200-LABEL: func.func @prompt_i4
-// H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46400, resident_blocks = [3], threads = 160, targets = [sm_90a]>
+// H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4], targets = [sm_90a]>
 // H200-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
 // A chip of 99 KiB per block bounds the ring of both.
 // MIXED-LABEL: func.func @prompt_i4
-// MIXED: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46400, resident_blocks = [3, 2], threads = 160, targets = [sm_90a, sm_86]>
+// MIXED: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4, 2], targets = [sm_90a, sm_86]>
 // MIXED-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2, 1], targets = [sm_90a, sm_86]>
 // TILES-LABEL: func.func @prompt_i4
 // TILES-NOT: decode_plan

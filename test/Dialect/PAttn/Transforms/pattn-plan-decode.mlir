@@ -4,7 +4,6 @@
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-keys-per-tile=128" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILE128
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-stages=6" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=STAGES6
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-stages=8" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=STAGES8
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a "--pattn-plan-decode=chips=sm_90a xqa-copy-warp=false" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=NOCOPY
 // RUN: not pattn-opt %s --pattn-plan-decode 2>&1 | FileCheck %s --check-prefix=NOBACKEND
 
 // The plan of each backend, per shape and chip: the tile and ring depth
@@ -14,22 +13,22 @@
 // default chip list includes sm_86/89/120 (99 KiB), which caps it at 2.
 
 // H200-LABEL: func.func @f16_d128_g4
-// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107440, resident_blocks = [2], threads = 160, targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107392, resident_blocks = [2], targets = [sm_90a]>
 // ALL-LABEL: func.func @f16_d128_g4
-// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 72352, resident_blocks = [2, 1, 1, 3, 3, 1], threads = 160, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
+// ALL: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 72320, resident_blocks = [2, 1, 1, 3, 3, 1], targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 // PORT-LABEL: func.func @f16_d128_g4
 // xqa-keys-per-tile=128: the tile asked for, with the ring depth that keeps
 // the most bytes in flight (one 210 KiB block per SM).
 // TILE128-LABEL: func.func @f16_d128_g4
-// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 128, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212656, resident_blocks = [1], threads = 160, targets = [sm_90a]>
+// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 128, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212608, resident_blocks = [1], targets = [sm_90a]>
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 // xqa-stages=6: the depth asked for, with the tile that keeps the most bytes
 // in flight at that depth (one 208 KiB block per SM). At 8 stages no tile
 // of 4 key warps fits, so the planner chooses as if nothing was asked.
 // STAGES6-LABEL: func.func @f16_d128_g4
-// STAGES6: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 6, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212704, resident_blocks = [1], threads = 160, targets = [sm_90a]>
+// STAGES6: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 6, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 212608, resident_blocks = [1], targets = [sm_90a]>
 // STAGES8-LABEL: func.func @f16_d128_g4
-// STAGES8: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107440, resident_blocks = [2], threads = 160, targets = [sm_90a]>
+// STAGES8: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 107392, resident_blocks = [2], targets = [sm_90a]>
 !f16c = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = f16, scale = none>
 func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x32x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x256xi8>) : !f16c
@@ -42,11 +41,11 @@ func.func @f16_d128_g4(%kp: memref<?x16x8x256xi8>, %q: memref<?x32x128xf16>, %bt
 // f16 D256, g = 6: two value warps; 64-key tiles would leave one 211 KiB
 // block per SM, 32-key tiles keep as many bytes in flight with two.
 // H200-LABEL: func.func @f16_d256_g6
-// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 106032, resident_blocks = [2], threads = 160, targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 105984, resident_blocks = [2], targets = [sm_90a]>
 // Two stages of 128 D256 keys (270 KiB) do not fit a block: a tile asked
 // for that does not fit leaves the planner's choice.
 // TILE128-LABEL: func.func @f16_d256_g6
-// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 106032, resident_blocks = [2], threads = 160, targets = [sm_90a]>
+// TILE128: plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 32, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 105984, resident_blocks = [2], targets = [sm_90a]>
 !f16d256 = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = f16, scale = none>
 func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %o: memref<?x24x256xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x4x512xi8>) : !f16d256
@@ -57,19 +56,14 @@ func.func @f16_d256_g6(%kp: memref<?x16x4x512xi8>, %q: memref<?x24x256xf16>, %bt
 }
 
 // 8 query tokens x g = 4: 32 rows, two m-tiles; D256 outputs need the four
-// warps split over the value channels. Two m-tiles with a copy warp hold at
-// most 2 blocks per SM (204 registers a thread of 160; 136 spilled), so the
-// ring takes 4 stages of 64-key tiles.
+// warps split over the value channels. Two m-tiles hold at most 3 blocks
+// per SM (168 registers; 128 spilled), so the ring takes 64-key tiles.
 // H200-LABEL: func.func @i4_d256_spec
-// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 4, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 91712, resident_blocks = [2], threads = 160, targets = [sm_90a]>
-// Without the copy warp (xqa-copy-warp=false): four warps of 168 registers,
-// 3 blocks per SM, 3 stages (the plan prints no threads at the default 128).
-// NOCOPY-LABEL: func.func @i4_d256_spec
-// NOCOPY: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 72960, resident_blocks = [3], targets = [sm_90a]>
+// H200: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 72960, resident_blocks = [3], targets = [sm_90a]>
 // PORT-LABEL: func.func @i4_d256_spec
 // One key warp: 32-key tiles fit 8 stages.
 // STAGES8-LABEL: func.func @i4_d256_spec
-// STAGES8: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 32, stages = 8, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 91776, resident_blocks = [2], threads = 160, targets = [sm_90a]>
+// STAGES8: plan = #pattn.xqa_plan<operand = bf16, rows = 32, keys_per_tile = 32, stages = 8, key_warps = 1, value_warps = 4, keys_per_split = 4096, shared_bytes = 91648, resident_blocks = [2], targets = [sm_90a]>
 // PORT: plan = #pattn.portable_plan<heads_per_block = 4, keys_per_split = 1024, targets = [sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a]>
 !i4c = !pattn.cache<block_size = 16, kv_heads = 4, head_dim = 256, encoding = i4, scale = tensor>
 func.func @i4_d256_spec(%kp: memref<?x16x4x128xi8>, %s: memref<1xf32>, %q: memref<?x16x256xbf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %o: memref<?x16x256xbf16>) {

@@ -210,8 +210,8 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     half as many.
     Keys stream through a `stages`-deep ring of shared memory filled by
     `cp.async`, `keys_per_tile` keys per stage: by the four warps, which
-    wait at a block barrier per tile, or with `threads` = 160 (a decode's
-    default plan) by a fifth, copy warp that signals each stage with a
+    wait at a block barrier per tile, or with `threads` = 160 (a decode
+    planned with `xqa-copy-warp`) by a fifth, copy warp that signals each stage with a
     full and an empty mbarrier, so that no compute warp waits on a lookup
     or a block barrier. The four (compute) warps are
     `key_warps` groups over a tile's keys times `value_warps` groups over
