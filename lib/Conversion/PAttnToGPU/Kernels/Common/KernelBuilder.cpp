@@ -233,16 +233,30 @@ void KernelBuilder::storeU16Bytes(Value value, Value memref,
   storeByte(shru(value, i32(8)), memref, advanceLast(*this, indices, 1));
 }
 
-Value KernelBuilder::vectorAligned(Value memref, int64_t bytes) {
+Value KernelBuilder::elementAddress(Value memref, ValueRange indices,
+                                    ValueRange *strides) {
   auto type = cast<MemRefType>(memref.getType());
   int64_t elementBytes = type.getElementTypeBitWidth() / 8;
   Value pointer =
       memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
   auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
-  Value offset = mul(metadata.getOffset(), index(elementBytes));
-  Value address = add(pointer, offset);
+  Value element = metadata.getOffset();
+  for (auto [at, stride] : llvm::zip(indices, metadata.getStrides())) {
+    Value step = mul(at, stride);
+    element = add(element, step);
+  }
+  if (strides)
+    *strides = metadata.getStrides();
+  Value byteOffset = mul(element, index(elementBytes));
+  return add(pointer, byteOffset);
+}
+
+Value KernelBuilder::vectorAligned(Value memref, int64_t bytes) {
+  auto type = cast<MemRefType>(memref.getType());
+  int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+  ValueRange strides;
+  Value address = elementAddress(memref, {}, &strides);
   Value misalignment = rems(address, index(bytes));
-  ValueRange strides = metadata.getStrides();
   for (Value stride : strides.drop_back()) {
     Value strideBytes = mul(stride, index(elementBytes));
     misalignment = ori(misalignment, rems(strideBytes, index(bytes)));
@@ -254,18 +268,7 @@ SmallVector<Value> KernelBuilder::loadGlobalWords(Value memref,
                                                   ValueRange indices,
                                                   int64_t words) {
   assert((words == 1 || words == 2 || words == 4) && "1, 2 or 4 words");
-  auto type = cast<MemRefType>(memref.getType());
-  int64_t elementBytes = type.getElementTypeBitWidth() / 8;
-  Value pointer =
-      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
-  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, memref);
-  Value element = metadata.getOffset();
-  for (auto [at, stride] : llvm::zip(indices, metadata.getStrides())) {
-    Value step = mul(at, stride);
-    element = add(element, step);
-  }
-  Value byteOffset = mul(element, index(elementBytes));
-  Value address = add(pointer, byteOffset);
+  Value address = elementAddress(memref, indices);
   Value address64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
   std::string registers, constraints;
   for (int64_t w = 0; w < words; ++w) {

@@ -102,6 +102,11 @@ public:
   /// aligned: the buffer's address (aligned pointer + offset) and every
   /// stride but the innermost's are multiples of `bytes`.
   mlir::Value vectorAligned(mlir::Value memref, int64_t bytes);
+  /// The byte address (index) of element `indices` of `memref` (its first
+  /// element with none): aligned pointer + (offset + sum of index x stride)
+  /// x element size; `strides` receives the memref's strides.
+  mlir::Value elementAddress(mlir::Value memref, mlir::ValueRange indices,
+                             mlir::ValueRange *strides = nullptr);
   /// `words` (1, 2 or 4) consecutive 32-bit words of global memory from
   /// element `indices` of `memref` on, as one ld.global (the address must
   /// be aligned to 4 x words bytes: see vectorAligned). Inline PTX with side
