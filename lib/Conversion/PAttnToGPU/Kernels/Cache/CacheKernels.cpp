@@ -40,15 +40,12 @@ struct Nvfp4Group {
   Value scaleCode;   ///< i32
   Value zero;        ///< i1: write zeros
   Value denominator; ///< f32
-  /// The code of the quotient t = x / denominator.
-  Value codeOf(KernelBuilder &kb, Value t) const {
-    Value code = kb.encodeE2M1(t);
+  /// The code of x: e2m1(x / denominator), or 0 for a zero group.
+  Value code(KernelBuilder &kb, Value x) const {
+    Value quotient = kb.fdiv(x, denominator);
+    Value code = kb.encodeE2M1(quotient);
     Value nibble = kb.andi(code, kb.i32(0xF));
     return kb.select(zero, kb.i32(0), nibble);
-  }
-  /// The code of x.
-  Value code(KernelBuilder &kb, Value x) const {
-    return codeOf(kb, kb.fdiv(x, denominator));
   }
 };
 
@@ -60,7 +57,11 @@ static Nvfp4Group nvfp4Group(KernelBuilder &kb, Value amax, Value outer) {
   auto isZero = [&](Value v) {
     return kb.cmpf(arith::CmpFPredicate::OEQ, v, kb.f32(0.0f));
   };
-  Value zero = kb.lor(kb.lor(isZero(amax), isZero(outer)), isZero(denominator));
+  Value zeroAmax = isZero(amax);
+  Value zeroOuter = isZero(outer);
+  Value zeroInput = kb.lor(zeroAmax, zeroOuter);
+  Value zeroDenominator = isZero(denominator);
+  Value zero = kb.lor(zeroInput, zeroDenominator);
   return {kb.select(zero, kb.i32(0), sf), zero, denominator};
 }
 
