@@ -673,7 +673,8 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
 
 @pytest.mark.parametrize("option,value,flag", [
     ("xqa_keys_per_tile", 128, "--xqa-keys-per-tile=128"),
-    ("xqa_stages", 6, "--xqa-stages=6")])
+    ("xqa_stages", 6, "--xqa-stages=6"),
+    ("xqa_copy_warp", True, "--xqa-copy-warp")])
 def test_compile_passes_the_xqa_plan_request(fake_compiler, tmp_path,
                                              monkeypatch, option, value, flag):
     compiler, log = fake_compiler
@@ -682,7 +683,8 @@ def test_compile_passes_the_xqa_plan_request(fake_compiler, tmp_path,
                   **{option: value})
     assert json.loads(log.read_text())[1:] == [
         "--chips=sm_90a", "-o", str(output), flag]
-    # 0, the planner's choice, adds nothing; the cache keeps them apart.
+    # 0 (the planner's choice; no copy warp) adds nothing; the cache keeps
+    # them apart.
     pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
                   **{option: 0})
     assert json.loads(log.read_text())[1:] == [
@@ -704,29 +706,6 @@ def test_compile_passes_tile_and_stages_together(fake_compiler, tmp_path):
         "--xqa-stages=8"]
 
 
-def test_compile_passes_the_copy_warp_request(fake_compiler, tmp_path,
-                                              monkeypatch):
-    compiler, log = fake_compiler
-    output = tmp_path / "out.so"
-    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  xqa_copy_warp=True)
-    assert json.loads(log.read_text())[1:] == [
-        "--chips=sm_90a", "-o", str(output), "--xqa-copy-warp"]
-    # False, the default, adds nothing; the cache keeps the two apart.
-    pattn.compile(MLIR, chips="sm_90a", output=output, compiler=compiler,
-                  xqa_copy_warp=False)
-    assert json.loads(log.read_text())[1:] == [
-        "--chips=sm_90a", "-o", str(output)]
-    monkeypatch.setenv("PATTN_ARTIFACT_DIR", str(tmp_path / "cache"))
-    planned = pattn.compile(MLIR, chips="sm_90a", compiler=compiler)
-    asked = pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                          xqa_copy_warp=True)
-    assert planned != asked
-    with pytest.raises(pattn.ArgumentTypeError, match="xqa_copy_warp"):
-        pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
-                      xqa_copy_warp="yes")
-
-
 @pytest.mark.parametrize("option,value,error", [
     ("xqa_keys_per_tile", 48, pattn.ArgumentError),
     ("xqa_keys_per_tile", 256, pattn.ArgumentError),
@@ -739,7 +718,9 @@ def test_compile_passes_the_copy_warp_request(fake_compiler, tmp_path,
     ("xqa_stages", -2, pattn.ArgumentError),
     ("xqa_stages", "4", pattn.ArgumentTypeError),
     ("xqa_stages", True, pattn.ArgumentTypeError),
-    ("xqa_stages", 4.0, pattn.ArgumentTypeError)])
+    ("xqa_stages", 4.0, pattn.ArgumentTypeError),
+    ("xqa_copy_warp", "yes", pattn.ArgumentTypeError),
+    ("xqa_copy_warp", 2, pattn.ArgumentTypeError)])
 def test_compile_rejects_a_bad_xqa_plan_request(fake_compiler, option, value,
                                                 error):
     compiler, log = fake_compiler
