@@ -284,14 +284,8 @@ SmallVector<Value> KernelBuilder::loadGlobalWords(Value memref,
                     ? i32Type
                     : LLVM::LLVMStructType::getLiteral(
                           b.getContext(), SmallVector<Type>(words, i32Type));
-  Value loaded = LLVM::InlineAsmOp::create(
-                     b, loc, result, ValueRange{address64},
-                     b.getStringAttr(text), b.getStringAttr(constraints + "l"),
-                     /*has_side_effects=*/UnitAttr::get(b.getContext()),
-                     /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
-                     /*asm_dialect=*/LLVM::AsmDialectAttr(),
-                     /*operand_attrs=*/ArrayAttr())
-                     .getResult(0);
+  Value loaded = inlinePtx(result, text, constraints + "l", {address64},
+                           /*sideEffects=*/true);
   if (words == 1)
     return {loaded};
   SmallVector<Value> values;
@@ -388,17 +382,29 @@ void KernelBuilder::syncWarp() {
   NVVM::SyncWarpOp::create(b, loc, everyLane);
 }
 
+Value KernelBuilder::inlinePtx(Type result, StringRef text,
+                               StringRef constraints, ValueRange operands,
+                               bool sideEffects) {
+  SmallVector<Type> results;
+  if (result)
+    results.push_back(result);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, results, operands, b.getStringAttr(text),
+      b.getStringAttr(constraints),
+      /*has_side_effects=*/
+          sideEffects ? UnitAttr::get(b.getContext()) : UnitAttr(),
+      /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
+      /*asm_dialect=*/LLVM::AsmDialectAttr(),
+      /*operand_attrs=*/ArrayAttr());
+  return result ? asmOp.getResult(0) : Value();
+}
+
 Value KernelBuilder::maskThenOr(Value a, int32_t mask, Value bits) {
   // lop3's table 0xEA is (x & y) | z for x = 0xF0, y = 0xCC, z = 0xAA.
   // No side effects: LLVM may merge or hoist it like any arithmetic.
-  return LLVM::InlineAsmOp::create(
-             b, loc, b.getI32Type(), ValueRange{a, i32(mask), bits},
-             b.getStringAttr("lop3.b32 $0, $1, $2, $3, 0xEA;"),
-             b.getStringAttr("=r,r,n,r"), /*has_side_effects=*/UnitAttr(),
-             /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
-             /*asm_dialect=*/LLVM::AsmDialectAttr(),
-             /*operand_attrs=*/ArrayAttr())
-      .getResult(0);
+  return inlinePtx(b.getI32Type(), "lop3.b32 $0, $1, $2, $3, 0xEA;", "=r,r,n,r",
+                   ValueRange{a, i32(mask), bits},
+                   /*sideEffects=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -552,14 +558,8 @@ Value KernelBuilder::quantizeQuotient(pattn::Encoding encoding, Value t,
     // Round to nearest even and convert in one cvt.rni.s32.f32 (the
     // conversion pipe runs at a quarter of the fp32 rate: roundeven then
     // fptosi would be two conversions). Exact: the value is clamped.
-    code = LLVM::InlineAsmOp::create(
-               b, loc, b.getI32Type(), ValueRange{clamped},
-               b.getStringAttr("cvt.rni.s32.f32 $0, $1;"),
-               b.getStringAttr("=r,f"), /*has_side_effects=*/UnitAttr(),
-               /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
-               /*asm_dialect=*/LLVM::AsmDialectAttr(),
-               /*operand_attrs=*/ArrayAttr())
-               .getResult(0);
+    code = inlinePtx(b.getI32Type(), "cvt.rni.s32.f32 $0, $1;", "=r,f",
+                     {clamped}, /*sideEffects=*/false);
     // Biased codes (i4) are stored as code + bias, the others as the low
     // bits of their two's complement (i8).
     if (info.storedCodeBias)

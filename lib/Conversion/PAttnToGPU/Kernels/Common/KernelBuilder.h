@@ -136,6 +136,13 @@ public:
   mlir::Value
   laneReduce(mlir::Value v, int64_t lanes,
              llvm::function_ref<mlir::Value(mlir::Value, mlir::Value)> combine);
+  /// Inline PTX `text` over `operands` with LLVM's `constraints`; returns
+  /// its result of type `result` (none for a null type). `sideEffects`
+  /// keeps it in place and unmerged (synchronization, loads that must stay
+  /// under their guard); without, LLVM may move it like arithmetic.
+  mlir::Value inlinePtx(mlir::Type result, llvm::StringRef text,
+                        llvm::StringRef constraints, mlir::ValueRange operands,
+                        bool sideEffects);
   /// Waits for the whole warp (bar.warp.sync with every lane): what one
   /// lane stored to shared memory before it is visible to the others.
   void syncWarp();

@@ -144,16 +144,9 @@ Value XqaBuilder::transposeQuad(Value pair) {
     word = vector::ExtractOp::create(builder, kb.loc, wide, 0);
   }
   // Warp-synchronous: kept in place like the shuffles around it.
-  Value moved = LLVM::InlineAsmOp::create(
-                    builder, kb.loc, builder.getI32Type(), ValueRange{word},
-                    builder.getStringAttr(
-                        "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;"),
-                    builder.getStringAttr("=r,r"),
-                    /*has_side_effects=*/UnitAttr::get(builder.getContext()),
-                    /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
-                    /*asm_dialect=*/LLVM::AsmDialectAttr(),
-                    /*operand_attrs=*/ArrayAttr())
-                    .getResult(0);
+  Value moved = kb.inlinePtx(builder.getI32Type(),
+                             "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;",
+                             "=r,r", {word}, /*sideEffects=*/true);
   if (bf16)
     return moved;
   return rawPair(moved, Encoding::f16);

@@ -267,13 +267,7 @@ static void barrierAsm(KernelBuilder &kb, llvm::StringRef text,
   for (size_t i = 0; i < operands.size(); ++i)
     constraints += "r,";
   constraints += "~{memory}";
-  LLVM::InlineAsmOp::create(
-      kb.b, kb.loc, TypeRange{}, operands, kb.b.getStringAttr(text),
-      kb.b.getStringAttr(constraints),
-      /*has_side_effects=*/UnitAttr::get(kb.b.getContext()),
-      /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
-      /*asm_dialect=*/LLVM::AsmDialectAttr(),
-      /*operand_attrs=*/ArrayAttr());
+  kb.inlinePtx(Type(), text, constraints, operands, /*sideEffects=*/true);
 }
 
 StageBarriers::StageBarriers(KernelBuilder &kb, Value smem, int64_t offset,
