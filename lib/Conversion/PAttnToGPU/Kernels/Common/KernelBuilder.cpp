@@ -388,11 +388,10 @@ Value KernelBuilder::inlinePtx(Type result, StringRef text,
   SmallVector<Type> results;
   if (result)
     results.push_back(result);
+  UnitAttr keep = sideEffects ? UnitAttr::get(b.getContext()) : UnitAttr();
   auto asmOp = LLVM::InlineAsmOp::create(
       b, loc, results, operands, b.getStringAttr(text),
-      b.getStringAttr(constraints),
-      /*has_side_effects=*/
-          sideEffects ? UnitAttr::get(b.getContext()) : UnitAttr(),
+      b.getStringAttr(constraints), /*has_side_effects=*/keep,
       /*is_align_stack=*/UnitAttr(), LLVM::TailCallKindAttr(),
       /*asm_dialect=*/LLVM::AsmDialectAttr(),
       /*operand_attrs=*/ArrayAttr());
