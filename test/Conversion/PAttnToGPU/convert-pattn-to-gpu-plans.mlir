@@ -107,3 +107,20 @@ func.func @prefill_operand(%kp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %
   return
 }
 
+
+// -----
+
+// A plan's shared memory must hold the window its kernel lays out: here the
+// four-warp window of this op (63616 bytes) under a copy-warp plan, whose
+// 4 stages add 64 bytes of full and empty barriers.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>
+!v = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = nvfp4, scale = token>
+func.func @copy_warp_window(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x64xi8>, %vg: memref<?x16x8x8xf8E4M3FN>, %vt: memref<?x16x8xf32>, %q: memref<?x32x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x128xi8>) : !k
+  %v = pattn.bind_cache storage(%vp : memref<?x16x8x64xi8>) group_scales(%vg : memref<?x16x8x8xf8E4M3FN>) token_scales(%vt : memref<?x16x8xf32>) : !v
+  // expected-error @below {{has an XQA plan of 63616 bytes of shared memory, but its tiles, ring, copy-warp barriers and merge take 63680}}
+  pattn.paged_attention query(%q : memref<?x32x128xf16>) key(%k : !k) value(%v : !v)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 63616, resident_blocks = [1], threads = 160, targets = [sm_86]>}
+  return
+}

@@ -103,3 +103,8 @@ func.func private @f() attributes {a = #pattn.prefill_plan<operand = f32, rows =
 // expected-error @below {{stages 9 not in [2, 8]}}
 func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 9, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
+
+// -----
+
+// expected-error @below {{threads 160 (a copy warp) serves decodes only, not query tiles}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, query_tile = 8, targets = [sm_90a]>}

@@ -131,6 +131,27 @@ static LogicalResult verifyOperand(Operation *op, Attribute plan) {
   return success();
 }
 
+/// An XQA plan's shared memory against the window its kernel lays out
+/// (query tile, liveness flags, a copy warp's barriers, the ring, the
+/// merge): a hand-written plan that promised less would have the kernel
+/// address past its window.
+static LogicalResult verifySharedLayout(Operation *op, Attribute plan) {
+  auto paged = dyn_cast<PagedAttentionOp>(op);
+  auto xqa = dyn_cast<XqaPlanAttr>(plan);
+  if (!paged || !xqa)
+    return success();
+  bool copyWarp = xqa.getThreads() > kBlockThreads;
+  XqaSharedLayout layout = layoutXqaShared(
+      paged.getKey().getType(), paged.getValue().getType(), xqa.getRows(),
+      xqa.getKeysPerTile(), xqa.getStages(), xqa.getKeyWarps(), copyWarp);
+  if (layout.total > xqa.getSharedBytes())
+    return op->emitOpError() << "has an XQA plan of " << xqa.getSharedBytes()
+                             << " bytes of shared memory, but its tiles, ring"
+                             << (copyWarp ? ", copy-warp barriers" : "")
+                             << " and merge take " << layout.total;
+  return success();
+}
+
 LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
                                        ArrayRef<Chip> chips) {
   WalkResult result =
@@ -148,11 +169,14 @@ LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
         auto paged = dyn_cast<PagedAttentionOp>(op);
         Attribute decode = paged ? paged.getDecodePlanAttr() : Attribute();
         for (Chip chip : chips) {
-          if (failed(verifyPlanOnChip(op, planFor(op, chip), chip)) ||
-              failed(verifyOperand(op, planFor(op, chip))))
+          Attribute plan = planFor(op, chip);
+          if (failed(verifyPlanOnChip(op, plan, chip)) ||
+              failed(verifyOperand(op, plan)) ||
+              failed(verifySharedLayout(op, plan)))
             return WalkResult::interrupt();
           if (decode && (failed(verifyPlanOnChip(op, decode, chip)) ||
-                         failed(verifyOperand(op, decode))))
+                         failed(verifyOperand(op, decode)) ||
+                         failed(verifySharedLayout(op, decode))))
             return WalkResult::interrupt();
         }
         return WalkResult::advance();

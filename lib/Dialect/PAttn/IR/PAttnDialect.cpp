@@ -239,6 +239,9 @@ LogicalResult XqaPlanAttr::verify(
   if (rows == 8 && queryTile != 0)
     return emitError() << "rows 8 (keys as the mma's M) serves decodes only, "
                           "not query tiles";
+  if (threads == 160 && queryTile != 0)
+    return emitError() << "threads 160 (a copy warp) serves decodes only, "
+                          "not query tiles";
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }
