@@ -644,8 +644,8 @@ auto ::pattn::buildWriteCacheKernel(KernelModule &kernels, WriteCacheOp op,
   }
   if (cache.type.getScale() == ScaleGranularity::tensor)
     shared.tensorScale = kb.load(w.scale, {kb.index(0)});
-  int64_t run =
-      runChannels(cache.type.getEncoding(), cache.type.getHeadDim(), rotary);
+  int64_t run = runChannels(cache.type.getEncoding(), cache.type.getHeadDim(),
+                            bool(rotary));
   bool vectors = vectorRuns(cache.type.getEncoding());
   if (vectors && !rotary) {
     Type element = cast<MemRefType>(w.values.getType()).getElementType();
