@@ -25,13 +25,14 @@
 // RUN: echo "" | pattn-opt --pattn-compile="chips=sm_80 backend=portable fold=false" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE-NOFOLD
 
 // A static K channel table: its normalizer computed at compile time, the
-// query folded row by row on the device,
-// then XQA-eligible on sm_80, which the default backend (auto) takes.
+// query folded row by row on the device (by the XQA decode itself: no fold
+// launch), then XQA-eligible on sm_80, which the default backend (auto)
+// takes.
 // CHECK-NOT: pattn.
 // CHECK: memref.global "private" constant @__pattn_k_normalizer
 // CHECK-LABEL: func.func @static_table
 // CHECK-NOT: pattn.
-// CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_fold_query_
+// CHECK-NOT: @pattn_fold_query_
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_xqa_decode_
 // CHECK: gpu.launch_func {{.*}}@pattn_kernels::@pattn_merge_
 // CHECK-NOT: pattn.

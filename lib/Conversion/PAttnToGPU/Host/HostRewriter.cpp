@@ -388,6 +388,64 @@ void HostRewriter::findFusedNormalizers() {
   });
 }
 
+/// A temporary of the fold (the folded query or its exponents): its
+/// allocation and deallocation in `fold`'s block, when its only other
+/// users are `fold` and `attention`.
+static std::optional<std::pair<Operation *, Operation *>>
+foldTemporary(Value buffer, FoldQueryOp fold, PagedAttentionOp attention) {
+  auto alloc = buffer.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != fold->getBlock())
+    return std::nullopt;
+  Operation *dealloc = nullptr;
+  for (Operation *user : buffer.getUsers()) {
+    if (user == fold.getOperation() || user == attention.getOperation())
+      continue;
+    if (!isa<memref::DeallocOp>(user) || dealloc)
+      return std::nullopt;
+    dealloc = user;
+  }
+  return std::make_pair(alloc.getOperation(), dealloc);
+}
+
+// A fold_query right before the XQA decode of the op it folds for (the
+// folded query, its exponents and N read by that op alone, and
+// temporaries) is computed by that decode: each block folds its own query
+// rows, and with a fused normalizer reduces the table too (docs/Lowering.md,
+// "The fold inside the decode"). The fold's launch, and its temporaries,
+// are saved.
+void HostRewriter::findFusedFolds() {
+  function.walk([&](FoldQueryOp fold) {
+    auto attention = dyn_cast_or_null<PagedAttentionOp>(fold->getNextNode());
+    if (!attention || attention.getQuery() != fold.getOut() ||
+        attention.getQueryExponents() != fold.getExponents() ||
+        attention.getKScale() != fold.getNormalizer())
+      return;
+    if (!isa_and_nonnull<XqaPlanAttr>(attention.getPlanAttr()) ||
+        attention.getDecodePlanAttr())
+      return;
+    ScaleNormalizerOp normalizer = fusedNormalizers.lookup(fold);
+    if (normalizer && attention.getGuard() != normalizer.getFlag())
+      return;
+    auto query = foldTemporary(fold.getOut(), fold, attention);
+    auto exponents = foldTemporary(fold.getExponents(), fold, attention);
+    if (!query || !exponents)
+      return;
+    fusedFolds[attention] = FusedFold{fold, normalizer};
+    fusedAway.insert(fold);
+    for (auto [alloc, dealloc] : {*query, *exponents}) {
+      fusedAway.insert(alloc);
+      if (dealloc)
+        fusedAway.insert(dealloc);
+    }
+  });
+}
+
+Value HostRewriter::queryRead(PagedAttentionOp op) {
+  auto fused = fusedFolds.find(op);
+  return fused == fusedFolds.end() ? op.getQuery()
+                                   : fused->second.fold.getQuery();
+}
+
 LogicalResult HostRewriter::lower(ScaleNormalizerOp op) {
   Location loc = op.getLoc();
   Value one = arith::ConstantIndexOp::create(builder, loc, 1);
@@ -455,6 +513,7 @@ LogicalResult HostRewriter::run() {
   SmallVector<Operation *> bindings;
   findFusedRotaries();
   findFusedNormalizers();
+  findFusedFolds();
   findGuardedPairs();
   SmallVector<Operation *> fused;
   for (Operation *op : work) {

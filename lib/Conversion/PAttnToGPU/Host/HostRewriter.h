@@ -180,6 +180,14 @@ private:
   /// table (keyed by the fold_query op); fusedAway holds them too.
   llvm::DenseMap<mlir::Operation *, ScaleNormalizerOp> fusedNormalizers;
   void findFusedNormalizers();
+  /// The folds computed inside the XQA decode of the folded op (keyed by
+  /// that op); fusedAway holds them, their normalizers and the folded
+  /// query's and exponents' temporaries.
+  llvm::DenseMap<mlir::Operation *, FusedFold> fusedFolds;
+  void findFusedFolds();
+  /// The query buffer `op`'s kernels read: the fold's input where its fold
+  /// is fused.
+  mlir::Value queryRead(PagedAttentionOp op);
   /// The attention ops lowered with the op before them under one merge
   /// (keyed by that first op); fusedAway holds them too.
   llvm::DenseMap<mlir::Operation *, PagedAttentionOp> guardedPairs;

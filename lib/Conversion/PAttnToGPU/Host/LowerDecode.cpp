@@ -253,13 +253,15 @@ LogicalResult HostRewriter::lower(PagedAttentionOp op) {
   DecodeSources sources;
   sources.key = &*key;
   sources.value = &*value;
+  if (auto fused = fusedFolds.find(op); fused != fusedFolds.end())
+    sources.fold = &fused->second;
   int64_t numHeads = static_cast<int64_t>(op.getNumHeads());
   auto lowerPlan = [&](Attribute plan) {
     const DecodeFamily &family = familyOfPlan(op, plan);
     DecodeGrid grid = gridOfPlan(plan, chips, key->type.getKvHeads(), numHeads);
     if (plan == op.getDecodePlanAttr())
       grid.compactTokens = op.getSplitDecodeTokens();
-    lowerDecode(op.getLoc(), op.getQuery(), op.getBlockTable(),
+    lowerDecode(op.getLoc(), queryRead(op), op.getBlockTable(),
                 key->type.getBlockSize(), value->type.getHeadDim(), numHeads,
                 grid, [&](KernelModule &module) {
                   return family.build(module, op, plan, sources);
@@ -372,6 +374,8 @@ LogicalResult HostRewriter::lowerGuardedPair(PagedAttentionOp first,
   DecodeSources firstSources, secondSources;
   firstSources.key = &*firstKey;
   firstSources.value = &*firstValue;
+  if (auto fused = fusedFolds.find(first); fused != fusedFolds.end())
+    firstSources.fold = &fused->second;
   secondSources.key = &*secondKey;
   secondSources.value = &*secondValue;
   int64_t numHeads = static_cast<int64_t>(first.getNumHeads());
@@ -384,7 +388,7 @@ LogicalResult HostRewriter::lowerGuardedPair(PagedAttentionOp first,
   DecodeGrid secondGrid =
       gridOfPlan(secondPlan, chips, secondKey->type.getKvHeads(), numHeads);
   Location loc = first.getLoc();
-  Value tokens = dim(loc, first.getQuery(), 0);
+  Value tokens = dim(loc, queryRead(first), 0);
   ifPositive(loc, tokens, [&] {
     DecodeWorkspace firstWorkspace = allocateWorkspace(
         loc, tokens, first.getBlockTable(), firstKey->type.getBlockSize(),

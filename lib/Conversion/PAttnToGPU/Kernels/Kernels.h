@@ -246,6 +246,16 @@ Kernel buildScaleNormalizerKernel(KernelModule &kernels,
 Kernel buildFoldQueryKernel(KernelModule &kernels, pattn::FoldQueryOp op,
                             pattn::ScaleNormalizerOp fusedNormalizer = {});
 
+/// A query fold that the decode of the folded op computes itself, in
+/// place of a fold kernel (and, with `normalizer`, of the normalizer's):
+/// the kernel reads the fold's query and table, not its outputs, and with
+/// a fused normalizer every block reduces the table and block 0 writes N
+/// and the flag (docs/Lowering.md, "The fold inside the decode").
+struct FusedFold {
+  pattn::FoldQueryOp fold;
+  pattn::ScaleNormalizerOp normalizer; ///< null: N is read from k_scale
+};
+
 /// The split-KV decode kernels of an attention op: `decode` writes partial
 /// results for grid (splits, tokens * decodeBlocksPerToken), each block
 /// serving several heads of one KV head; `merge` combines them into the
@@ -298,7 +308,8 @@ DecodeKernels buildXqaDecodeKernels(KernelModule &kernels,
                                     pattn::PagedAttentionOp op,
                                     pattn::XqaPlanAttr plan,
                                     const CacheBuffers &key,
-                                    const CacheBuffers &value);
+                                    const CacheBuffers &value,
+                                    const FusedFold *fold = nullptr);
 
 /// The tensor-core prefill of a prompt planned for it (`plan`): grid
 /// (query tiles, splits, kv_heads), 128 threads, plan.shared_bytes of

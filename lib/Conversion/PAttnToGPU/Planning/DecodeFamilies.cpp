@@ -178,7 +178,7 @@ static DecodeKernels buildXqaPaged(KernelModule &module, Operation *op,
                                    const DecodeSources &sources) {
   return buildXqaDecodeKernels(module, cast<PagedAttentionOp>(op),
                                cast<XqaPlanAttr>(plan), *sources.key,
-                               *sources.value);
+                               *sources.value, sources.fold);
 }
 
 static Attribute planPrefillPaged(Operation *op, ArrayRef<Chip> targets,

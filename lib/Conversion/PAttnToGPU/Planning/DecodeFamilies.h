@@ -58,6 +58,8 @@ struct DecodePlanOptions {
 struct DecodeSources {
   const CacheBuffers *key = nullptr, *value = nullptr;
   const RecordBuffers *records = nullptr;
+  /// The fold the XQA decode computes itself (HostRewriter::findFusedFolds).
+  const FusedFold *fold = nullptr;
 };
 
 struct DecodeFamily {

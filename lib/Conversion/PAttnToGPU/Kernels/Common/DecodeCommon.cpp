@@ -143,11 +143,12 @@ Value pattn::guardAllows(KernelBuilder &kb, Value guard, int32_t guardValue) {
 }
 
 LogitScale pattn::logitScale(KernelBuilder &kb, PagedAttentionOp op,
-                             Value keyScale) {
+                             Value keyScale, Value keyScaleValue) {
   LogitScale result;
   result.softmaxScale = kb.f32(op.getEffectiveSoftmaxScale());
-  if (keyScale) {
-    Value scale = kb.load(keyScale, {kb.index(0)});
+  if (keyScale || keyScaleValue) {
+    Value scale =
+        keyScaleValue ? keyScaleValue : kb.load(keyScale, {kb.index(0)});
     result.softmaxScale = kb.fmul(result.softmaxScale, scale);
   }
   // Logits are kept in base 2 (times log2 e), so that every exponential

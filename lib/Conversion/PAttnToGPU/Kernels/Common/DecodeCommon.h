@@ -45,6 +45,8 @@ enum class DecodeArg : uint8_t {
   QueryStart,
   Guard,
   QueryExponents,
+  /// The channel table of a fold the kernel computes (FusedFold).
+  FoldScales,
   OuterScale,
   /// MLA records.
   Records,
@@ -139,12 +141,13 @@ mlir::Value guardAllows(KernelBuilder &kb, mlir::Value guard,
 /// The tensor-core kernels' logit scale, in base 2: the op's softmax scale
 /// times K's tensor scale (`keyScale`, [1] f32, where K has one), times
 /// log2 e unless the op has a softcap (which applies log2 e after tanh);
-/// and log2 e itself.
+/// and log2 e itself. `keyScaleValue` (f32), where given, is K's tensor
+/// scale already in a register (a fold's N the kernel computed).
 struct LogitScale {
   mlir::Value softmaxScale, log2e;
 };
 LogitScale logitScale(KernelBuilder &kb, pattn::PagedAttentionOp op,
-                      mlir::Value keyScale);
+                      mlir::Value keyScale, mlir::Value keyScaleValue = {});
 
 /// The base-2 logit of `score` at `scale` (LogitScale's, or a row's or
 /// key's multiple of it), finite, and capped when `softcap` > 0: cap x

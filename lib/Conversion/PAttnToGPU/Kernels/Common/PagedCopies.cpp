@@ -34,16 +34,20 @@ SmallVector<Value> PagedTileCopies::address(const PagedSide &side, Value page,
   return {page, offset, block.kvHead, byte};
 }
 
-DecodeSignature
-pattn::pagedTensorCoreSignature(PagedAttentionOp op,
-                                const CacheBuffers &keyBuffers,
-                                const CacheBuffers &valueBuffers) {
+DecodeSignature pattn::pagedTensorCoreSignature(
+    PagedAttentionOp op, const CacheBuffers &keyBuffers,
+    const CacheBuffers &valueBuffers, const FusedFold *fold) {
   // Kernel arguments: the op's buffers, each side's, then the workspace.
   DecodeSignature signature;
-  signature.addSequences(op.getQuery(), op.getBlockTable(), op.getSeqLens(),
+  FoldQueryOp foldOp = fold ? fold->fold : FoldQueryOp();
+  Value query = fold ? foldOp.getQuery() : op.getQuery();
+  signature.addSequences(query, op.getBlockTable(), op.getSeqLens(),
                          op.getQueryStart());
   signature.add(DecodeArg::Guard, op.getGuard());
-  signature.add(DecodeArg::QueryExponents, op.getQueryExponents());
+  if (fold)
+    signature.add(DecodeArg::FoldScales, foldOp.getScales());
+  else
+    signature.add(DecodeArg::QueryExponents, op.getQueryExponents());
   signature.add(DecodeArg::KeyStorage, keyBuffers.storage);
   signature.add(DecodeArg::KeyGroupScales, keyBuffers.groupScales);
   signature.add(DecodeArg::KeyTokenScales, keyBuffers.tokenScales);

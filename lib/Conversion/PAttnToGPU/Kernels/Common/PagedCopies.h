@@ -49,10 +49,12 @@ struct PagedSide {
 
 /// The arguments of a tensor-core kernel over a paged cache: the op's
 /// buffers, then each side's (pages, group scales, token scales, scale),
-/// then the workspace.
+/// then the workspace. With a fused `fold` the query is the fold's input
+/// and its table (FoldScales) replaces the query exponents.
 DecodeSignature pagedTensorCoreSignature(pattn::PagedAttentionOp op,
                                          const CacheBuffers &keyBuffers,
-                                         const CacheBuffers &valueBuffers);
+                                         const CacheBuffers &valueBuffers,
+                                         const FusedFold *fold = nullptr);
 
 /// `side` as read from `buffers`, its arguments those of `signature`, its
 /// place in a ring stage that of `layout`.

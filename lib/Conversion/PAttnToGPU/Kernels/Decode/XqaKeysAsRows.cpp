@@ -58,8 +58,7 @@ void XqaBuilder::loadRowScalesKeysAsRows() {
   Value firstRow = kb.mul(threadInGroup, index(2));
   for (int64_t h = 0; h < 2; ++h) {
     Value row = kb.add(firstRow, index(h));
-    rowScales.push_back(foldedRowScale(kb, queryExponents, row, group, kvHead,
-                                       blockQueries(), softmaxScale));
+    rowScales.push_back(rowLogitScale(row));
   }
 }
 

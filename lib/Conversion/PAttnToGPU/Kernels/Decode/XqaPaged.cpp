@@ -491,7 +491,7 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                                         XqaArguments &args) {
   Location loc = op.getLoc();
   DecodeSignature signature =
-      pagedTensorCoreSignature(op, keyBuffers, valueBuffers);
+      pagedTensorCoreSignature(op, keyBuffers, valueBuffers, fold);
   hostOperands.assign(signature.hostOperands().begin(),
                       signature.hostOperands().end());
 
@@ -511,6 +511,7 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
   args.partialStats = sequence.partialStats;
   args.guard = signature.arg(DecodeArg::Guard);
   queryExponents = signature.arg(DecodeArg::QueryExponents);
+  foldScales = signature.arg(DecodeArg::FoldScales);
 
   describePagedSide(key, keyBuffers, true, signature, layout);
   describePagedSide(value, valueBuffers, false, signature, layout);
@@ -559,10 +560,11 @@ SmallVector<Value> XqaBuilder::startRing() {
 
 void XqaBuilder::prepareSoftmax() {
   bool tensorKey = key.type.getScale() == ScaleGranularity::tensor;
-  LogitScale scale = logitScale(kb, op, tensorKey ? key.scale : Value());
+  LogitScale scale =
+      logitScale(kb, op, tensorKey ? key.scale : Value(), foldNormalizer);
   softmaxScale = scale.softmaxScale;
   log2e = scale.log2e;
-  if (queryExponents)
+  if (queryExponents || fold)
     loadRowScales();
   negInf = kb.f32(-std::numeric_limits<float>::infinity());
 }
@@ -749,9 +751,12 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   Value split = setUpBlock();
 
   // A guarded op runs only when guard[0] holds its value (read on the
-  // device: the fold pass guards both forms of a dynamic K table).
+  // device: the fold pass guards both forms of a dynamic K table), or the
+  // flag of the table this kernel folds.
   Value allowed = kb.boolean(true);
-  if (args.guard) {
+  if (fold) {
+    allowed = prepareFold(args.guard);
+  } else if (args.guard) {
     Value stored = kb.load(args.guard, {index(0)});
     allowed = kb.cmpi(arith::CmpIPredicate::eq, stored,
                       kb.i32(op.getGuardValue().value_or(0)));
@@ -775,9 +780,9 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
 
 auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
                                     XqaPlanAttr plan, const CacheBuffers &key,
-                                    const CacheBuffers &value)
-    -> DecodeKernels {
-  XqaBuilder xqa(kernels, op, plan, key, value);
+                                    const CacheBuffers &value,
+                                    const FusedFold *fold) -> DecodeKernels {
+  XqaBuilder xqa(kernels, op, plan, key, value, fold);
   SplitRows rows;
   if (plan == op.getDecodePlanAttr())
     rows.decodeTokens = op.getSplitDecodeTokens();

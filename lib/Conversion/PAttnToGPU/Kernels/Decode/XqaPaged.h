@@ -39,10 +39,11 @@ struct XqaArguments {
 class XqaBuilder {
 public:
   XqaBuilder(KernelModule &kernels, PagedAttentionOp op, XqaPlanAttr plan,
-             const CacheBuffers &key, const CacheBuffers &value)
+             const CacheBuffers &key, const CacheBuffers &value,
+             const FusedFold *fold)
       : kernels(kernels), op(op), plan(plan), keyBuffers(key),
-        valueBuffers(value), builder(op.getContext()), kb(builder, op.getLoc()),
-        tc(kb, /*bf16=*/false) {}
+        valueBuffers(value), fold(fold), builder(op.getContext()),
+        kb(builder, op.getLoc()), tc(kb, /*bf16=*/false) {}
 
   mlir::gpu::GPUFuncOp build(llvm::SmallVectorImpl<mlir::Value> &hostOperands);
 
@@ -51,6 +52,8 @@ private:
   PagedAttentionOp op;
   XqaPlanAttr plan;
   const CacheBuffers &keyBuffers, &valueBuffers;
+  /// A fold this kernel computes itself (null: the query is read as is).
+  const FusedFold *fold;
   mlir::OpBuilder builder;
   KernelBuilder kb;
   MmaBuilder tc;
@@ -102,6 +105,17 @@ private:
   /// scale of rows g and g + 8 of each m-tile (softmaxScale times 2^e).
   mlir::Value queryExponents;
   llvm::SmallVector<mlir::Value> rowScales;
+  /// With a fused fold: its table, N (f32) and N's exponent (i32).
+  mlir::Value foldScales, foldNormalizer, foldExponent;
+  /// With a fused fold: N (computed, or read from k_scale) and whether
+  /// this op runs (the guard, from the computed flag where the normalizer
+  /// is fused). Every thread of the block takes part.
+  mlir::Value prepareFold(mlir::Value guard);
+  /// The logit scale of query-tile row `row`: softmaxScale times 2^e, e
+  /// the row's fold exponent.
+  mlir::Value rowLogitScale(mlir::Value row);
+  /// Column `column` of the query tile holds channel queryChannel(column).
+  mlir::Value queryChannel(mlir::Value column);
   /// The logit scale of element `at` of a step's scores, for the key
   /// scale `keyScale` of its column.
   mlir::Value logitScaleAt(int64_t at, mlir::Value keyScale) {

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/Decode/XqaPaged.h"
+#include "Kernels/Fold/FoldSteps.h"
 
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -76,32 +77,86 @@ void XqaBuilder::computeKeyRange(Value seqLens, Value queryStart, Value split) {
 }
 
 void XqaBuilder::loadQueryTile(Value query) {
-  // Logical column c holds channel queryChannel(c).
   QueryTile tile{query, queryTile, tid,   kvHead,
                  rows,  headDim,   group, operandType()};
+  auto channelOf = [&](Value column) { return queryChannel(column); };
+  if (fold) {
+    // The fold of the query tile, a row a warp (the compute warps).
+    Value warp = kb.divs(tid, index(kWarpThreads));
+    stageFoldedQueryTile(kb, tile, blockQueries(), channelOf, foldScales,
+                         foldExponent, warp, lane,
+                         kBlockThreads / kWarpThreads);
+    return;
+  }
+  stageQueryTile(kb, tile, blockQueries(), channelOf);
+}
+
+Value XqaBuilder::queryChannel(Value column) {
   int64_t perWord = key.perWord;
-  stageQueryTile(kb, tile, blockQueries(), [&](Value column) {
-    Value channel = column;
-    if (perWord != 2) {
-      // Within a 16-byte segment (4 x perWord channels) thread t's word
-      // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
-      // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
-      // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
-      // and p + perWord / 2 of the word (decodeWordHalves).
-      Value step = kb.divs(column, index(16));
-      Value within = kb.rems(column, index(16));
-      Value segment = kb.divs(step, index(perWord / 4));
-      Value s = kb.rems(step, index(perWord / 4));
-      Value thread = kb.divs(kb.rems(within, index(8)), index(2));
-      Value elementIndex = kb.rems(within, index(2));
-      Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
-      channel = kb.mul(segment, index(4 * perWord));
-      channel = kb.add(channel, kb.mul(thread, index(perWord)));
-      channel = kb.add(channel, pair);
-      channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
-    }
-    return channel;
-  });
+  Value channel = column;
+  if (perWord != 2) {
+    // Within a 16-byte segment (4 x perWord channels) thread t's word
+    // covers channels [t * perWord, (t + 1) * perWord); k-step s of the
+    // segment takes its pairs 2s (B register 0: columns 0-7 of the step)
+    // and 2s + 1 (register 1: columns 8-15), and pair p holds channels p
+    // and p + perWord / 2 of the word (decodeWordHalves).
+    Value step = kb.divs(column, index(16));
+    Value within = kb.rems(column, index(16));
+    Value segment = kb.divs(step, index(perWord / 4));
+    Value s = kb.rems(step, index(perWord / 4));
+    Value thread = kb.divs(kb.rems(within, index(8)), index(2));
+    Value elementIndex = kb.rems(within, index(2));
+    Value pair = kb.add(kb.mul(s, index(2)), kb.divs(within, index(8)));
+    channel = kb.mul(segment, index(4 * perWord));
+    channel = kb.add(channel, kb.mul(thread, index(perWord)));
+    channel = kb.add(channel, pair);
+    channel = kb.add(channel, kb.mul(elementIndex, index(perWord / 2)));
+  }
+  return channel;
+}
+
+Value XqaBuilder::prepareFold(Value guard) {
+  ScaleNormalizerOp normalizer = fold->normalizer;
+  if (!normalizer) {
+    // N came from a normalizer kernel (or is a static table's constant).
+    foldNormalizer = kb.load(key.scale, {index(0)});
+    foldExponent = normalizerExponentOf(kb, foldNormalizer);
+    return guardAllows(kb, guard, op.getGuardValue().value_or(0));
+  }
+  // Every block reduces the table (the whole block: its scratch is the
+  // query tile's bytes, free until the tile is staged), block 0 stores N
+  // and the flag for the fallback op and the merge, and the flag decides.
+  int64_t warps = plan.getThreads() / kWarpThreads;
+  SmallVector<Value> buffers;
+  for (int64_t i = 0; i < 3; ++i)
+    buffers.push_back(
+        view(layout.query + i * warps * 4, {warps}, builder.getI32Type()));
+  TableNormalizer table =
+      reduceTableNormalizer(kb, foldScales, tid, warps, buffers,
+                            normalizer.getSoftmaxScale().convertToFloat());
+  Value firstBlock = kb.boolean(true);
+  for (gpu::Dimension d :
+       {gpu::Dimension::x, gpu::Dimension::y, gpu::Dimension::z}) {
+    Value atZero = kb.cmpi(arith::CmpIPredicate::eq, kb.blockId(d), index(0));
+    firstBlock = kb.land(firstBlock, atZero);
+  }
+  kb.ifThen(firstBlock,
+            [&] { storeTableNormalizer(kb, tid, table, key.scale, guard); });
+  kb.barrier();
+  foldNormalizer = table.value;
+  foldExponent = table.exponent;
+  bool foldedForm = op.getGuardValue().value_or(0) == 1;
+  return foldedForm ? table.foldable
+                    : kb.cmpi(arith::CmpIPredicate::eq, table.foldable,
+                              kb.boolean(false));
+}
+
+Value XqaBuilder::rowLogitScale(Value row) {
+  if (!fold)
+    return foldedRowScale(kb, queryExponents, row, group, kvHead,
+                          blockQueries(), softmaxScale);
+  Value exponent = foldedTileRowExponent(kb, queryTile, row, headDim);
+  return kb.ldexpSaturating(softmaxScale, exponent);
 }
 
 SmallVector<Value> XqaBuilder::loadQueryFragment(int64_t step, int64_t mt) {
@@ -150,8 +205,7 @@ void XqaBuilder::loadRowScales() {
         continue;
       }
       Value row = kb.add(groupId, index(mt * 16 + 8 * h));
-      rowScales.push_back(foldedRowScale(kb, queryExponents, row, group, kvHead,
-                                         blockQueries(), softmaxScale));
+      rowScales.push_back(rowLogitScale(row));
     }
 }
 
