@@ -114,3 +114,23 @@ func.func @large_table(%kp: memref<?x16x16x128xi8>, %q: memref<?x16x256xf16>, %b
       v_scale(%ks : memref<16x256xf32>) outs(%o : memref<?x16x256xf16>) {num_heads = 16 : i64}
   return
 }
+
+// -----
+
+// A fold into buffers of the caller (function arguments, which it may read
+// after the call) is not fused: the fold kernel still writes them, and the
+// XQA decode reads the folded query and its exponents.
+// CHECK-LABEL: func.func @caller_buffers
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels{{.*}}::@pattn_fold_query_{{[0-9a-f]+}} {{.*}} args(%arg1 : memref<4x32x128xf16>, %arg6 : memref<8x128xf32>, %arg2 : memref<4x32x128xf16>, %arg7 : memref<1xf32>, %arg3 : memref<4x32xi32>)
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels{{.*}}::@pattn_xqa_decode_{{[0-9a-f]+}} {{.*}} args(%arg2 : memref<4x32x128xf16>, %arg4 : memref<4x8xi32>, %arg5 : memref<4xi32>, %arg3 : memref<4x32xi32>,
+// PORTABLE-LABEL: func.func @caller_buffers
+// PORTABLE: @pattn_fold_query_
+!kt = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+func.func @caller_buffers(%kp: memref<?x16x8x64xi8>, %q: memref<4x32x128xf16>, %qf: memref<4x32x128xf16>, %e: memref<4x32xi32>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %ks: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !kt
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<4x32x128xf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
+  pattn.paged_attention query(%qf : memref<4x32x128xf16>) key(%k : !kt) value(%k : !kt)
+      block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) k_scale(%n : memref<1xf32>) v_scale(%n : memref<1xf32>)
+      query_exponents(%e : memref<4x32xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  return
+}
