@@ -12,7 +12,7 @@ iteration is one tile: keys_per_tile / (16 x key_warps) key steps a warp.
 A static count, not ncu's executed count: it is the quick check of a codec
 or copy change before a device run (PERF.md's "instructions per step").
 
-  pip install nvidia-cuda-cuobjdump   # cuobjdump, if the toolkit lacks it
+  pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm   # if the toolkit lacks them
   python3 bench/sass_budget.py --shapes B4-32/8-D128-L32K --caches f16,i4
 """
 
@@ -53,6 +53,20 @@ def cuobjdump() -> str:
         if os.access(path, os.X_OK):
             return path
     sys.exit("sass_budget: no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+
+
+def disassembler_env(dump: str) -> dict:
+    """The environment for `dump -sass`: cuobjdump runs nvdisasm, which it
+    finds on PATH (here also cuobjdump's own directory, where the pip
+    packages put both)."""
+    folder = os.path.dirname(dump)
+    beside = os.path.join(folder, "nvdisasm")
+    if not shutil.which("nvdisasm") and not os.access(beside, os.X_OK):
+        sys.exit("sass_budget: cuobjdump needs nvdisasm "
+                 "(pip install nvidia-cuda-nvdisasm)")
+    env = dict(os.environ)
+    env["PATH"] = folder + os.pathsep + env.get("PATH", "")
+    return env
 
 
 def opcode(text: str) -> str:
@@ -120,6 +134,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     shapes = {s.name: s for s in bench_decode.SHAPES}
     dump = cuobjdump()
+    env = disassembler_env(dump)
     with tempfile.TemporaryDirectory() as tmp:
         for shape_name in args.shapes.split(","):
             for cache in args.caches.split(","):
@@ -133,7 +148,7 @@ def main(argv=None) -> int:
                                check=True)
                 sass = subprocess.run(
                     [dump, "-sass", f"{out}.{args.chip}.cubin"], check=True,
-                    capture_output=True, text=True).stdout
+                    capture_output=True, text=True, env=env).stdout
                 print(f"## {shape_name} {cache}")
                 for name, code in kernels(sass).items():
                     if "xqa_decode" in name:
