@@ -134,3 +134,50 @@ func.func @caller_buffers(%kp: memref<?x16x8x64xi8>, %q: memref<4x32x128xf16>, %
       query_exponents(%e : memref<4x32xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
   return
 }
+
+// -----
+
+// The fold is fused only into the op right after it: here the query is
+// overwritten between the two, so the fold kernel must read it before.
+// CHECK-LABEL: func.func @write_between
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels{{.*}}::@pattn_fold_query_
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels{{.*}}::@pattn_xqa_decode_
+// PORTABLE-LABEL: func.func @write_between
+!kw = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+func.func @write_between(%kp: memref<?x16x8x64xi8>, %q: memref<4x32x128xf16>, %q2: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %ks: memref<8x128xf32>, %n: memref<1xf32>, %o: memref<4x32x128xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !kw
+  %qf = memref.alloc() : memref<4x32x128xf16>
+  %e = memref.alloc() : memref<4x32xi32>
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<4x32x128xf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
+  memref.copy %q2, %q : memref<4x32x128xf16> to memref<4x32x128xf16>
+  pattn.paged_attention query(%qf : memref<4x32x128xf16>) key(%k : !kw) value(%k : !kw)
+      block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) k_scale(%n : memref<1xf32>) v_scale(%n : memref<1xf32>)
+      query_exponents(%e : memref<4x32xi32>) outs(%o : memref<4x32x128xf16>) {num_heads = 32 : i64}
+  memref.dealloc %qf : memref<4x32x128xf16>
+  memref.dealloc %e : memref<4x32xi32>
+  return
+}
+
+// -----
+
+// With the normalizer fused, the decode stores the flag it computes: only
+// into the op's own guard. An op guarded by another flag keeps the fold
+// kernel (which computes N and the flag) and reads its guard as before.
+// CHECK-LABEL: func.func @other_guard
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels{{.*}}::@pattn_fold_query_
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels{{.*}}::@pattn_xqa_decode_{{[0-9a-f]+}} {{.*}} args(%{{.*}}, %{{.*}}, %{{.*}}, %arg9 : memref<1xi32>,
+// PORTABLE-LABEL: func.func @other_guard
+!kg = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i4, scale = tensor>
+func.func @other_guard(%kp: memref<?x16x8x64xi8>, %q: memref<4x32x128xf16>, %bt: memref<4x8xi32>, %sl: memref<4xi32>, %ks: memref<8x128xf32>, %n: memref<1xf32>, %ok: memref<1xi32>, %o: memref<4x32x128xf16>, %vs: memref<1xf32>, %g: memref<1xi32>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !kg
+  %qf = memref.alloc() : memref<4x32x128xf16>
+  %e = memref.alloc() : memref<4x32xi32>
+  pattn.scale_normalizer scales(%ks : memref<8x128xf32>) outs(%n : memref<1xf32>) flag(%ok : memref<1xi32>) {softmax_scale = 8.838834764831845e-02 : f32}
+  pattn.fold_query query(%q : memref<4x32x128xf16>) scales(%ks : memref<8x128xf32>) normalizer(%n : memref<1xf32>) outs(%qf : memref<4x32x128xf16>) exponents(%e : memref<4x32xi32>) {num_heads = 32 : i64}
+  pattn.paged_attention query(%qf : memref<4x32x128xf16>) key(%k : !kg) value(%k : !kg)
+      block_table(%bt : memref<4x8xi32>) seq_lens(%sl : memref<4xi32>) k_scale(%n : memref<1xf32>) v_scale(%vs : memref<1xf32>)
+      guard(%g : memref<1xi32>) query_exponents(%e : memref<4x32xi32>) outs(%o : memref<4x32x128xf16>) {guard_value = 1 : i32, num_heads = 32 : i64}
+  memref.dealloc %qf : memref<4x32x128xf16>
+  memref.dealloc %e : memref<4x32xi32>
+  return
+}

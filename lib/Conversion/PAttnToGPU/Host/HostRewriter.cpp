@@ -420,8 +420,8 @@ void HostRewriter::findFusedFolds() {
         attention.getQueryExponents() != fold.getExponents() ||
         attention.getKScale() != fold.getNormalizer())
       return;
-    if (!isa_and_nonnull<XqaPlanAttr>(attention.getPlanAttr()) ||
-        attention.getDecodePlanAttr())
+    // (A split op's plan is a prefill plan: its decode side is not fused.)
+    if (!isa_and_nonnull<XqaPlanAttr>(attention.getPlanAttr()))
       return;
     ScaleNormalizerOp normalizer = fusedNormalizers.lookup(fold);
     if (normalizer && attention.getGuard() != normalizer.getFlag())

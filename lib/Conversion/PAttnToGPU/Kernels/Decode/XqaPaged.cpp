@@ -753,14 +753,9 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
   // A guarded op runs only when guard[0] holds its value (read on the
   // device: the fold pass guards both forms of a dynamic K table), or the
   // flag of the table this kernel folds.
-  Value allowed = kb.boolean(true);
-  if (fold) {
-    allowed = prepareFold(args.guard);
-  } else if (args.guard) {
-    Value stored = kb.load(args.guard, {index(0)});
-    allowed = kb.cmpi(arith::CmpIPredicate::eq, stored,
-                      kb.i32(op.getGuardValue().value_or(0)));
-  }
+  Value allowed =
+      fold ? prepareFold(args.guard)
+           : guardAllows(kb, args.guard, op.getGuardValue().value_or(0));
   kb.ifThen(allowed, [&] {
     computeKeyRange(args.seqLens, args.queryStart, split);
     if (copyWarp) {

@@ -145,10 +145,11 @@ Value XqaBuilder::prepareFold(Value guard) {
   kb.barrier();
   foldNormalizer = table.value;
   foldExponent = table.exponent;
-  bool foldedForm = op.getGuardValue().value_or(0) == 1;
-  return foldedForm ? table.foldable
-                    : kb.cmpi(arith::CmpIPredicate::eq, table.foldable,
-                              kb.boolean(false));
+  // As guardAllows on the flag the block would have stored.
+  Value flag = arith::ExtUIOp::create(builder, op.getLoc(),
+                                      builder.getI32Type(), table.foldable);
+  Value wanted = kb.i32(op.getGuardValue().value_or(0));
+  return kb.cmpi(arith::CmpIPredicate::eq, flag, wanted);
 }
 
 Value XqaBuilder::rowLogitScale(Value row) {
