@@ -77,6 +77,12 @@ SmallVector<Value> XqaBuilder::decodeHalves(const XqaSide &side, Value word,
   return pairs;
 }
 
+float XqaBuilder::decodedScale(const XqaSide &side) const {
+  bool subnormal =
+      side.type.getEncoding() == Encoding::nvfp4 && kb.fp4Subnormal;
+  return subnormal ? kFp4SubnormalScale : 1.0f;
+}
+
 Value XqaBuilder::groupScaleWord(const XqaSide &side, Value stageBase,
                                  Value keyIndex, Value word) {
   // head_dim / 16 bytes per key, a multiple of 4 on XQA (head_dim 64, 128
@@ -327,6 +333,15 @@ void XqaBuilder::forEachValueTile(
           Value keyLow = kb.add(n0, index(8 * h));
           keyLow = kb.add(keyLow, kb.mul(threadInGroup, index(2)));
           Value tokenScales = tokenScalePair(value, stageBase, keyLow);
+          if (float restore = decodedScale(value); restore != 1.0f) {
+            auto pairType = VectorType::get({2}, builder.getF32Type());
+            Value restores = arith::ConstantOp::create(
+                builder, kb.loc,
+                DenseElementsAttr::get(pairType,
+                                       builder.getF32FloatAttr(restore)));
+            tokenScales =
+                arith::MulFOp::create(builder, kb.loc, tokenScales, restores);
+          }
           for (Value &pair : halves[h])
             pair = scaledPair(pair, tokenScales);
         }
@@ -426,6 +441,10 @@ void XqaBuilder::mergeKeyWarps(ArrayRef<Value> state, Value split,
                 kb.load(merge, {kb.add(base, index(valueDim + 1))});
             sum = kb.fma(partialSum, w, sum);
           }
+          // (A per-token value scale took the decode's power of two.)
+          if (float restore = decodedScale(value);
+              restore != 1.0f && value.tokenOffset < 0)
+            total = kb.fmul(total, kb.f32(restore));
           if (value.type.getScale() == ScaleGranularity::tensor) {
             Value valueScale = kb.load(value.scale, {index(0)});
             total = kb.fmul(total, valueScale);
@@ -485,6 +504,10 @@ void XqaBuilder::computeFacts() {
                            stages, keyWarps, copyWarp);
   kb.hardwareFp8 = kernels.hardwareFp8;
   kb.hardwareFp4 = kernels.hardwareFp4;
+  // Without the chip's e2m1 conversion, e2m1 pairs stay codes x 2^-14
+  // (one multiply a pair less; times an e4m3 group scale still exact f16):
+  // the logit scale and the output take the 2^14 (decodedScale).
+  kb.fp4Subnormal = !kb.hardwareFp4;
 }
 
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
@@ -563,6 +586,8 @@ void XqaBuilder::prepareSoftmax() {
   LogitScale scale =
       logitScale(kb, op, tensorKey ? key.scale : Value(), foldNormalizer);
   softmaxScale = scale.softmaxScale;
+  if (float restore = decodedScale(key); restore != 1.0f)
+    softmaxScale = kb.fmul(softmaxScale, kb.f32(restore));
   log2e = scale.log2e;
   if (queryExponents || fold)
     loadRowScales();

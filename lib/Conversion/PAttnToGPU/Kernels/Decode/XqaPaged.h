@@ -256,6 +256,10 @@ private:
   /// times `groupScale` (a pair) when given.
   llvm::SmallVector<mlir::Value>
   decodeHalves(const XqaSide &side, mlir::Value word, mlir::Value groupScale);
+  /// The power of two that `side`'s decoded pairs leave out: 2^14 for
+  /// e2m1 codes decoded as subnormals (kb.fp4Subnormal), else 1. The
+  /// logit scale takes the key's, the output the value's.
+  float decodedScale(const XqaSide &side) const;
   /// Word `word` (groups 4 word ... 4 word + 3) of the e4m3 group scales
   /// of key `keyIndex` in the ring stage at `stageBase`.
   mlir::Value groupScaleWord(const XqaSide &side, mlir::Value stageBase,
