@@ -120,6 +120,18 @@ def report(name: str, code: list[tuple[int, str]]) -> str:
     return "\n".join(lines)
 
 
+def write_listing(folder: str, shape: str, cache: str,
+                  code: list[tuple[int, str]]) -> None:
+    """The tile loop's instructions, one a line, with their addresses."""
+    loop = tile_loop(code)
+    if loop is None:
+        return
+    path = pathlib.Path(folder, f"{shape.replace('/', '_')}-{cache}.sass")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{a:05x} {t}\n" for a, t in code
+                            if loop[0] <= a <= loop[1]))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes", default="B4-32/8-D128-L32K")
@@ -131,6 +143,9 @@ def main(argv=None) -> int:
                         default=os.environ.get(
                             "PATTN_COMPILE",
                             str(REPO / "build" / "bin" / "pattn-compile")))
+    parser.add_argument("--listing", metavar="DIR",
+                        help="also write each tile loop's SASS to "
+                        "DIR/<shape>-<cache>.sass, to read what it spends")
     args = parser.parse_args(argv)
     shapes = {s.name: s for s in bench_decode.SHAPES}
     dump = cuobjdump()
@@ -153,6 +168,9 @@ def main(argv=None) -> int:
                 for name, code in kernels(sass).items():
                     if "xqa_decode" in name:
                         print(report(name, code))
+                        if args.listing:
+                            write_listing(args.listing, shape_name, cache,
+                                          code)
     return 0
 
 
