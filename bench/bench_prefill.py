@@ -8,7 +8,8 @@ sequence: the last `query_tokens` positions of each sequence attend
 causally to everything before them (a whole prompt when query_tokens ==
 seq_len, a chunk over a cached prefix otherwise). The cache is written by
 pattn's write kernels (bench_decode.PattnCase); each kernel is timed
-(prefill: the prefill family, 64 query rows a block, pattn's default;
+(prefill: the prefill family, 64 query rows a block, pattn's default,
+on wgmma where the chip has it; prefill-mma-sync: the same on mma.sync;
 xqa-tiles: the XQA decode kernel in query tiles, the earlier default;
 portable: the fp32 kernel), every call with CUDA
 events (medians), and
@@ -48,7 +49,7 @@ MIXED = Shape("B65-mixed-64x1+C2K-L8K", 65, 32, 8, 128, 8192,
 MIXED_PARTS = (Shape("B64-32/8-D128-L8K", 64, 32, 8, 128, 8192),
                Shape("B1-C2K-L8K", 1, 32, 8, 128, 8192, query_tokens=2048))
 CACHES = ("f16", "i8", "f8e4m3", "i4", "nvfp4")
-BACKENDS = ("xqa-tiles", "prefill", "portable")
+BACKENDS = ("xqa-tiles", "prefill-mma-sync", "prefill", "portable")
 
 
 def attended_pairs(shape: Shape) -> float:
@@ -84,7 +85,7 @@ def sdpa_call(torch, shape: Shape):
     return lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
 
 
-MIXED_BACKENDS = ("xqa-tiles", "prefill")
+MIXED_BACKENDS = ("xqa-tiles", "prefill-mma-sync", "prefill")
 
 
 def time_case(torch, pattn, chip, shape, cache, backend, args) -> float:
@@ -166,10 +167,10 @@ def main(argv=None) -> int:
         ", 16-token nhd pages, "
         f"medians of {args.iters} eager calls; TFLOPS = 4 B H D pairs / "
         "time", "",
-        "| shape | cache | XQA tiles µs | TFLOPS | prefill µs | "
-        "TFLOPS | portable µs | TFLOPS | SDPA f16 µs | SDPA TFLOPS | "
-        "prefill ÷ SDPA time |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "| shape | cache | XQA tiles µs | TFLOPS | prefill mma.sync µs | "
+        "TFLOPS | prefill µs | TFLOPS | portable µs | TFLOPS | SDPA f16 µs "
+        "| SDPA TFLOPS | prefill ÷ SDPA time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     backends = [b for b in args.backends.split(",") if b in BACKENDS]
     for shape in shapes:
         sdpa = float("nan") if args.no_sdpa else time_calls(
@@ -181,10 +182,11 @@ def main(argv=None) -> int:
                 times[backend] = time_case(torch, pattn, chip, shape, cache,
                                            backend, args)
             tiles, portable = times["xqa-tiles"], times["portable"]
-            prefill = times["prefill"]
+            prefill, mma = times["prefill"], times["prefill-mma-sync"]
             lines.append(
                 f"| {shape.name} | {cache} | {tiles:.1f} | "
-                f"{tflops(shape, tiles):.1f} | {prefill:.1f} | "
+                f"{tflops(shape, tiles):.1f} | {mma:.1f} | "
+                f"{tflops(shape, mma):.1f} | {prefill:.1f} | "
                 f"{tflops(shape, prefill):.1f} | {portable:.1f} | "
                 f"{tflops(shape, portable):.1f} | {sdpa:.1f} | "
                 f"{tflops(shape, sdpa):.1f} | {prefill / sdpa:.2f}x |")

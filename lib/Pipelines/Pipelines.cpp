@@ -73,9 +73,10 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
             "'; expected auto, xqa or portable";
     return failure();
   }
-  if (options.promptKernel != "xqa" && options.promptKernel != "prefill") {
+  if (options.promptKernel != "xqa" && options.promptKernel != "prefill" &&
+      options.promptKernel != "prefill-mma-sync") {
     error = "unknown prompt-kernel '" + options.promptKernel +
-            "'; expected xqa or prefill";
+            "'; expected prefill, prefill-mma-sync or xqa";
     return failure();
   }
   if (options.keysPerSplit <= 0 || options.keysPerSplit % 128 != 0) {

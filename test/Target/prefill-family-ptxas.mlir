@@ -1,8 +1,9 @@
 // The prefill family (prompt-kernel=prefill) compiles for every chip and
 // ptxas assembles it: an int4 K and nvfp4 V with token scales and a window
 // (both sides decoded once per tile into shared memory), and a bf16 cache
-// of head_dim 256 read from the ring. On sm_90a neither kernel spills at
-// its 2 blocks per SM (the i4/nvfp4 one uses 246 registers).
+// of head_dim 256 read from the ring. On sm_90a the int4/nvfp4 op runs the
+// wgmma kernel (241 registers), the bf16 one mma.sync; neither spills at
+// its 2 blocks per SM.
 // REQUIRES: ptxas
 // RUN: pattn-compile %s --chips=sm_80 --prompt-kernel=prefill --emit=ptx -o %t.80.ptx
 // RUN: %ptxas -arch=sm_80 %t.80.ptx -o %t.80.cubin

@@ -42,13 +42,15 @@ def _install_torch_stand_in(capability: tuple[int, int]) -> None:
 
 def _compile_prompts(pattn, suite, test_torch_op, args) -> int:
     """The prompt and engine-page cases on both backends, the prompt cases
-    on the XQA query tiles, and the torch-op cases."""
+    on the other prompt kernels (XQA query tiles, the mma.sync prefill),
+    and the torch-op cases."""
     engine = [case for case in suite.NAMED if case.config.engine_pages]
     jobs = [(case, backend, {}) for case in suite.PROMPTS + engine
             for backend in (suite.BACKEND, suite.OTHER_BACKEND)]
     if suite.BACKEND != "portable":
-        jobs += [(case, suite.BACKEND, {"prompt_kernel": "xqa"})
-                 for case in suite.PROMPTS]
+        jobs += [(case, suite.BACKEND, {"prompt_kernel": kernel})
+                 for case in suite.PROMPTS
+                 for kernel in suite.OTHER_PROMPT_KERNELS]
     jobs += [(case, suite.BACKEND, {}) for case in test_torch_op.CASES]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(lambda job: pattn.compile(
@@ -106,13 +108,15 @@ def main() -> int:
         list(pool.map(lambda text: pattn.compile(
             text, chips=[args.chip], backend=suite.OTHER_BACKEND),
             decode_texts))
-    # test_xqa_prompt_tiles_match_reference: the XQA query tiles.
+    # test_other_prompt_kernels_match_reference: the XQA query tiles and
+    # the mma.sync prefill.
     if not args.only_mla and suite.BACKEND != "portable":
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda case: pattn.compile(
-                case.plan().module.text, chips=[args.chip],
-                backend=suite.BACKEND, prompt_kernel="xqa"),
-                suite.PROMPTS))
+            list(pool.map(lambda job: pattn.compile(
+                job[0].plan().module.text, chips=[args.chip],
+                backend=suite.BACKEND, prompt_kernel=job[1]),
+                [(case, kernel) for case in suite.PROMPTS
+                 for kernel in suite.OTHER_PROMPT_KERNELS]))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:

@@ -685,7 +685,7 @@ LONG_WRITE_CASES = [
 # a prompt over a cached prefix, and mixed batches of prompt chunks, decode
 # tokens and empty sequences, over every encoding and both layouts. The
 # auto backend runs the prefill family (the default prompt kernel; the XQA
-# query tiles run in test_xqa_prompt_tiles_match_reference), portable its prompt
+# query tiles run in test_other_prompt_kernels_match_reference), portable its prompt
 # plan; tests below run each through the write, the reference and the
 # other backend like the grid.
 PROMPTS = [Case(config) for config in [
@@ -992,26 +992,33 @@ def test_backends_agree(case, gpu_results):
                  ("backends agree",), run.value_scale())
 
 
+#: The prompt kernels besides the default (the prefill family, on wgmma
+#: where the chip has it): the XQA decode kernel in query tiles (the prompt
+#: kernel before the prefill family) and the prefill family on mma.sync
+#: (every chip's, and sm_90a's for what wgmma does not serve).
+OTHER_PROMPT_KERNELS = ("xqa", "prefill-mma-sync")
+
+
+@pytest.mark.parametrize("kernel", OTHER_PROMPT_KERNELS)
 @pytest.mark.parametrize("case", PROMPTS, ids=_ids)
-def test_xqa_prompt_tiles_match_reference(case, gpu_results):
-    """The XQA decode kernel in query tiles (prompt_kernel="xqa", the
-    prompt kernel before the prefill family became the default), on every
-    prompt case, against the float64 reference on the same cache bytes and
-    inputs, with the same checks as the suite's own decode (which runs the
-    prompts on the prefill family)."""
+def test_other_prompt_kernels_match_reference(case, kernel, gpu_results):
+    """Each other prompt kernel on every prompt case, against the float64
+    reference on the same cache bytes and inputs, with the same checks as
+    the suite's own decode (which runs the prompts on the default)."""
     if BACKEND == "portable":
-        pytest.skip("query tiles are a tensor-core plan: run with "
+        pytest.skip("the prompt kernels are tensor-core plans: run with "
                     "PATTN_TEST_BACKEND=auto")
     run = case.run()
     module = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
-                                      backend=BACKEND, prompt_kernel="xqa"))
+                                      backend=BACKEND, prompt_kernel=kernel))
     tensors = dict(run.tensors)
     tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
     invoke(module, "decode", run.plan.module.functions["decode"], tensors)
     torch.cuda.synchronize()
     out = activation_values(download(tensors["out"]), run.plan.dtype)
-    assert_close(out, run.reference(), case.config.dtype, "XQA query tiles",
-                 gpu_results, ("XQA query tiles",), run.value_scale())
+    assert_close(out, run.reference(), case.config.dtype,
+                 f"prompt kernel {kernel}", gpu_results,
+                 (f"prompt kernel {kernel}",), run.value_scale())
     hidden = ~visible_tokens(run.plan)
     assert not out[hidden].any(), "a row with no visible key is not zero"
 

@@ -124,3 +124,18 @@ func.func @copy_warp_window(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x64xi8
       outs(%o : memref<?x32x128xf16>) {num_heads = 32 : i64, backend = #pattn.backend<xqa>, plan = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 63616, resident_blocks = [1], threads = 160, targets = [sm_86]>}
   return
 }
+
+// -----
+
+// The prefill family's wgmma plan, too, runs only where the chip has wgmma.
+!k = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 64, encoding = i4, scale = tensor>
+func.func @prefill_wgmma_plan(%kp: memref<?x16x8x32xi8>, %q: memref<?x32x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x32x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x8x32xi8>) : !k
+  // expected-error @below {{has the warpgroup plan (wgmma), but sm_86 has no wgmma}}
+  pattn.paged_attention query(%q : memref<?x32x64xf16>) key(%k : !k) value(%k : !k)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
+      k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
+      outs(%o : memref<?x32x64xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64, backend = #pattn.backend<xqa>,
+        plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 60000, resident_blocks = [1], targets = [sm_86]>}
+  return
+}

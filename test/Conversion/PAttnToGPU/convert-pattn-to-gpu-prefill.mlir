@@ -1,4 +1,4 @@
-// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill-mma-sync" --convert-pattn-to-gpu=chips=sm_90a 2>/dev/null | FileCheck %s
 
 // A prompt on the prefill family: 64 rows a block, query tiles of 64 / g =
 // 16 tokens. The host launches a bound on the tiles, (tokens + batch x 15)

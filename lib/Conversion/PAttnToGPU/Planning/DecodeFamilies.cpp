@@ -184,7 +184,7 @@ static DecodeKernels buildXqaPaged(KernelModule &module, Operation *op,
 static Attribute planPrefillPaged(Operation *op, ArrayRef<Chip> targets,
                                   const DecodePlanOptions &options) {
   return planPrefill(cast<PagedAttentionOp>(op), targets,
-                     options.xqaMaxKeysPerSplit);
+                     options.xqaMaxKeysPerSplit, options.prefillWgmma);
 }
 
 static bool ownsPrefillPaged(Attribute plan) {
@@ -232,23 +232,24 @@ static SmallVector<std::string> xqaMlaWgmmaRejections(Operation *op,
 
 static Attribute planXqaMlaMmaSync(Operation *op, ArrayRef<Chip> targets,
                                    const DecodePlanOptions &) {
-  return planXqaMlaKernel(cast<MlaDecodeOp>(op), XqaMlaKernel::mma_sync,
-                          targets);
+  return planTensorCoreKernel(cast<MlaDecodeOp>(op), TensorCoreKernel::mma_sync,
+                              targets);
 }
 
 static Attribute planXqaMlaWgmma(Operation *op, ArrayRef<Chip> targets,
                                  const DecodePlanOptions &) {
-  return planXqaMlaKernel(cast<MlaDecodeOp>(op), XqaMlaKernel::wgmma, targets);
+  return planTensorCoreKernel(cast<MlaDecodeOp>(op), TensorCoreKernel::wgmma,
+                              targets);
 }
 
 static bool ownsXqaMlaMmaSync(Attribute plan) {
   auto mla = dyn_cast<XqaMlaPlanAttr>(plan);
-  return mla && mla.getKernel() == XqaMlaKernel::mma_sync;
+  return mla && mla.getKernel() == TensorCoreKernel::mma_sync;
 }
 
 static bool ownsXqaMlaWgmma(Attribute plan) {
   auto mla = dyn_cast<XqaMlaPlanAttr>(plan);
-  return mla && mla.getKernel() == XqaMlaKernel::wgmma;
+  return mla && mla.getKernel() == TensorCoreKernel::wgmma;
 }
 
 static DecodeKernels buildXqaMla(KernelModule &module, Operation *op,

@@ -51,6 +51,9 @@ struct DecodePlanOptions {
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;
+  /// The prefill family on wgmma where every chip built for has it and it
+  /// serves the op (prefillWgmmaRejection), else on mma.sync.
+  bool prefillWgmma = true;
 };
 
 /// The caches a decode reads, as the host resolved them: a paged op's key

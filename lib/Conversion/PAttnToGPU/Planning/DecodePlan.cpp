@@ -137,9 +137,9 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, ArrayRef<Chip> chips) {
   return std::max<int64_t>(blocks, 1);
 }
 
-int64_t xqaMlaResidentBlocks(XqaMlaKernel kernel, int64_t sharedBytes,
+int64_t xqaMlaResidentBlocks(TensorCoreKernel kernel, int64_t sharedBytes,
                              ArrayRef<Chip> chips) {
-  if (kernel == XqaMlaKernel::wgmma)
+  if (kernel == TensorCoreKernel::wgmma)
     return 1;
   return std::min<int64_t>(3, xqaResidentBlocks(sharedBytes, chips));
 }
@@ -467,11 +467,11 @@ std::string xqaMlaWarpgroupRejection(const MlaRecordLayout &record,
   return reason;
 }
 
-XqaMlaPlanAttr planXqaMlaKernel(MlaDecodeOp op, XqaMlaKernel kernel,
-                                ArrayRef<Chip> chips) {
+XqaMlaPlanAttr planTensorCoreKernel(MlaDecodeOp op, TensorCoreKernel kernel,
+                                    ArrayRef<Chip> chips) {
   MlaRecordLayout record =
       describeMlaRecord(op.getCache().getType().getRecord());
-  bool wgmma = kernel == XqaMlaKernel::wgmma;
+  bool wgmma = kernel == TensorCoreKernel::wgmma;
   int64_t shared =
       wgmma ? layoutXqaMlaWarpgroupShared(record, kXqaMlaKeysPerTile).total
             : layoutXqaMlaShared(record, kXqaMlaKeysPerTile).total;
@@ -488,7 +488,7 @@ XqaMlaPlanAttr planXqaMlaKernel(MlaDecodeOp op, XqaMlaKernel kernel,
 XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   MLIRContext *context = op.getContext();
   XqaMlaPlans plans;
-  plans.plan = planXqaMlaKernel(op, XqaMlaKernel::mma_sync, chips);
+  plans.plan = planTensorCoreKernel(op, TensorCoreKernel::mma_sync, chips);
   // The warpgroup kernel serves the chips with wgmma or none of them; in a
   // build for chips with and without it, the former take it in a kernel
   // module of their own.
@@ -502,7 +502,7 @@ XqaMlaPlans planXqaMlaDecode(MlaDecodeOp op, ArrayRef<Chip> chips) {
   if (!plans.notWarpgroup.empty())
     return plans;
   XqaMlaPlanAttr warpgroup =
-      planXqaMlaKernel(op, XqaMlaKernel::wgmma, wgmmaChips);
+      planTensorCoreKernel(op, TensorCoreKernel::wgmma, wgmmaChips);
   if (wgmmaChips.size() == chips.size()) {
     plans.plan = warpgroup;
     return plans;

@@ -75,8 +75,8 @@ int64_t xqaResidentBlocks(int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 /// without spilling, but a fourth block measured 4-5% slower at B32 L8K on
 /// the H200: more splits, more partial results to write and merge). The
 /// warpgroup kernel: one (256 threads holding 128 fp32 accumulators each).
-int64_t xqaMlaResidentBlocks(pattn::XqaMlaKernel kernel, int64_t sharedBytes,
-                             llvm::ArrayRef<Chip> chips);
+int64_t xqaMlaResidentBlocks(pattn::TensorCoreKernel kernel,
+                             int64_t sharedBytes, llvm::ArrayRef<Chip> chips);
 
 /// The XQA paged plan's split bounds: a split has at least 4 tiles, and a
 /// launch at most 64 splits.
@@ -122,22 +122,36 @@ inline constexpr int64_t kPrefillRows = 64;
 /// The prefill kernel's shared memory: the XQA layout of its query tile,
 /// liveness flags and ring (no key-warp merge: each warp owns its rows),
 /// then one decoded 16-bit tile per quantized side, [keys][head_dim + 8]
-/// elements (-1: an f16 or bf16 side, read from the ring as it is).
+/// elements (-1: an f16 or bf16 side, read from the ring as it is). The
+/// wgmma kernel's regions hold core matrices instead (its decoded tiles
+/// keys x head_dim elements, unpadded), and its P tile (64 rows x keys of
+/// the operand type) follows them.
 struct PrefillSharedLayout {
   XqaSharedLayout ring;
   int64_t decodedKeys = -1, decodedValues = -1;
   int64_t keyStride = 0, valueStride = 0; ///< bytes per decoded row
+  int64_t pTile = -1;
   int64_t total = 0;
 };
-PrefillSharedLayout layoutPrefillShared(pattn::CacheType key,
-                                        pattn::CacheType value,
-                                        int64_t keysPerTile, int64_t stages);
+PrefillSharedLayout layoutPrefillShared(
+    pattn::CacheType key, pattn::CacheType value, int64_t keysPerTile,
+    int64_t stages,
+    pattn::TensorCoreKernel kernel = pattn::TensorCoreKernel::mma_sync);
+
+/// Why the wgmma prefill kernel is not planned for `op` on `chips` (empty
+/// when it is): a chip without wgmma, or an f16 or bf16 cache (read in
+/// place, measured slower on wgmma than on mma.sync). The kernel itself
+/// serves every XQA prompt whose rows are at most 256 bytes (its copies
+/// give each pass whole core matrices of at most 16 segments).
+std::string prefillWgmmaRejection(pattn::PagedAttentionOp op,
+                                  llvm::ArrayRef<Chip> chips);
 
 /// The prefill plan of a prompt `op` for every chip of `chips` (the
-/// family serves what the XQA rows of the eligibility table take).
+/// family serves what the XQA rows of the eligibility table take): the
+/// wgmma kernel where `allowWgmma` and it serves, else mma.sync.
 pattn::PrefillPlanAttr planPrefill(pattn::PagedAttentionOp op,
                                    llvm::ArrayRef<Chip> chips,
-                                   int64_t maxKeysPerSplit);
+                                   int64_t maxKeysPerSplit, bool allowWgmma);
 
 /// The latent and rope lanes of an MLA record as the eligibility table and
 /// the tensor-core MLA kernel read them.
@@ -203,9 +217,9 @@ struct XqaMlaPlans {
 XqaMlaPlans planXqaMlaDecode(pattn::MlaDecodeOp op, llvm::ArrayRef<Chip> chips);
 
 /// The plan of one tensor-core MLA kernel for `op` on `chips`.
-pattn::XqaMlaPlanAttr planXqaMlaKernel(pattn::MlaDecodeOp op,
-                                       pattn::XqaMlaKernel kernel,
-                                       llvm::ArrayRef<Chip> chips);
+pattn::XqaMlaPlanAttr planTensorCoreKernel(pattn::MlaDecodeOp op,
+                                           pattn::TensorCoreKernel kernel,
+                                           llvm::ArrayRef<Chip> chips);
 
 /// Keys per tile of the tensor-core MLA kernel: 8 per warp.
 inline constexpr int64_t kXqaMlaKeysPerTile = 32;

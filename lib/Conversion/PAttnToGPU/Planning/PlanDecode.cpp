@@ -65,9 +65,10 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   if (xqaStages != 0 && (xqaStages < 2 || xqaStages > 8))
     return fail() << "xqa-stages=" << int64_t(xqaStages)
                   << " must be 0 (the planner's choice) or 2 to 8";
-  if (promptKernel != "xqa" && promptKernel != "prefill")
+  if (promptKernel != "xqa" && promptKernel != "prefill" &&
+      promptKernel != "prefill-mma-sync")
     return fail() << "prompt-kernel=" << promptKernel
-                  << " is neither xqa nor prefill";
+                  << " is not prefill, prefill-mma-sync or xqa";
   return success();
 }
 
@@ -78,7 +79,7 @@ static std::string describeMlaPlans(const ::pattn::XqaMlaPlans &plans,
   std::string text;
   llvm::raw_string_ostream os(text);
   auto kernel = [&](::pattn::XqaMlaPlanAttr plan) {
-    os << (plan.getKernel() == ::pattn::XqaMlaKernel::wgmma
+    os << (plan.getKernel() == ::pattn::TensorCoreKernel::wgmma
                ? "the warpgroup (wgmma) kernel, "
                : "the mma.sync kernel, ")
        << plan.getHeadsPerBlock() << " heads per block";
@@ -137,7 +138,15 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
       {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp},
       decodeTokens);
   op.setDecodePlanAttr(decode);
-  op.emitRemark() << "prefill plan: " << plan.getRows()
+  // The kernel, and why not wgmma where it is mma.sync.
+  std::string kernel = "wgmma";
+  if (plan.getKernel() != ::pattn::TensorCoreKernel::wgmma) {
+    std::string why = options.prefillWgmma
+                          ? ::pattn::prefillWgmmaRejection(op, targets)
+                          : std::string("prompt-kernel=prefill-mma-sync");
+    kernel = "mma.sync (not wgmma: " + why + ")";
+  }
+  op.emitRemark() << "prefill plan: " << kernel << ", " << plan.getRows()
                   << " rows a block, query tiles of " << plan.getQueryTile()
                   << " tokens x g = " << group << ", " << plan.getKeysPerTile()
                   << "-key tiles x " << plan.getStages()
@@ -156,7 +165,8 @@ void PlanDecodePass::runOnOperation() {
   options.xqaKeysPerTile = xqaKeysPerTile;
   options.xqaStages = xqaStages;
   options.xqaCopyWarp = xqaCopyWarp;
-  options.prefill = promptKernel == "prefill";
+  options.prefill = promptKernel != "xqa";
+  options.prefillWgmma = promptKernel == "prefill";
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend) {
     if (!backend) {

@@ -13,6 +13,11 @@
 //   16 where a chip's shared memory per block does not hold two stages.
 // - stages: as many as keep the blocks per SM that two stages allow, up to
 //   4 (more bytes in flight per block at the same occupancy).
+// - kernel: wgmma where every chip built for has it (sm_90a) and both
+//   caches are quantized (prefillWgmmaRejection), else mma.sync. wgmma runs
+//   the block's 64 x keys products as one instruction chain per warpgroup
+//   from the decoded tiles, where mma.sync re-feeds every m16n8k16 from
+//   registers loaded by ldmatrix.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,23 +34,46 @@ using namespace pattn;
 
 PrefillSharedLayout pattn::layoutPrefillShared(CacheType key, CacheType value,
                                                int64_t keysPerTile,
-                                               int64_t stages) {
+                                               int64_t stages,
+                                               TensorCoreKernel kernel) {
   PrefillSharedLayout layout;
   // No key-warp merge (keyWarps = 0): each warp writes its own rows.
   layout.ring =
       layoutXqaShared(key, value, kPrefillRows, keysPerTile, stages, 0);
   int64_t offset = layout.ring.total;
+  // wgmma's core matrices need no padding against bank conflicts.
+  bool wgmma = kernel == TensorCoreKernel::wgmma;
   auto decoded = [&](CacheType side, int64_t &at, int64_t &stride) {
     if (encodingInfo(side.getEncoding()).codesPerWord == 2)
       return;
-    stride = (side.getHeadDim() + 8) * 2;
+    stride = (side.getHeadDim() + (wgmma ? 0 : 8)) * 2;
     at = offset;
     offset += llvm::alignTo(keysPerTile * stride, 16);
   };
   decoded(key, layout.decodedKeys, layout.keyStride);
   decoded(value, layout.decodedValues, layout.valueStride);
+  if (wgmma) {
+    layout.pTile = offset;
+    offset += kPrefillRows * keysPerTile * 2;
+  }
   layout.total = offset;
   return layout;
+}
+
+std::string pattn::prefillWgmmaRejection(PagedAttentionOp op,
+                                         ArrayRef<Chip> chips) {
+  if (llvm::any_of(chips, [](Chip chip) {
+        return !getTargetDescription(chip).has(MmaKind::WgmmaM64NNK16);
+      }))
+    return "a chip built for has no wgmma (sm_90a only)";
+  // A 16-bit cache is read in place by wgmma, which measured slower than
+  // mma.sync (H200, B4 x 4K prompts: f16 101.9 TFLOPS against 132.5;
+  // bench/results/2026-12-06-h200-prefill-wgmma.md); a quantized one is
+  // decoded once per tile either way, and faster on wgmma.
+  for (CacheType side : {op.getKey().getType(), op.getValue().getType()})
+    if (encodingInfo(side.getEncoding()).codesPerWord == 2)
+      return "an f16 or bf16 cache, which mma.sync reads faster";
+  return "";
 }
 
 /// The smallest opt-in shared memory per block among `chips`.
@@ -57,19 +85,24 @@ static int64_t sharedLimitOf(ArrayRef<Chip> chips) {
 }
 
 /// The largest tile of two stages that fits `limit` (0 if none does).
-static int64_t prefillTile(CacheType key, CacheType value, int64_t limit) {
+static int64_t prefillTile(CacheType key, CacheType value, int64_t limit,
+                           TensorCoreKernel kernel) {
   for (int64_t tile : {int64_t(64), int64_t(32), int64_t(16)})
-    if (layoutPrefillShared(key, value, tile, 2).total <= limit)
+    if (layoutPrefillShared(key, value, tile, 2, kernel).total <= limit)
       return tile;
   return 0;
 }
 
 PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
-                                   int64_t maxKeysPerSplit) {
+                                   int64_t maxKeysPerSplit, bool allowWgmma) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
   int64_t limit = sharedLimitOf(chips);
-  int64_t tile = prefillTile(key, value, limit);
+  TensorCoreKernel kernel =
+      allowWgmma && prefillWgmmaRejection(op, chips).empty()
+          ? TensorCoreKernel::wgmma
+          : TensorCoreKernel::mma_sync;
+  int64_t tile = prefillTile(key, value, limit, kernel);
   // Every shape the XQA rows of the eligibility table take fits: at
   // head_dim 256 (the largest), 16-key tiles of two stages need 68 KB, and
   // every chip has at least 99 KB per block.
@@ -81,10 +114,11 @@ PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
     return std::min<int64_t>(2, xqaResidentBlocks(bytes, on));
   };
   int64_t stages = 2;
-  int64_t bytes = layoutPrefillShared(key, value, tile, 2).total;
+  int64_t bytes = layoutPrefillShared(key, value, tile, 2, kernel).total;
   int64_t blocks = blocksOf(bytes, chips);
   for (int64_t more : {int64_t(3), int64_t(4)}) {
-    int64_t moreBytes = layoutPrefillShared(key, value, tile, more).total;
+    int64_t moreBytes =
+        layoutPrefillShared(key, value, tile, more, kernel).total;
     if (moreBytes > limit || blocksOf(moreBytes, chips) < blocks)
       break;
     stages = more;
@@ -98,7 +132,7 @@ PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
   Type operand = xqaUsesBf16(activation, key, value) ? builder.getBF16Type()
                                                      : builder.getF16Type();
   int64_t split = std::max(tile, maxKeysPerSplit / tile * tile);
-  return PrefillPlanAttr::get(op.getContext(), operand, kPrefillRows,
+  return PrefillPlanAttr::get(op.getContext(), kernel, operand, kPrefillRows,
                               kPrefillRows / group, tile, stages, split, bytes,
                               resident, kBlockThreads, kXqaLeastTilesPerSplit,
                               kXqaMostSplits, chips);

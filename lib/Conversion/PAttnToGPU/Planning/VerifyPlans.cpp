@@ -60,10 +60,12 @@ static std::pair<int64_t, int64_t> residencyOf(Attribute plan, Chip chip) {
   return {1, 1};
 }
 
-/// Whether `plan` is the warpgroup (wgmma) MLA kernel's.
+/// Whether `plan` is a warpgroup (wgmma) kernel's: the MLA or prefill one.
 static bool needsWgmma(Attribute plan) {
+  if (auto prefill = dyn_cast<PrefillPlanAttr>(plan))
+    return prefill.getKernel() == TensorCoreKernel::wgmma;
   auto mla = dyn_cast<XqaMlaPlanAttr>(plan);
-  return mla && mla.getKernel() == XqaMlaKernel::wgmma;
+  return mla && mla.getKernel() == TensorCoreKernel::wgmma;
 }
 
 /// The plan --pattn-plan-decode recorded on a decode op (null if none).
@@ -131,12 +133,37 @@ static LogicalResult verifyOperand(Operation *op, Attribute plan) {
   return success();
 }
 
+/// A prefill plan's shared memory holds its tiles, and the wgmma kernel's
+/// copies give each pass of its 128 threads whole core matrices: rows of at
+/// most 16 segments (256 bytes).
+static LogicalResult verifyPrefillLayout(PagedAttentionOp op,
+                                         PrefillPlanAttr plan) {
+  CacheType key = op.getKey().getType(), value = op.getValue().getType();
+  if (plan.getKernel() == TensorCoreKernel::wgmma)
+    for (CacheType side : {key, value})
+      if (side.getRowBytes() > 256)
+        return op.emitOpError()
+               << "has a wgmma prefill plan, but a cache row of "
+               << side.getRowBytes()
+               << " bytes: its copies take rows of at most 256";
+  int64_t total = layoutPrefillShared(key, value, plan.getKeysPerTile(),
+                                      plan.getStages(), plan.getKernel())
+                      .total;
+  if (total > plan.getSharedBytes())
+    return op.emitOpError()
+           << "has a prefill plan of " << plan.getSharedBytes()
+           << " bytes of shared memory, but its tiles take " << total;
+  return success();
+}
+
 /// An XQA plan's shared memory against the window its kernel lays out
 /// (query tile, liveness flags, a copy warp's barriers, the ring, the
 /// merge): a hand-written plan that promised less would have the kernel
 /// address past its window.
 static LogicalResult verifySharedLayout(Operation *op, Attribute plan) {
   auto paged = dyn_cast<PagedAttentionOp>(op);
+  if (auto prefill = dyn_cast<PrefillPlanAttr>(plan); paged && prefill)
+    return verifyPrefillLayout(paged, prefill);
   auto xqa = dyn_cast<XqaPlanAttr>(plan);
   if (!paged || !xqa)
     return success();

@@ -247,11 +247,11 @@ LogicalResult XqaPlanAttr::verify(
 }
 
 LogicalResult PrefillPlanAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, Type operand, int64_t rows,
-    int64_t queryTile, int64_t keysPerTile, int64_t stages,
-    int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
-    int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
-    ArrayRef<Chip> targets) {
+    function_ref<InFlightDiagnostic()> emitError, TensorCoreKernel kernel,
+    Type operand, int64_t rows, int64_t queryTile, int64_t keysPerTile,
+    int64_t stages, int64_t keysPerSplit, int64_t sharedBytes,
+    ArrayRef<int64_t> residentBlocks, int64_t threads,
+    int64_t leastTilesPerSplit, int64_t mostSplits, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
   if (rows != 64)
@@ -274,22 +274,22 @@ LogicalResult PrefillPlanAttr::verify(
 }
 
 LogicalResult XqaMlaPlanAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, XqaMlaKernel kernel,
+    function_ref<InFlightDiagnostic()> emitError, TensorCoreKernel kernel,
     int64_t headsPerBlock, int64_t keysPerTile, int64_t sharedBytes,
     ArrayRef<int64_t> residentBlocks, int64_t threads,
     int64_t leastTilesPerSplit, int64_t mostSplits, ArrayRef<Chip> targets) {
   // The rows of one mma tile: m16 for mma.sync, m64 for wgmma; one warp
   // group of four warps per 64 heads or the four warps of one m16 tile.
-  bool wgmma = kernel == XqaMlaKernel::wgmma;
+  bool wgmma = kernel == TensorCoreKernel::wgmma;
   int64_t rows = wgmma ? 64 : 16, blockThreads = wgmma ? 256 : 128;
   if (headsPerBlock != rows)
     return emitError() << "heads_per_block " << headsPerBlock << " must be "
                        << rows << " for kernel "
-                       << stringifyXqaMlaKernel(kernel) << " (one m" << rows
+                       << stringifyTensorCoreKernel(kernel) << " (one m" << rows
                        << " tile)";
   if (threads != blockThreads)
     return emitError() << "threads " << threads << " must be " << blockThreads
-                       << " for kernel " << stringifyXqaMlaKernel(kernel);
+                       << " for kernel " << stringifyTensorCoreKernel(kernel);
   if (keysPerTile != 32)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be 32 (8 keys per warp)";

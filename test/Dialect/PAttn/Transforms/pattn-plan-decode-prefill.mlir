@@ -2,6 +2,8 @@
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill" --mlir-print-op-on-diagnostic=false 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a,sm_86 --pattn-plan-decode="chips=sm_90a,sm_86 prompt-kernel=prefill" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=MIXED
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=xqa" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=TILES
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=prefill-mma-sync" --mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=MMA
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a,sm_86 --pattn-plan-decode="chips=sm_90a,sm_86" --mlir-print-op-on-diagnostic=false 2>&1 >/dev/null | FileCheck %s --check-prefix=WHY-MIXED
 // RUN: not pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a prompt-kernel=fast" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // By default (prompt-kernel=prefill), a prompt gets the prefill family's
@@ -11,14 +13,26 @@
 // prefill plan comes with a decode_plan: sequences of at most 16 / g query
 // tokens (a mixed batch's decode tokens) run on the XQA decode kernel, one
 // m16 tile of rows, instead of taking a 64-row prefill block each.
-// BAD: prompt-kernel=fast is neither xqa nor prefill
+// Where every chip built for has wgmma (sm_90a) and both caches are
+// quantized, the prefill plan is the wgmma kernel's (kernel = wgmma:
+// core-matrix tiles, unpadded, and an 8 KB P tile); prompt-kernel=
+// prefill-mma-sync keeps mma.sync, and so does a build with a chip without
+// wgmma, or an f16/bf16 cache (which mma.sync reads faster). The remark
+// names the kernel and why not wgmma.
+// BAD: prompt-kernel=fast is not prefill, prefill-mma-sync or xqa
 
-// WHY: remark: prefill plan: 64 rows a block, query tiles of 16 tokens x g = 4, 64-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
-// WHY: remark: prefill plan: 64 rows a block, query tiles of 8 tokens x g = 8, 64-key tiles x 2 stages; sequences of at most 2 query tokens run on the decode kernel (16 rows, 64-key tiles x 3 stages)
+// WHY: remark: prefill plan: wgmma, 64 rows a block, query tiles of 16 tokens x g = 4, 64-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
+// WHY: remark: prefill plan: mma.sync (not wgmma: an f16 or bf16 cache, which mma.sync reads faster), 64 rows a block, query tiles of 8 tokens x g = 8, 64-key tiles x 2 stages; sequences of at most 2 query tokens run on the decode kernel (16 rows, 64-key tiles x 3 stages)
+// WHY: remark: prefill plan: wgmma, 64 rows a block, query tiles of 64 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (8 rows,
 // WHY-NOT: prefill plan
+// WHY-MIXED: remark: prefill plan: mma.sync (not wgmma: a chip built for has no wgmma (sm_90a only)), 64 rows a block
+// MMA: remark: prefill plan: mma.sync (not wgmma: prompt-kernel=prefill-mma-sync), 64 rows a block
+// MMA-LABEL: func.func @prompt_i4
+// MMA: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4], targets = [sm_90a]>
+// MMA-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
 // H200-LABEL: func.func @prompt_i4
 // H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4], targets = [sm_90a]>
-// H200-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
+// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 100352, resident_blocks = [2], targets = [sm_90a]>
 // A chip of 99 KiB per block bounds the ring of both.
 // MIXED-LABEL: func.func @prompt_i4
 // MIXED: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4, 2], targets = [sm_90a, sm_86]>
@@ -53,10 +67,9 @@ func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %b
 // g = 1 (multi-head attention): the decode kernel takes sequences of up
 // to 8 query tokens (16 / g is capped at a decode's 8), 8 rows: keys as
 // the mma's M.
-// WHY: remark: prefill plan: 64 rows a block, query tiles of 64 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (8 rows,
 // H200-LABEL: func.func @prompt_mha
 // H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 8,
-// H200-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 64,
+// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 64,
 func.func @prompt_mha(%kp: memref<?x16x8x64xi8>, %q: memref<?x8x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x8x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
   pattn.paged_attention query(%q : memref<?x8x128xf16>) key(%k : !k) value(%k : !k)

@@ -49,8 +49,8 @@ def PAttn_Backend : I32EnumAttr<"Backend", "attention lowering", [
   let genSpecializedAttr = 0;
 }
 
-def PAttn_XqaMlaKernel : I32EnumAttr<"XqaMlaKernel",
-    "the tensor-core MLA kernel a plan is for", [
+def PAttn_TensorCoreKernel : I32EnumAttr<"TensorCoreKernel",
+    "the tensor-core instruction a plan's kernel is built on", [
     I32EnumAttrCase<"mma_sync", 0>, I32EnumAttrCase<"wgmma", 1>]> {
   let cppNamespace = "::pattn";
   let genSpecializedAttr = 0;
@@ -284,15 +284,30 @@ def PAttn_PrefillPlanAttr : AttrDef<PAttn_Dialect, "PrefillPlan"> {
     of dynamic shared memory per block, of which `resident_blocks` fit on
     an SM of each chip of `targets`.
 
+    `kernel = mma_sync` (the default, left out when printed) is the above.
+    With `kernel = wgmma` (every target sm_90a) the four warps are one
+    warpgroup and the 64 rows the M of `wgmma.mma_async.m64nNk16`: the
+    query tile, the ring's 16-bit rows and the decoded tiles are stored as
+    wgmma's core matrices, S = Q Kᵀ (N = the tile's keys) and O += P V
+    (N = the value channels, P through a shared tile) read their operands
+    from shared memory, and the online softmax is the mma.sync kernel's on
+    the same accumulator layout.
+
     Example:
     ```mlir
     #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16,
                         keys_per_tile = 64, stages = 2,
                         keys_per_split = 32768, shared_bytes = 70144,
                         resident_blocks = [2], targets = [sm_90a]>
+    #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64,
+                        query_tile = 16, keys_per_tile = 64, stages = 2,
+                        keys_per_split = 32768, shared_bytes = 78336,
+                        resident_blocks = [2], targets = [sm_90a]>
     ```
   }];
-  let parameters = (ins "::mlir::Type":$operand, "int64_t":$rows,
+  let parameters = (ins DefaultValuedParameter<"::pattn::TensorCoreKernel",
+                          "::pattn::TensorCoreKernel::mma_sync">:$kernel,
+                        "::mlir::Type":$operand, "int64_t":$rows,
                         "int64_t":$query_tile, "int64_t":$keys_per_tile,
                         "int64_t":$stages, "int64_t":$keys_per_split,
                         "int64_t":$shared_bytes,
@@ -359,8 +374,8 @@ def PAttn_XqaMlaPlanAttr : AttrDef<PAttn_Dialect, "XqaMlaPlan"> {
                         targets = [sm_90a]>
     ```
   }];
-  let parameters = (ins DefaultValuedParameter<"::pattn::XqaMlaKernel",
-                          "::pattn::XqaMlaKernel::mma_sync">:$kernel,
+  let parameters = (ins DefaultValuedParameter<"::pattn::TensorCoreKernel",
+                          "::pattn::TensorCoreKernel::mma_sync">:$kernel,
                         "int64_t":$heads_per_block, "int64_t":$keys_per_tile,
                         "int64_t":$shared_bytes, PAttn_ResidencyParameter:$resident_blocks,
                         DefaultValuedParameter<"int64_t", "128">:$threads,

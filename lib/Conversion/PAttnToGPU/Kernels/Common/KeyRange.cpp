@@ -166,11 +166,19 @@ void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
           x = kb.select(it.live, x, zero);
           if (!tile.element.isF16())
             x = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF16Type(), x);
+          SmallVector<Value> at{it.row, it.column};
+          if (tile.coreMatrices) {
+            Value eight = kb.index(8);
+            Value chunk = kb.divs(it.column, eight);
+            Value rowGroup = kb.divs(it.row, eight);
+            Value rowInGroup = kb.rems(it.row, eight);
+            Value inChunk = kb.rems(it.column, eight);
+            at = {chunk, rowGroup, rowInGroup, inChunk};
+          }
           if (it.inTile)
-            kb.ifThen(it.inTile,
-                      [&] { kb.store(x, tile.tile, {it.row, it.column}); });
+            kb.ifThen(it.inTile, [&] { kb.store(x, tile.tile, at); });
           else
-            kb.store(x, tile.tile, {it.row, it.column});
+            kb.store(x, tile.tile, at);
         }
         return {};
       });

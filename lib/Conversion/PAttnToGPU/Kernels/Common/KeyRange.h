@@ -54,11 +54,13 @@ BlockKeys blockKeyRange(KernelBuilder &kb, const BlockQueries &queries,
 /// A block's query tile in shared memory: `rows` rows, row r = (token
 /// r / group, head kvHead x group + r % group) of the block's tokens (zero
 /// past them), each `headDim` values of `element` (f16, or bf16 stored as
-/// its bits in the f16 view `tile`).
+/// its bits in the f16 view `tile`: [rows][columns], or with
+/// `coreMatrices` wgmma's K-major A, [headDim / 8][rows / 8][8][8]).
 struct QueryTile {
   mlir::Value query, tile, tid, kvHead;
   int64_t rows = 0, headDim = 0, group = 0;
   mlir::Type element;
+  bool coreMatrices = false;
 };
 
 /// The query elements a thread loads before it stores any of them.

@@ -140,6 +140,11 @@ PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
     group.uniformChunks = layout.copyThreads % group.segments == 0;
     pageAlignedPasses &=
         group.uniformChunks && blockSize % group.keysPerPass == 0;
+    if (layout.coreMatrices) {
+      initCoreMatrixChunks(group);
+      copyGroups.push_back(group);
+      continue;
+    }
     group.keyInPass = kb.divs(tid, index(group.segments));
     group.keyInPassI32 = kb.toI32(group.keyInPass);
     Value segment = kb.rems(tid, index(group.segments));
@@ -158,6 +163,30 @@ PagedTileCopies::PagedTileCopies(KernelBuilder &kb, Value smem,
   Value blocks =
       kb.toI32(memref::DimOp::create(kb.b, kb.loc, block.blockTable, 1));
   lastBlock = kb.sub(blocks, kb.i32(1));
+}
+
+void PagedTileCopies::initCoreMatrixChunks(CopyGroup &group) {
+  // Thread t: key 8 (t / 8s) + t % 8 and segment (t % 8s) / 8 of a row of
+  // s segments, so eight consecutive threads fill one core matrix.
+  int64_t octet = 8 * group.segments;
+  assert(layout.copyThreads % octet == 0 && group.uniformChunks &&
+         "a pass of the copying threads is whole core matrices");
+  Value tid = block.tid;
+  Value octetKeys = kb.mul(kb.divs(tid, index(octet)), index(8));
+  group.keyInPass = kb.add(octetKeys, kb.rems(tid, index(8)));
+  group.keyInPassI32 = kb.toI32(group.keyInPass);
+  Value segment = kb.divs(kb.rems(tid, index(octet)), index(8));
+  group.byte = kb.mul(segment, index(16));
+  group.firstChunk = kb.cmpi(arith::CmpIPredicate::eq, segment, index(0));
+  Value matrix = kb.mul(segment, index(layout.tileKeys / 8));
+  matrix = kb.add(matrix, kb.divs(group.keyInPass, index(8)));
+  Value row = kb.mul(kb.rems(group.keyInPass, index(8)), index(16));
+  Value inRows = kb.add(kb.mul(matrix, index(128)), row);
+  for (PagedSide *side : group.sides) {
+    Value head = kb.mul(block.kvHead, index(side->headStride));
+    group.pageBytes.push_back(kb.add(head, group.byte));
+    group.stageBytes.push_back(kb.add(index(side->rows), inRows));
+  }
 }
 
 Value PagedTileCopies::tileBase(Value tileIndex) {
@@ -199,8 +228,10 @@ PagedTileCopies::PassChunk PagedTileCopies::passChunk(const CopyGroup &group,
     chunk.firstChunk = group.firstChunk;
     for (auto [s, side] : llvm::enumerate(group.sides)) {
       chunk.pageBytes.push_back(group.pageBytes[s]);
-      Value constant = index(passKeys * side->rowStride);
-      chunk.stageBytes.push_back(kb.add(group.stageBytes[s], constant));
+      // Whole core matrices of keys further (passKeys is a multiple of 8).
+      int64_t shift =
+          layout.coreMatrices ? passKeys / 8 * 128 : passKeys * side->rowStride;
+      chunk.stageBytes.push_back(kb.add(group.stageBytes[s], index(shift)));
     }
     return chunk;
   }

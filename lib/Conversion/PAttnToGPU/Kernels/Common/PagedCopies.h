@@ -74,6 +74,13 @@ struct PagedRingLayout {
   int64_t ring = 0, stageBytes = 0, total = 0;
   int64_t tileKeys = 0, blockSize = 0;
   int64_t copyThreads = kBlockThreads;
+  /// Each side's rows stored as wgmma's core matrices (8 keys x 16 bytes,
+  /// 128 contiguous bytes) rather than a row every rowStride bytes: the
+  /// 16-byte chunk `segment` of key k at ((segment x tileKeys / 8 + k / 8)
+  /// 128 + (k % 8) 16) of the side's rows. Eight consecutive copying
+  /// threads then take one segment of eight keys (one core matrix, no bank
+  /// conflict). Needs copyThreads a multiple of 8 x every side's segments.
+  bool coreMatrices = false;
 };
 
 /// Where a block reads: its copying thread (0 ... copyThreads - 1),
@@ -152,6 +159,9 @@ private:
   std::pair<mlir::Value, mlir::Value> passPage(mlir::ValueRange pages,
                                                int64_t group, int64_t pass,
                                                mlir::Value keyPos);
+  /// `group`'s per-thread chunks where the rows are core matrices
+  /// (PagedRingLayout::coreMatrices).
+  void initCoreMatrixChunks(CopyGroup &group);
   /// Storage indices of byte `byte` of a cache row.
   llvm::SmallVector<mlir::Value> address(const PagedSide &side,
                                          mlir::Value page, mlir::Value offset,

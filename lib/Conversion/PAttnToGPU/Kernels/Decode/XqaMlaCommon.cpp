@@ -774,11 +774,11 @@ auto ::pattn::buildXqaMlaDecodeKernels(KernelModule &kernels, MlaDecodeOp op,
   DecodeKernels result;
   // The plan names its kernel (#pattn.xqa_mla_plan's `kernel`).
   switch (plan.getKernel()) {
-  case XqaMlaKernel::mma_sync:
+  case TensorCoreKernel::mma_sync:
     result.decode = buildXqaMlaMmaSyncKernel(kernels, op, plan, cache,
                                              result.decodeOperands);
     break;
-  case XqaMlaKernel::wgmma:
+  case TensorCoreKernel::wgmma:
     result.decode =
         buildXqaMlaWgmmaKernel(kernels, op, plan, cache, result.decodeOperands);
     break;

@@ -136,15 +136,6 @@ private:
   SmallVector<Value> tileLoopWarpgroup(ArrayRef<Value> init);
 };
 
-/// An f16x2 or bf16x2 pair (or its i32 bits) as i32 bits.
-Value pairBits(KernelBuilder &kb, Value pair) {
-  if (pair.getType().isInteger(32))
-    return pair;
-  Value word = vector::BitCastOp::create(
-      kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), pair);
-  return vector::ExtractOp::create(kb.b, kb.loc, word, 0);
-}
-
 } // namespace
 
 Value WgmmaBuilder::rowOf(int64_t h) {

@@ -64,8 +64,9 @@ void PrefillBuilder::computeFacts() {
   softcap = op.getSoftcap().convertToFloat();
   nTiles = valueDim / 8;
   tc.bf16 = plan.getOperand().isBF16();
-  layout =
-      layoutPrefillShared(keyBuffers.type, valueBuffers.type, tileKeys, stages);
+  wgmma = plan.getKernel() == TensorCoreKernel::wgmma;
+  layout = layoutPrefillShared(keyBuffers.type, valueBuffers.type, tileKeys,
+                               stages, plan.getKernel());
   keyDecoded = layout.decodedKeys >= 0;
   valueDecoded = layout.decodedValues >= 0;
   kb.hardwareFp8 = kernels.hardwareFp8;
@@ -91,8 +92,17 @@ PrefillBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
 void PrefillBuilder::setUpBlock() {
   Location loc = op.getLoc();
   smem = dynamicSharedBytes(builder, loc);
-  queryTile = view(layout.ring.query, {rows, layout.ring.queryStride / 2},
-                   builder.getF16Type());
+  if (wgmma) {
+    // wgmma's K-major A: [channel / 8][row / 8][row % 8][channel % 8].
+    queryTile = view(layout.ring.query, {headDim / 8, rows / 8, 8, 8},
+                     builder.getF16Type());
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, smem);
+    smemAddress = kb.toI64(address);
+  } else {
+    queryTile = view(layout.ring.query, {rows, layout.ring.queryStride / 2},
+                     builder.getF16Type());
+  }
   tid = kb.threadId();
   warp = kb.divs(tid, index(kWarpThreads));
   lane = kb.rems(tid, index(kWarpThreads));
@@ -113,12 +123,16 @@ void PrefillBuilder::prepareQuery(Value query, Value queryExponents) {
   // 16-bit K), the order of the K tile Q Kᵀ reads.
   QueryTile tile{query, queryTile, tid,   kvHead,
                  rows,  headDim,   group, tc.operandType()};
+  tile.coreMatrices = wgmma;
   stageQueryTile(kb, tile, queries, [&](Value column) {
     return keyDecoded ? decodedChannel(column, key.perWord) : column;
   });
+  if (wgmma)
+    publishToAsyncProxy();
   kb.barrier();
-  // D <= 128: the warp's 8 x 4 fragment registers stay resident.
-  if (headDim <= 128)
+  // D <= 128: the warp's 8 x 4 fragment registers stay resident (wgmma
+  // reads the tile itself).
+  if (headDim <= 128 && !wgmma)
     for (int64_t step = 0; step < headDim / 16; ++step)
       queryFragments.push_back(queryFragment(step));
   if (!queryExponents)
@@ -159,8 +173,12 @@ SmallVector<Value> PrefillBuilder::runTiles() {
       index(0), kb.toIndex(keys.tileCount), index(1), init,
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         // Tile `iteration` has landed, and every warp is done with the
-        // previous one (its ring slot and the decoded tiles).
-        ring.land(int32_t(stages - 2));
+        // previous one (its ring slot and the decoded tiles). wgmma reads
+        // a 16-bit side in place, through the async proxy.
+        if (wgmma && (!keyDecoded || !valueDecoded))
+          landForAsyncProxy(int32_t(stages - 2));
+        else
+          ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
         SmallVector<Value> nextPages =
             copies->copyAhead(ring, i32Iteration, i32Stages, stages,
@@ -173,7 +191,15 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         tile.tileStart = copies->tileBase(i32Iteration);
         if (keyDecoded || valueDecoded) {
           decodeTile(tile.stageBase);
+          if (wgmma)
+            publishToAsyncProxy();
           kb.barrier();
+        }
+        SmallVector<Value> s(carried.take_front(softmaxState));
+        if (wgmma) {
+          tileWgmma(tile, s);
+          s.append(nextPages.begin(), nextPages.end());
+          return s;
         }
         auto rowsOf = [&](const PagedSide &side, bool decoded, int64_t at,
                           int64_t stride) {
@@ -190,7 +216,6 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         // S and the logits of every 16-key step of the tile, one online
         // softmax update over all of them (one row maximum, quad
         // reduction and decay per tile), then O += P V step by step.
-        SmallVector<Value> s(carried.take_front(softmaxState));
         SmallVector<SmallVector<Value>> logits;
         for (int64_t step = 0; step < tileKeys / 16; ++step) {
           Value n0 = index(step * 16);
@@ -288,6 +313,7 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     ringLayout.total = layout.total;
     ringLayout.tileKeys = tileKeys;
     ringLayout.blockSize = blockSize;
+    ringLayout.coreMatrices = wgmma;
     PagedBlock block{tid,        queries.seq, kvHead,
                      blockTable, keys.first,  keys.last};
     copies.emplace(kb, smem, ringLayout, key, value, liveKeys, block);

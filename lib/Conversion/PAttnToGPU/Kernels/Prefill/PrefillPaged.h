@@ -4,10 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The builder of the prefill of pattn.paged_attention, shared by the two
+// The builder of the prefill of pattn.paged_attention, shared by the
 // files that implement it: PrefillPaged.cpp (the block, the query, the
-// tile loop, the write-out) and PrefillSteps.cpp (a tile's decode into
-// shared memory and a warp's 16-key step). Internal to that family.
+// tile loop, the write-out), PrefillSteps.cpp (a tile's decode into
+// shared memory and a warp's 16-key step on mma.sync) and PrefillWgmma.cpp
+// (a tile's products on wgmma). Internal to that family.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,9 +65,14 @@ private:
   /// a word of n codes holds channel channelAt(p) (decodeWordHalves' pairs
   /// stored in order).
   bool keyDecoded = false, valueDecoded = false;
+  /// The plan's kernel is wgmma: the query tile, the ring's rows and the
+  /// decoded tiles are core matrices (8 rows x 16 bytes).
+  bool wgmma = false;
 
   // Kernel values.
   mlir::Value smem, queryTile, tid, lane, warp, groupId, threadInGroup, kvHead;
+  /// wgmma: the shared address (i64) of dynamic shared memory.
+  mlir::Value smemAddress;
   mlir::Value blockTable, liveKeys, promptTile, split;
   BlockQueries queries;
   BlockKeys keys;
@@ -128,6 +134,34 @@ private:
                  llvm::SmallVectorImpl<mlir::Value> &state);
   /// A word of 16-bit elements of `encoding`'s type as an mma operand.
   mlir::Value operandOf(mlir::Value word, bool decoded, Encoding encoding);
+  /// The byte (index) of 16-byte chunk `segment` of key `keyIndex` in a
+  /// side's ring rows (at `rows`, one every `stride` bytes, or wgmma's
+  /// core matrices), and of element `channel` of a decoded row.
+  mlir::Value rawChunkByte(mlir::Value rows, mlir::Value keyIndex,
+                           mlir::Value segment, int64_t stride);
+  mlir::Value decodedByte(int64_t decodedAt, int64_t stride,
+                          mlir::Value keyIndex, mlir::Value channel);
+
+  // PrefillWgmma.cpp.
+  /// A tile's products on wgmma: S = Q Kᵀ over the tile's keys, the logits
+  /// and the online softmax as on mma.sync (same accumulator layout), P
+  /// into the shared P tile, then O += P V.
+  void tileWgmma(const TileViews &tile, llvm::SmallVectorImpl<mlir::Value> &s);
+  /// S of the tile (wgmma N = keys): per thread the mma C fragments of its
+  /// rows, n-tile after n-tile.
+  llvm::SmallVector<mlir::Value> scoresWgmma(mlir::Value keyRows);
+  /// P (per 16-key step, the mma A registers of the warp's m16 tile) into
+  /// the P tile as wgmma's K-major A.
+  void storeP(llvm::ArrayRef<llvm::SmallVector<mlir::Value>> pSteps);
+  /// O += P V (wgmma N = the value channels, V read MN-major).
+  void accumulateWgmma(mlir::Value valueRows,
+                       llvm::SmallVectorImpl<mlir::Value> &s);
+  /// Where a 16-bit side is read in place: the tile's copies waited for,
+  /// handed to the async proxy, then the block barrier.
+  void landForAsyncProxy(int32_t newerPending);
+  /// Orders this thread's shared-memory stores before later wgmma reads
+  /// (fence.proxy.async; a block barrier must follow).
+  void publishToAsyncProxy();
 };
 
 } // namespace pattn::prefill

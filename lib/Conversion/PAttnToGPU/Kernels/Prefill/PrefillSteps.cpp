@@ -42,11 +42,41 @@ void PrefillBuilder::decodeTile(Value stageBase) {
     decodeSide(value, layout.decodedValues, layout.valueStride, stageBase);
 }
 
+Value PrefillBuilder::rawChunkByte(Value rows, Value keyIndex, Value segment,
+                                   int64_t stride) {
+  if (!wgmma) {
+    Value raw = kb.add(rows, kb.mul(keyIndex, index(stride)));
+    return kb.add(raw, kb.mul(segment, index(16)));
+  }
+  // Core matrix (segment, key / 8), row key % 8 (PagedRingLayout).
+  Value matrix = kb.mul(segment, index(tileKeys / 8));
+  matrix = kb.add(matrix, kb.divs(keyIndex, index(8)));
+  Value raw = kb.add(rows, kb.mul(matrix, index(128)));
+  return kb.add(raw, kb.mul(kb.rems(keyIndex, index(8)), index(16)));
+}
+
+Value PrefillBuilder::decodedByte(int64_t decodedAt, int64_t stride,
+                                  Value keyIndex, Value channel) {
+  if (!wgmma) {
+    Value at = kb.add(index(decodedAt), kb.mul(keyIndex, index(stride)));
+    return kb.add(at, kb.mul(channel, index(2)));
+  }
+  // wgmma's core matrices: K-major for S (channels along K), MN-major for
+  // P V (channels along N), one copy serving both.
+  Value matrix = kb.mul(kb.divs(channel, index(8)), index(tileKeys / 8));
+  matrix = kb.add(matrix, kb.divs(keyIndex, index(8)));
+  Value at = kb.add(index(decodedAt), kb.mul(matrix, index(128)));
+  at = kb.add(at, kb.mul(kb.rems(keyIndex, index(8)), index(16)));
+  return kb.add(at, kb.mul(kb.rems(channel, index(8)), index(2)));
+}
+
 void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
                                 int64_t stride, Value stageBase) {
   // Chunk c (16 raw bytes: 4 words of n codes) is key c / segments,
-  // segment c % segments; its word w covers channels (4 segment + w) n ...
-  // and becomes n / 2 pairs, stored in order as n / 2 words.
+  // segment c % segments (wgmma: key c % keys, segment c / keys, so that
+  // consecutive threads read and write consecutive core-matrix rows); its
+  // word w covers channels (4 segment + w) n ... and becomes n / 2 pairs,
+  // stored in order as n / 2 words.
   Encoding encoding = side.type.getEncoding();
   int64_t n = side.perWord;
   int64_t chunks = tileKeys * side.segments;
@@ -57,11 +87,16 @@ void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
   auto f32Pair = VectorType::get({2}, builder.getF32Type());
   auto operandPair = VectorType::get({2}, tc.operandType());
   auto decodeChunk = [&](Value chunk) {
-    Value keyIndex = kb.divs(chunk, index(side.segments));
-    Value segment = kb.rems(chunk, index(side.segments));
-    Value raw = kb.add(stageBase, index(side.rows));
-    raw = kb.add(raw, kb.mul(keyIndex, index(side.rowStride)));
-    raw = kb.add(raw, kb.mul(segment, index(16)));
+    Value keyIndex, segment;
+    if (wgmma) {
+      keyIndex = kb.rems(chunk, index(tileKeys));
+      segment = kb.divs(chunk, index(tileKeys));
+    } else {
+      keyIndex = kb.divs(chunk, index(side.segments));
+      segment = kb.rems(chunk, index(side.segments));
+    }
+    Value rows = kb.add(stageBase, index(side.rows));
+    Value raw = rawChunkByte(rows, keyIndex, segment, side.rowStride);
     Value loaded = vector::LoadOp::create(builder, kb.loc, wordType, words,
                                           ValueRange{kb.divs(raw, index(4))});
     Value tokenScales;
@@ -108,8 +143,7 @@ void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
       Value packed =
           vector::FromElementsOp::create(builder, kb.loc, pairWords, stored);
       Value channel = kb.add(kb.mul(segment, index(4 * n)), index(w * n));
-      Value at = kb.add(index(decodedAt), kb.mul(keyIndex, index(stride)));
-      at = kb.add(at, kb.mul(channel, index(2)));
+      Value at = decodedByte(decodedAt, stride, keyIndex, channel);
       vector::StoreOp::create(builder, kb.loc, packed, words,
                               ValueRange{kb.divs(at, index(4))});
     }

@@ -334,6 +334,14 @@ void StageBarriers::arriveEmpty(Value slot) {
              {empty});
 }
 
+Value pattn::pairBits(KernelBuilder &kb, Value pair) {
+  if (pair.getType().isInteger(32))
+    return pair;
+  Value word = vector::BitCastOp::create(
+      kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), pair);
+  return vector::ExtractOp::create(kb.b, kb.loc, word, 0);
+}
+
 Value WgmmaOps::descriptor(Value sharedBase, Value offset, int64_t leading,
                            int64_t stride) {
   // Bits [0, 14): the start address / 16; [16, 30): the leading byte

@@ -114,6 +114,10 @@ public:
   bool bf16;
 };
 
+/// An f16x2 or bf16x2 pair (or its i32 bits) as i32 bits: an mma operand
+/// register as stored into a shared operand tile.
+mlir::Value pairBits(KernelBuilder &kb, mlir::Value pair);
+
 /// wgmma.mma_async (sm_90a): shared-memory matrix descriptors and the
 /// m64nNk16 instruction with fp32 accumulators.
 class WgmmaOps {
