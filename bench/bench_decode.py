@@ -225,14 +225,15 @@ def compile_options(backend: str) -> dict:
     """pattn.compile's options for a benchmark column: a backend,
     "prefill" (auto, with the prefill family for prompts: the default),
     "prefill-mma-sync" (the prefill family on mma.sync, not wgmma),
+    "prefill-wgmma" (on wgmma wherever it serves, 16-bit caches too),
     "xqa-tiles" (auto, prompts on the decode kernel in query tiles),
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
     a trailing "w" (e.g. "auto@0w") asks for a copy warp."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
-    if backend == "prefill-mma-sync":
-        return {"backend": "auto", "prompt_kernel": "prefill-mma-sync"}
+    if backend in ("prefill-mma-sync", "prefill-wgmma"):
+        return {"backend": "auto", "prompt_kernel": backend}
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):

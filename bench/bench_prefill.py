@@ -9,7 +9,9 @@ causally to everything before them (a whole prompt when query_tokens ==
 seq_len, a chunk over a cached prefix otherwise). The cache is written by
 pattn's write kernels (bench_decode.PattnCase); each kernel is timed
 (prefill: the prefill family, 64 query rows a block, pattn's default,
-on wgmma where the chip has it; prefill-mma-sync: the same on mma.sync;
+on wgmma where the chip has it and the caches are quantized;
+prefill-mma-sync: the same on mma.sync; prefill-wgmma: on wgmma for every
+cache;
 xqa-tiles: the XQA decode kernel in query tiles, the earlier default;
 portable: the fp32 kernel), every call with CUDA
 events (medians), and
@@ -49,7 +51,8 @@ MIXED = Shape("B65-mixed-64x1+C2K-L8K", 65, 32, 8, 128, 8192,
 MIXED_PARTS = (Shape("B64-32/8-D128-L8K", 64, 32, 8, 128, 8192),
                Shape("B1-C2K-L8K", 1, 32, 8, 128, 8192, query_tokens=2048))
 CACHES = ("f16", "i8", "f8e4m3", "i4", "nvfp4")
-BACKENDS = ("xqa-tiles", "prefill-mma-sync", "prefill", "portable")
+BACKENDS = ("xqa-tiles", "prefill-mma-sync", "prefill-wgmma", "prefill",
+            "portable")
 
 
 def attended_pairs(shape: Shape) -> float:
@@ -168,9 +171,11 @@ def main(argv=None) -> int:
         f"medians of {args.iters} eager calls; TFLOPS = 4 B H D pairs / "
         "time", "",
         "| shape | cache | XQA tiles µs | TFLOPS | prefill mma.sync µs | "
-        "TFLOPS | prefill µs | TFLOPS | portable µs | TFLOPS | SDPA f16 µs "
-        "| SDPA TFLOPS | prefill ÷ SDPA time |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "TFLOPS | prefill wgmma µs | TFLOPS | prefill µs | TFLOPS | "
+        "portable µs | TFLOPS | SDPA f16 µs | SDPA TFLOPS | prefill ÷ SDPA "
+        "time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|---:|"]
     backends = [b for b in args.backends.split(",") if b in BACKENDS]
     for shape in shapes:
         sdpa = float("nan") if args.no_sdpa else time_calls(
@@ -183,10 +188,12 @@ def main(argv=None) -> int:
                                            backend, args)
             tiles, portable = times["xqa-tiles"], times["portable"]
             prefill, mma = times["prefill"], times["prefill-mma-sync"]
+            wgmma = times["prefill-wgmma"]
             lines.append(
                 f"| {shape.name} | {cache} | {tiles:.1f} | "
                 f"{tflops(shape, tiles):.1f} | {mma:.1f} | "
-                f"{tflops(shape, mma):.1f} | {prefill:.1f} | "
+                f"{tflops(shape, mma):.1f} | {wgmma:.1f} | "
+                f"{tflops(shape, wgmma):.1f} | {prefill:.1f} | "
                 f"{tflops(shape, prefill):.1f} | {portable:.1f} | "
                 f"{tflops(shape, portable):.1f} | {sdpa:.1f} | "
                 f"{tflops(shape, sdpa):.1f} | {prefill / sdpa:.2f}x |")

@@ -74,9 +74,10 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
     return failure();
   }
   if (options.promptKernel != "xqa" && options.promptKernel != "prefill" &&
-      options.promptKernel != "prefill-mma-sync") {
+      options.promptKernel != "prefill-mma-sync" &&
+      options.promptKernel != "prefill-wgmma") {
     error = "unknown prompt-kernel '" + options.promptKernel +
-            "'; expected prefill, prefill-mma-sync or xqa";
+            "'; expected prefill, prefill-mma-sync, prefill-wgmma or xqa";
     return failure();
   }
   if (options.keysPerSplit <= 0 || options.keysPerSplit % 128 != 0) {

@@ -90,7 +90,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 # The values of pattn-compile's --backend (pattn-select-backend's force=).
 BACKENDS = ("auto", "xqa", "portable")
 # The values of pattn-compile's --prompt-kernel (pattn-plan-decode's).
-PROMPT_KERNELS = ("prefill", "prefill-mma-sync", "xqa")
+PROMPT_KERNELS = ("prefill", "prefill-mma-sync", "prefill-wgmma", "xqa")
 # The values of pattn-compile's --xqa-keys-per-tile (0: the planner's).
 XQA_TILE_KEYS = (0, 16, 32, 64, 128)
 # The values of pattn-compile's --xqa-stages (0: the planner's).
@@ -657,8 +657,10 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     kernel of a prompt (more than 8 query tokens per sequence):
     ``"prefill"`` (the default: the prefill family, 64 query rows a block,
     with the batch's short sequences on the decode kernel; on wgmma where
-    every chip built for has it), ``"prefill-mma-sync"`` (the prefill family
-    on mma.sync everywhere) or ``"xqa"`` (the decode kernel in query tiles). ``xqa_keys_per_tile`` (16, 32,
+    every chip built for has it and the caches are quantized),
+    ``"prefill-mma-sync"`` (the prefill family on mma.sync everywhere),
+    ``"prefill-wgmma"`` (on wgmma wherever it serves, 16-bit caches too) or
+    ``"xqa"`` (the decode kernel in query tiles). ``xqa_keys_per_tile`` (16, 32,
     64 or 128; 0, the default, lets the planner choose) asks the XQA decode
     plans for that tile size where it fits (for tuning and comparing plans),
     and ``xqa_stages`` (2 to 8; 0, the default, lets the planner choose

@@ -736,7 +736,7 @@ def test_compile_rejects_an_unknown_prompt_kernel(fake_compiler, tmp_path,
     compiler, log = fake_compiler
     with pytest.raises(pattn.CompileError,
                        match="unknown prompt_kernel .*expected one of prefill, "
-                             "prefill-mma-sync, xqa"):
+                             "prefill-mma-sync, prefill-wgmma, xqa"):
         pattn.compile(MLIR, chips="sm_90a", compiler=compiler,
                       prompt_kernel=kernel)
     assert not log.exists()

@@ -55,7 +55,7 @@
 // NOFOLD-XQA: error: force=xqa, but the op is not eligible for XQA on sm_80: K channel scales not folded
 
 // BOGUS: pattn-compile: unknown backend 'bogus'; expected auto, xqa or portable
-// PROMPT-KERNEL: pattn-compile: unknown prompt-kernel 'tiles'; expected prefill, prefill-mma-sync or xqa
+// PROMPT-KERNEL: pattn-compile: unknown prompt-kernel 'tiles'; expected prefill, prefill-mma-sync, prefill-wgmma or xqa
 // PIPELINE-PREFILL: pattn-plan-decode{chips={sm_80} {{.*}}prompt-kernel=prefill
 // SM75: pattn-compile: unsupported chip 'sm_75'; supported chips: sm_80,
 

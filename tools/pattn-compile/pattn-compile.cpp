@@ -117,12 +117,14 @@ static cl::opt<std::string>
                      "error) or portable"));
 static cl::opt<std::string> promptKernel(
     "prompt-kernel", cl::init("prefill"),
-    cl::value_desc("prefill|prefill-mma-sync|xqa"), cl::cat(toolCategory),
+    cl::value_desc("prefill|prefill-mma-sync|prefill-wgmma|xqa"),
+    cl::cat(toolCategory),
     cl::desc("Tensor-core kernel of a prompt (more than 8 query tokens per "
              "sequence): prefill (the default: the prefill family, on wgmma "
-             "where every chip built for has it; --remarks names its plan), "
-             "prefill-mma-sync (the prefill family on mma.sync) or xqa (the "
-             "decode kernel in query tiles)"));
+             "where every chip built for has it and the caches are "
+             "quantized; --remarks names its plan), prefill-mma-sync (the "
+             "prefill family on mma.sync), prefill-wgmma (on wgmma wherever "
+             "it serves) or xqa (the decode kernel in query tiles)"));
 static cl::opt<bool>
     fold("fold", cl::init(true), cl::cat(toolCategory),
          cl::desc("Fold channel scales (pattn-fold-channel-scales); =false "

@@ -84,7 +84,8 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
     sequences of at most min(16 / g, 8) query tokens), with a remark naming
     both (the prefill plan's `kernel = wgmma` where every chip in `chips`
     has wgmma and its copies cover the rows, else mma.sync;
-    `prompt-kernel=prefill-mma-sync` keeps mma.sync); `prompt-kernel=xqa`
+    `prompt-kernel=prefill-mma-sync` keeps mma.sync, `prompt-kernel=
+    prefill-wgmma` takes wgmma for 16-bit caches too); `prompt-kernel=xqa`
     plans such a prompt on the decode kernel in query tiles instead. Where
     `chips` mixes chips with and without wgmma and the warpgroup MLA kernel
     (64 heads per block) serves the former, an MLA
@@ -140,10 +141,11 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "
            "(the default: the prefill family, 64 rows a block, K/V decoded "
            "once per tile, the batch's short sequences on the decode "
-           "kernel; on wgmma where every chip has it and it serves the op; "
-           "a remark names both plans), prefill-mma-sync (the prefill "
-           "family on mma.sync everywhere) or xqa (the decode kernel in "
-           "query tiles of floor(32 / g) tokens)">
+           "kernel; on wgmma where every chip has it and both caches are "
+           "quantized; a remark names both plans), prefill-mma-sync (the "
+           "prefill family on mma.sync everywhere), prefill-wgmma (on wgmma "
+           "wherever the kernel serves the op, 16-bit caches included) or "
+           "xqa (the decode kernel in query tiles of floor(32 / g) tokens)">
   ];
 }
 

@@ -73,9 +73,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<std::string> promptKernel{
       *this, "prompt-kernel",
       llvm::cl::desc("Tensor-core kernel of a prompt: prefill (the default: "
-                     "the prefill family, on wgmma where every chip has it), "
-                     "prefill-mma-sync (the prefill family on mma.sync) or "
-                     "xqa (query tiles of the decode kernel)"),
+                     "the prefill family, on wgmma where every chip has it "
+                     "and the caches are quantized), prefill-mma-sync (the "
+                     "prefill family on mma.sync), prefill-wgmma (on wgmma "
+                     "wherever it serves) or xqa (query tiles of the decode "
+                     "kernel)"),
       llvm::cl::init("prefill")};
   Option<bool> fold{
       *this, "fold",

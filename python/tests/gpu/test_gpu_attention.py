@@ -993,10 +993,11 @@ def test_backends_agree(case, gpu_results):
 
 
 #: The prompt kernels besides the default (the prefill family, on wgmma
-#: where the chip has it): the XQA decode kernel in query tiles (the prompt
-#: kernel before the prefill family) and the prefill family on mma.sync
-#: (every chip's, and sm_90a's for what wgmma does not serve).
-OTHER_PROMPT_KERNELS = ("xqa", "prefill-mma-sync")
+#: where the chip has it and the caches are quantized): the XQA decode
+#: kernel in query tiles (the prompt kernel before the prefill family), the
+#: prefill family on mma.sync (every chip's), and on wgmma for every cache
+#: (16-bit ones read in place; mma.sync where the chip has no wgmma).
+OTHER_PROMPT_KERNELS = ("xqa", "prefill-mma-sync", "prefill-wgmma")
 
 
 @pytest.mark.parametrize("kernel", OTHER_PROMPT_KERNELS)

@@ -18,6 +18,7 @@
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_PLANNING_DECODEFAMILIES_H
 
 #include "Kernels/Kernels.h"
+#include "Planning/DecodePlan.h"
 #include "pattn/Dialect/PAttn/IR/PAttnOps.h"
 #include "pattn/Target/TargetDescription.h"
 
@@ -51,9 +52,8 @@ struct DecodePlanOptions {
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;
-  /// The prefill family on wgmma where every chip built for has it and it
-  /// serves the op (prefillWgmmaRejection), else on mma.sync.
-  bool prefillWgmma = true;
+  /// Where the prefill family runs on wgmma (prefillWgmmaRejection).
+  PrefillWgmma prefillWgmma = PrefillWgmma::whereFaster;
 };
 
 /// The caches a decode reads, as the host resolved them: a paged op's key

@@ -138,20 +138,29 @@ PrefillSharedLayout layoutPrefillShared(
     int64_t stages,
     pattn::TensorCoreKernel kernel = pattn::TensorCoreKernel::mma_sync);
 
-/// Why the wgmma prefill kernel is not planned for `op` on `chips` (empty
-/// when it is): a chip without wgmma, or an f16 or bf16 cache (read in
-/// place, measured slower on wgmma than on mma.sync). The kernel itself
-/// serves every XQA prompt whose rows are at most 256 bytes (its copies
-/// give each pass whole core matrices of at most 16 segments).
+/// Where the prefill family runs on wgmma: where it measured faster (the
+/// default: both caches quantized), nowhere (prompt-kernel=
+/// prefill-mma-sync), or wherever the kernel serves the op (prompt-kernel=
+/// prefill-wgmma, for measuring it on 16-bit caches).
+enum class PrefillWgmma { whereFaster, never, wherever };
+
+/// Why the wgmma prefill kernel is not planned for `op` on `chips` under
+/// `choice` (empty when it is): not asked for, a chip without wgmma, a row
+/// of more than 256 bytes (its copies give each pass whole core matrices
+/// of at most 16 segments), or (whereFaster) an f16 or bf16 cache, read in
+/// place, which measured slower on wgmma than on mma.sync.
 std::string prefillWgmmaRejection(pattn::PagedAttentionOp op,
-                                  llvm::ArrayRef<Chip> chips);
+                                  llvm::ArrayRef<Chip> chips,
+                                  PrefillWgmma choice);
 
 /// The prefill plan of a prompt `op` for every chip of `chips` (the
 /// family serves what the XQA rows of the eligibility table take): the
-/// wgmma kernel where `allowWgmma` and it serves, else mma.sync.
+/// wgmma kernel where `choice` plans it (prefillWgmmaRejection), else
+/// mma.sync.
 pattn::PrefillPlanAttr planPrefill(pattn::PagedAttentionOp op,
                                    llvm::ArrayRef<Chip> chips,
-                                   int64_t maxKeysPerSplit, bool allowWgmma);
+                                   int64_t maxKeysPerSplit,
+                                   PrefillWgmma choice);
 
 /// The latent and rope lanes of an MLA record as the eligibility table and
 /// the tensor-core MLA kernel read them.

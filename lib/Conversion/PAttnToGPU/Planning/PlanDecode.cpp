@@ -66,9 +66,9 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
     return fail() << "xqa-stages=" << int64_t(xqaStages)
                   << " must be 0 (the planner's choice) or 2 to 8";
   if (promptKernel != "xqa" && promptKernel != "prefill" &&
-      promptKernel != "prefill-mma-sync")
+      promptKernel != "prefill-mma-sync" && promptKernel != "prefill-wgmma")
     return fail() << "prompt-kernel=" << promptKernel
-                  << " is not prefill, prefill-mma-sync or xqa";
+                  << " is not prefill, prefill-mma-sync, prefill-wgmma or xqa";
   return success();
 }
 
@@ -140,12 +140,10 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
   op.setDecodePlanAttr(decode);
   // The kernel, and why not wgmma where it is mma.sync.
   std::string kernel = "wgmma";
-  if (plan.getKernel() != ::pattn::TensorCoreKernel::wgmma) {
-    std::string why = options.prefillWgmma
-                          ? ::pattn::prefillWgmmaRejection(op, targets)
-                          : std::string("prompt-kernel=prefill-mma-sync");
-    kernel = "mma.sync (not wgmma: " + why + ")";
-  }
+  if (plan.getKernel() != ::pattn::TensorCoreKernel::wgmma)
+    kernel = "mma.sync (not wgmma: " +
+             ::pattn::prefillWgmmaRejection(op, targets, options.prefillWgmma) +
+             ")";
   op.emitRemark() << "prefill plan: " << kernel << ", " << plan.getRows()
                   << " rows a block, query tiles of " << plan.getQueryTile()
                   << " tokens x g = " << group << ", " << plan.getKeysPerTile()
@@ -166,7 +164,10 @@ void PlanDecodePass::runOnOperation() {
   options.xqaStages = xqaStages;
   options.xqaCopyWarp = xqaCopyWarp;
   options.prefill = promptKernel != "xqa";
-  options.prefillWgmma = promptKernel == "prefill";
+  options.prefillWgmma =
+      promptKernel == "prefill-mma-sync" ? ::pattn::PrefillWgmma::never
+      : promptKernel == "prefill-wgmma"  ? ::pattn::PrefillWgmma::wherever
+                                         : ::pattn::PrefillWgmma::whereFaster;
   bool ok = true;
   auto plan = [&](Operation *op, std::optional<Backend> backend) {
     if (!backend) {

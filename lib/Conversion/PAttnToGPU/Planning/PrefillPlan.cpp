@@ -61,16 +61,26 @@ PrefillSharedLayout pattn::layoutPrefillShared(CacheType key, CacheType value,
 }
 
 std::string pattn::prefillWgmmaRejection(PagedAttentionOp op,
-                                         ArrayRef<Chip> chips) {
+                                         ArrayRef<Chip> chips,
+                                         PrefillWgmma choice) {
+  if (choice == PrefillWgmma::never)
+    return "prompt-kernel=prefill-mma-sync";
   if (llvm::any_of(chips, [](Chip chip) {
         return !getTargetDescription(chip).has(MmaKind::WgmmaM64NNK16);
       }))
     return "a chip built for has no wgmma (sm_90a only)";
+  CacheType key = op.getKey().getType(), value = op.getValue().getType();
+  for (CacheType side : {key, value})
+    if (side.getRowBytes() > 256)
+      return "a row of " + std::to_string(side.getRowBytes()) +
+             " bytes, more than 256";
+  if (choice == PrefillWgmma::wherever)
+    return "";
   // A 16-bit cache is read in place by wgmma, which measured slower than
   // mma.sync (H200, B4 x 4K prompts: f16 101.9 TFLOPS against 132.5;
   // bench/results/2026-12-06-h200-prefill-wgmma.md); a quantized one is
   // decoded once per tile either way, and faster on wgmma.
-  for (CacheType side : {op.getKey().getType(), op.getValue().getType()})
+  for (CacheType side : {key, value})
     if (encodingInfo(side.getEncoding()).codesPerWord == 2)
       return "an f16 or bf16 cache, which mma.sync reads faster";
   return "";
@@ -94,14 +104,14 @@ static int64_t prefillTile(CacheType key, CacheType value, int64_t limit,
 }
 
 PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
-                                   int64_t maxKeysPerSplit, bool allowWgmma) {
+                                   int64_t maxKeysPerSplit,
+                                   PrefillWgmma choice) {
   CacheType key = op.getKey().getType(), value = op.getValue().getType();
   int64_t group = static_cast<int64_t>(op.getNumHeads()) / key.getKvHeads();
   int64_t limit = sharedLimitOf(chips);
-  TensorCoreKernel kernel =
-      allowWgmma && prefillWgmmaRejection(op, chips).empty()
-          ? TensorCoreKernel::wgmma
-          : TensorCoreKernel::mma_sync;
+  TensorCoreKernel kernel = prefillWgmmaRejection(op, chips, choice).empty()
+                                ? TensorCoreKernel::wgmma
+                                : TensorCoreKernel::mma_sync;
   int64_t tile = prefillTile(key, value, limit, kernel);
   // Every shape the XQA rows of the eligibility table take fits: at
   // head_dim 256 (the largest), 16-key tiles of two stages need 68 KB, and
