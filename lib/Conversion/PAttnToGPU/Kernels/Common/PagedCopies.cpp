@@ -178,6 +178,7 @@ void PagedTileCopies::initCoreMatrixChunks(CopyGroup &group) {
   Value segment = kb.divs(kb.rems(tid, index(octet)), index(8));
   group.byte = kb.mul(segment, index(16));
   group.firstChunk = kb.cmpi(arith::CmpIPredicate::eq, segment, index(0));
+  // coreMatrixByte's offset, computed once for every side of the group.
   Value matrix = kb.mul(segment, index(layout.tileKeys / 8));
   matrix = kb.add(matrix, kb.divs(group.keyInPass, index(8)));
   Value row = kb.mul(kb.rems(group.keyInPass, index(8)), index(16));
@@ -187,6 +188,14 @@ void PagedTileCopies::initCoreMatrixChunks(CopyGroup &group) {
     group.pageBytes.push_back(kb.add(head, group.byte));
     group.stageBytes.push_back(kb.add(index(side->rows), inRows));
   }
+}
+
+Value pattn::coreMatrixByte(KernelBuilder &kb, Value base, Value row,
+                            Value chunk, int64_t rows) {
+  Value matrix = kb.mul(chunk, kb.index(rows / 8));
+  matrix = kb.add(matrix, kb.divs(row, kb.index(8)));
+  Value at = kb.add(base, kb.mul(matrix, kb.index(128)));
+  return kb.add(at, kb.mul(kb.rems(row, kb.index(8)), kb.index(16)));
 }
 
 Value PagedTileCopies::tileBase(Value tileIndex) {

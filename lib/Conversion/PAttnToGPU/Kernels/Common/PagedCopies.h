@@ -83,6 +83,15 @@ struct PagedRingLayout {
   bool coreMatrices = false;
 };
 
+/// The byte, from `base` (index), of 16-byte chunk `chunk` of row `row`
+/// (index) of a tile of `rows` rows stored as wgmma's core matrices (no
+/// swizzle): core matrix (chunk, row / 8), 128 bytes each, chunk-major, at
+/// ((chunk x rows / 8 + row / 8) 128 + (row % 8) 16). The ring's rows
+/// (PagedRingLayout::coreMatrices), the prefill's decoded tiles and query
+/// tile use it.
+mlir::Value coreMatrixByte(KernelBuilder &kb, mlir::Value base, mlir::Value row,
+                           mlir::Value chunk, int64_t rows);
+
 /// Where a block reads: its copying thread (0 ... copyThreads - 1),
 /// sequence (i32) and KV head (index), the block table, and its keys
 /// [first, last) of the sequence (i32).

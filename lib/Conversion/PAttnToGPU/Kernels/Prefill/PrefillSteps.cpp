@@ -48,11 +48,8 @@ Value PrefillBuilder::rawChunkByte(Value rows, Value keyIndex, Value segment,
     Value raw = kb.add(rows, kb.mul(keyIndex, index(stride)));
     return kb.add(raw, kb.mul(segment, index(16)));
   }
-  // Core matrix (segment, key / 8), row key % 8 (PagedRingLayout).
-  Value matrix = kb.mul(segment, index(tileKeys / 8));
-  matrix = kb.add(matrix, kb.divs(keyIndex, index(8)));
-  Value raw = kb.add(rows, kb.mul(matrix, index(128)));
-  return kb.add(raw, kb.mul(kb.rems(keyIndex, index(8)), index(16)));
+  // The ring's rows are core matrices (PagedRingLayout::coreMatrices).
+  return coreMatrixByte(kb, rows, keyIndex, segment, tileKeys);
 }
 
 Value PrefillBuilder::decodedByte(int64_t decodedAt, int64_t stride,
@@ -63,10 +60,8 @@ Value PrefillBuilder::decodedByte(int64_t decodedAt, int64_t stride,
   }
   // wgmma's core matrices: K-major for S (channels along K), MN-major for
   // P V (channels along N), one copy serving both.
-  Value matrix = kb.mul(kb.divs(channel, index(8)), index(tileKeys / 8));
-  matrix = kb.add(matrix, kb.divs(keyIndex, index(8)));
-  Value at = kb.add(index(decodedAt), kb.mul(matrix, index(128)));
-  at = kb.add(at, kb.mul(kb.rems(keyIndex, index(8)), index(16)));
+  Value chunk = kb.divs(channel, index(8));
+  Value at = coreMatrixByte(kb, index(decodedAt), keyIndex, chunk, tileKeys);
   return kb.add(at, kb.mul(kb.rems(channel, index(8)), index(2)));
 }
 
