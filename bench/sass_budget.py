@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Static instruction budget of the XQA decode, without a GPU.
+"""Static instruction budget of the XQA decode or the prefill, without a GPU.
 
 For each benchmark row and cache given, emits the module that
 bench_decode.py times, compiles it to a cubin (pattn-compile --emit=cubin),
@@ -9,11 +9,18 @@ HMMA), by opcode, and the branch-off stretches inside it (the masked-logit
 path and the accumulator rescale, which a typical tile skips). Each loop
 iteration is one tile: keys_per_tile / (16 x key_warps) key steps a warp.
 
+With --prefill BACKEND (a bench_prefill.py column: prefill,
+prefill-mma-sync or prefill-wgmma) it reports the prefill kernel of
+bench_prefill's rows instead, whose tile loop spans the most HMMA or HGMMA
+(wgmma); each iteration is one tile of keys_per_tile keys for the whole
+block.
+
 A static count, not ncu's executed count: it is the quick check of a codec
 or copy change before a device run (PERF.md's "instructions per step").
 
   pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm   # if the toolkit lacks them
   python3 bench/sass_budget.py --shapes B4-32/8-D128-L32K --caches f16,i4
+  python3 bench/sass_budget.py --prefill prefill-wgmma --caches f16,i4
 """
 
 from __future__ import annotations
@@ -85,16 +92,21 @@ def kernels(sass: str) -> dict[str, list[tuple[int, str]]]:
     return result
 
 
+def is_mma(text: str) -> bool:
+    """An mma.sync (HMMA) or wgmma (HGMMA) instruction."""
+    return opcode(text).startswith(("HMMA", "HGMMA"))
+
+
 def tile_loop(code: list[tuple[int, str]]):
-    """(start, end) of the backward branch that spans the most HMMA."""
+    """(start, end) of the backward branch that spans the most HMMA or
+    HGMMA."""
     best = None
     for at, text in code:
         m = BRANCH.search(text)
         if not m or int(m.group(1), 16) >= at:
             continue
         start = int(m.group(1), 16)
-        mma = sum(1 for a, t in code
-                  if start <= a <= at and opcode(t).startswith("HMMA"))
+        mma = sum(1 for a, t in code if start <= a <= at and is_mma(t))
         if best is None or mma > best[2]:
             best = (start, at, mma)
     return best[:2] if best else None
@@ -134,7 +146,13 @@ def write_listing(folder: str, shape: str, cache: str,
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shapes", default="B4-32/8-D128-L32K")
+    parser.add_argument("--shapes",
+                        help="bench_decode's rows (default B4-32/8-D128-L32K),"
+                        " or with --prefill bench_prefill's (default "
+                        "B4-32/8-D128-P4K)")
+    parser.add_argument("--prefill", metavar="BACKEND",
+                        help="the prefill kernel of a bench_prefill column "
+                        "(prefill, prefill-mma-sync, prefill-wgmma)")
     parser.add_argument("--caches", default=",".join(bench_decode.CACHES))
     parser.add_argument("--chip", default="sm_90a")
     parser.add_argument("--block-size", type=int, default=16)
@@ -147,7 +165,17 @@ def main(argv=None) -> int:
                         help="also write each tile loop's SASS to "
                         "DIR/<shape>-<cache>.sass, to read what it spends")
     args = parser.parse_args(argv)
+    flags, kernel = [], "xqa_decode"
     shapes = {s.name: s for s in bench_decode.SHAPES}
+    if args.prefill:
+        import bench_prefill
+        options = bench_decode.compile_options(args.prefill)
+        if "prompt_kernel" not in options:
+            parser.error(f"--prefill {args.prefill}: not a prefill column")
+        flags = [f"--prompt-kernel={options['prompt_kernel']}"]
+        kernel = "pattn_prefill"
+        shapes = {s.name: s for s in bench_prefill.SHAPES}
+    args.shapes = args.shapes or next(iter(shapes))
     dump = cuobjdump()
     env = disassembler_env(dump)
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,14 +187,14 @@ def main(argv=None) -> int:
                 source.write_text(ir.emit_paged(config).text)
                 out = pathlib.Path(tmp, "module")
                 subprocess.run([args.compiler, f"--chips={args.chip}",
-                                "--emit=cubin", str(source), "-o", str(out)],
-                               check=True)
+                                *flags, "--emit=cubin", str(source), "-o",
+                                str(out)], check=True)
                 sass = subprocess.run(
                     [dump, "-sass", f"{out}.{args.chip}.cubin"], check=True,
                     capture_output=True, text=True, env=env).stdout
                 print(f"## {shape_name} {cache}")
                 for name, code in kernels(sass).items():
-                    if "xqa_decode" in name:
+                    if kernel in name:
                         print(report(name, code))
                         if args.listing:
                             write_listing(args.listing, shape_name, cache,
