@@ -138,8 +138,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="leave out the mixed-batch table")
     parser.add_argument("--backends", default=",".join(BACKENDS),
                         help="the kernels to time (the others' columns "
-                        "print as nan); with --no-sdpa, one kernel alone, "
-                        "for ncu")
+                        "print as nan), or with --precompile to compile; "
+                        "with --no-sdpa, one kernel alone, for ncu")
     parser.add_argument("--no-sdpa", action="store_true")
     return parser.parse_args(argv)
 
@@ -153,8 +153,9 @@ def main(argv=None) -> int:
         print("bench_prefill: nothing selected", file=sys.stderr)
         return 2
     if args.precompile:
+        chosen = [b for b in args.backends.split(",") if b in BACKENDS]
         status = decode.precompile(args.precompile, 16, "nhd",
-                                   list(BACKENDS), shapes, caches)
+                                   chosen or list(BACKENDS), shapes, caches)
         if status or args.no_mixed:
             return status
         return decode.precompile(args.precompile, 16, "nhd",
