@@ -2,7 +2,8 @@
 column compile options (``auto@<keys>`` and ``auto@<keys>s<stages>``) and
 its results table's header, which names the page order of the block tables
 (``--page-order``) and the calls behind each median; profile_kernels.py's
-argument checks."""
+argument checks; sass_budget.py's tile loop (HMMA or HGMMA) and its
+--prefill columns."""
 
 import importlib.util
 import pathlib
@@ -76,3 +77,46 @@ def test_profile_kernels_rejects_bad_arguments(profile_kernels, capsys, argv,
     """bench/profile_kernels.py names what is wrong before it needs a GPU."""
     assert profile_kernels.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def sass_budget(bench):
+    spec = importlib.util.spec_from_file_location(
+        "sass_budget", REPO / "bench" / "sass_budget.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# A cuobjdump listing's shape: an outer loop of plain ALU around an inner
+# one; the wgmma kernel's tile loop holds its HGMMA, not HMMA.
+LISTING = """
+        Function : pattn_prefill_0123
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   IMAD R2, R1, R1, RZ ;
+        /*0020*/                   HGMMA.64x64x16.F32 R24, gdesc[UR4], RZ ;
+        /*0030*/                   FMNMX R3, R2, R1, !PT ;
+        /*0040*/              @!P0 BRA 0x20 ;
+        /*0050*/                   IADD3 R4, R2, 0x1, RZ ;
+        /*0060*/                   BRA 0x0 ;
+"""
+
+
+def test_sass_budget_finds_a_wgmma_tile_loop(sass_budget):
+    """The tile loop is the backward branch around the most HMMA or HGMMA
+    (a wgmma kernel has no HMMA): both loops here hold the one HGMMA, and
+    the first found, the inner one, stays unless another holds more."""
+    code = sass_budget.kernels(LISTING)["pattn_prefill_0123"]
+    assert sass_budget.is_mma("HGMMA.64x64x16.F32 R24, gdesc[UR4], RZ")
+    assert sass_budget.is_mma("@P1 HMMA.16816.F32 R4, R8, R12, R4")
+    assert not sass_budget.is_mma("FMNMX R3, R2, R1, !PT")
+    assert sass_budget.tile_loop(code) == (0x20, 0x40)
+    assert "tile loop 3" in sass_budget.report("k", code)
+
+
+def test_sass_budget_prefill_takes_prefill_columns(sass_budget, capsys):
+    """--prefill names a bench_prefill column; a decode backend is refused
+    before anything is compiled."""
+    with pytest.raises(SystemExit):
+        sass_budget.main(["--prefill", "auto"])
+    assert "--prefill auto: not a prefill column" in capsys.readouterr().err
