@@ -60,13 +60,18 @@ def test_page_order_is_checked(bench):
         bench.parse_args(["--page-order", "sorted"])
 
 
-@pytest.fixture(scope="module")
-def profile_kernels(bench):
+def bench_script(name):
+    """bench/<name>.py as a module (its neighbours importable: see `bench`)."""
     spec = importlib.util.spec_from_file_location(
-        "profile_kernels", REPO / "bench" / "profile_kernels.py")
+        name, REPO / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def profile_kernels(bench):
+    return bench_script("profile_kernels")
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -81,11 +86,7 @@ def test_profile_kernels_rejects_bad_arguments(profile_kernels, capsys, argv,
 
 @pytest.fixture(scope="module")
 def sass_budget(bench):
-    spec = importlib.util.spec_from_file_location(
-        "sass_budget", REPO / "bench" / "sass_budget.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("sass_budget")
 
 
 # A cuobjdump listing's shape: an outer loop of plain ALU around an inner
