@@ -11,9 +11,9 @@ iteration is one tile: keys_per_tile / (16 x key_warps) key steps a warp.
 
 With --prefill BACKEND (a bench_prefill.py column: prefill,
 prefill-mma-sync or prefill-wgmma) it reports the prefill kernel of
-bench_prefill's rows instead, whose tile loop spans the most HMMA or HGMMA
-(wgmma); each iteration is one tile of keys_per_tile keys for the whole
-block.
+bench_prefill's rows instead, and with --mla BACKEND (bench_mla.py's auto
+or mma) the MLA decode of bench_mla's rows, the presets as --caches; the
+tile loop is the backward branch around the most HMMA or HGMMA (wgmma).
 
 A static count, not ncu's executed count: it is the quick check of a codec
 or copy change before a device run (PERF.md's "instructions per step").
@@ -21,6 +21,7 @@ or copy change before a device run (PERF.md's "instructions per step").
   pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm   # if the toolkit lacks them
   python3 bench/sass_budget.py --shapes B4-32/8-D128-L32K --caches f16,i4
   python3 bench/sass_budget.py --prefill prefill-wgmma --caches f16,i4
+  python3 bench/sass_budget.py --mla auto --shapes B32-L8K-H16,B32-L8K-H128
 """
 
 from __future__ import annotations
@@ -144,16 +145,23 @@ def write_listing(folder: str, shape: str, cache: str,
                             if loop[0] <= a <= loop[1]))
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes",
                         help="bench_decode's rows (default B4-32/8-D128-L32K),"
-                        " or with --prefill bench_prefill's (default "
-                        "B4-32/8-D128-P4K)")
+                        " with --prefill bench_prefill's (default "
+                        "B4-32/8-D128-P4K), with --mla bench_mla's (default "
+                        "all)")
     parser.add_argument("--prefill", metavar="BACKEND",
                         help="the prefill kernel of a bench_prefill column "
                         "(prefill, prefill-mma-sync, prefill-wgmma)")
-    parser.add_argument("--caches", default=",".join(bench_decode.CACHES))
+    parser.add_argument("--mla", metavar="BACKEND", choices=("auto", "mma"),
+                        help="the MLA decode of a bench_mla column (auto: "
+                        "the warpgroup kernel on sm_90a; mma: the mma.sync "
+                        "kernel, built for sm_90); --caches are presets")
+    parser.add_argument("--caches",
+                        help="bench_decode's caches (default all), or with "
+                        "--mla bench_mla's presets (default all)")
     parser.add_argument("--chip", default="sm_90a")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--layout", default="nhd", choices=("nhd", "hnd"))
@@ -165,40 +173,71 @@ def main(argv=None) -> int:
                         help="also write each tile loop's SASS to "
                         "DIR/<shape>-<cache>.sass, to read what it spends")
     args = parser.parse_args(argv)
-    flags, kernel = [], "xqa_decode"
+    if args.prefill and args.mla:
+        parser.error("--prefill and --mla: one kernel family at a time")
+    if args.prefill and "prompt_kernel" not in bench_decode.compile_options(
+            args.prefill):
+        parser.error(f"--prefill {args.prefill}: not a prefill column")
+    return args
+
+
+def jobs(args) -> tuple[str, list]:
+    """What the reported kernels' names hold (the MLA decode is
+    pattn_xqa_mla_decode or, on wgmma, pattn_xqa_mla_wgmma_decode) and the
+    modules to compile: (shape, cache, module text, chip, pattn-compile
+    flags) each."""
+    if args.mla:
+        import bench_mla
+        chip = bench_mla.compile_options(args.mla, args.chip)["chips"][0]
+        modes = dict(bench_mla.PRESETS)
+        presets = (args.caches or ",".join(modes)).split(",")
+        shapes = {s.name: s for s in bench_mla.SHAPES}
+        wanted = (args.shapes or ",".join(shapes)).split(",")
+        return "xqa_mla", [
+            (name, preset,
+             bench_mla.ir.emit_mla(bench_mla.config(
+                 preset, modes[preset], shapes[name].heads)).text, chip, [])
+            for name in wanted for preset in presets]
+    kernel, flags = "xqa_decode", []
     shapes = {s.name: s for s in bench_decode.SHAPES}
     if args.prefill:
         import bench_prefill
         options = bench_decode.compile_options(args.prefill)
-        if "prompt_kernel" not in options:
-            parser.error(f"--prefill {args.prefill}: not a prefill column")
-        flags = [f"--prompt-kernel={options['prompt_kernel']}"]
         kernel = "pattn_prefill"
+        flags = [f"--prompt-kernel={options['prompt_kernel']}"]
         shapes = {s.name: s for s in bench_prefill.SHAPES}
-    args.shapes = args.shapes or next(iter(shapes))
+    wanted = (args.shapes or next(iter(shapes))).split(",")
+    caches = (args.caches or ",".join(bench_decode.CACHES)).split(",")
+    return kernel, [
+        (name, cache,
+         ir.emit_paged(bench_decode.bench_config(
+             shapes[name], cache, args.block_size, args.layout)).text,
+         args.chip, flags)
+        for name in wanted for cache in caches]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    kernel, modules = jobs(args)
     dump = cuobjdump()
     env = disassembler_env(dump)
     with tempfile.TemporaryDirectory() as tmp:
-        for shape_name in args.shapes.split(","):
-            for cache in args.caches.split(","):
-                config = bench_decode.bench_config(
-                    shapes[shape_name], cache, args.block_size, args.layout)
-                source = pathlib.Path(tmp, "module.mlir")
-                source.write_text(ir.emit_paged(config).text)
-                out = pathlib.Path(tmp, "module")
-                subprocess.run([args.compiler, f"--chips={args.chip}",
-                                *flags, "--emit=cubin", str(source), "-o",
-                                str(out)], check=True)
-                sass = subprocess.run(
-                    [dump, "-sass", f"{out}.{args.chip}.cubin"], check=True,
-                    capture_output=True, text=True, env=env).stdout
-                print(f"## {shape_name} {cache}")
-                for name, code in kernels(sass).items():
-                    if kernel in name:
-                        print(report(name, code))
-                        if args.listing:
-                            write_listing(args.listing, shape_name, cache,
-                                          code)
+        for shape_name, cache, text, chip, flags in modules:
+            source = pathlib.Path(tmp, "module.mlir")
+            source.write_text(text)
+            out = pathlib.Path(tmp, "module")
+            subprocess.run([args.compiler, f"--chips={chip}", *flags,
+                            "--emit=cubin", str(source), "-o", str(out)],
+                           check=True)
+            sass = subprocess.run(
+                [dump, "-sass", f"{out}.{chip}.cubin"], check=True,
+                capture_output=True, text=True, env=env).stdout
+            print(f"## {shape_name} {cache}")
+            for name, code in kernels(sass).items():
+                if kernel in name:
+                    print(report(name, code))
+                    if args.listing:
+                        write_listing(args.listing, shape_name, cache, code)
     return 0
 
 

@@ -115,9 +115,27 @@ def test_sass_budget_finds_a_wgmma_tile_loop(sass_budget):
     assert "tile loop 3" in sass_budget.report("k", code)
 
 
-def test_sass_budget_prefill_takes_prefill_columns(sass_budget, capsys):
-    """--prefill names a bench_prefill column; a decode backend is refused
-    before anything is compiled."""
+@pytest.mark.parametrize("argv,message", [
+    (["--prefill", "auto"], "--prefill auto: not a prefill column"),
+    (["--mla", "portable"], "argument --mla: invalid choice: 'portable'"),
+    (["--prefill", "prefill", "--mla", "auto"],
+     "--prefill and --mla: one kernel family at a time")])
+def test_sass_budget_refuses_bad_columns(sass_budget, capsys, argv, message):
+    """--prefill names a bench_prefill column, --mla a bench_mla one, not
+    both; the rest is refused before anything is compiled."""
     with pytest.raises(SystemExit):
-        sass_budget.main(["--prefill", "auto"])
-    assert "--prefill auto: not a prefill column" in capsys.readouterr().err
+        sass_budget.main(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_sass_budget_mla_jobs(sass_budget):
+    """--mla compiles bench_mla's modules: the presets as caches, the mma
+    column for sm_90 (no wgmma)."""
+    args = sass_budget.parse_args(["--mla", "mma", "--shapes",
+                                   "B32-L8K-H128", "--caches", "fp8_ds_mla"])
+    kernel, modules = sass_budget.jobs(args)
+    assert kernel == "xqa_mla"
+    [(shape, preset, text, chip, flags)] = modules
+    assert (shape, preset, chip, flags) == ("B32-L8K-H128", "fp8_ds_mla",
+                                            "sm_90", [])
+    assert "num_heads = 128" in text
