@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Static instruction budget of the XQA decode or the prefill, without a GPU.
+"""Static instruction budget of the XQA decode, the prefill or the MLA decode.
 
 For each benchmark row and cache given, emits the module that
 bench_decode.py times, compiles it to a cubin (pattn-compile --emit=cubin),
