@@ -149,13 +149,13 @@ def main(argv=None) -> int:
     shapes = [s for s in SHAPES
               if args.shapes == "all" or s.name in args.shapes.split(",")]
     caches = [c for c in args.caches.split(",") if c in CACHES]
-    if not shapes or not caches:
+    backends = [b for b in args.backends.split(",") if b in BACKENDS]
+    if not shapes or not caches or not backends:
         print("bench_prefill: nothing selected", file=sys.stderr)
         return 2
     if args.precompile:
-        chosen = [b for b in args.backends.split(",") if b in BACKENDS]
-        status = decode.precompile(args.precompile, 16, "nhd",
-                                   chosen or list(BACKENDS), shapes, caches)
+        status = decode.precompile(args.precompile, 16, "nhd", backends,
+                                   shapes, caches)
         if status or args.no_mixed:
             return status
         return decode.precompile(args.precompile, 16, "nhd",
@@ -177,7 +177,6 @@ def main(argv=None) -> int:
         "time |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         "---:|---:|"]
-    backends = [b for b in args.backends.split(",") if b in BACKENDS]
     for shape in shapes:
         sdpa = float("nan") if args.no_sdpa else time_calls(
             torch, [sdpa_call(torch, shape)], args.warmup,

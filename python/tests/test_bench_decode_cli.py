@@ -3,7 +3,7 @@ column compile options (``auto@<keys>`` and ``auto@<keys>s<stages>``) and
 its results table's header, which names the page order of the block tables
 (``--page-order``) and the calls behind each median; profile_kernels.py's
 argument checks; sass_budget.py's tile loop (HMMA or HGMMA) and its
---prefill columns."""
+--prefill columns; bench_prefill.py's empty selections."""
 
 import importlib.util
 import pathlib
@@ -139,3 +139,13 @@ def test_sass_budget_mla_jobs(sass_budget):
     assert (shape, preset, chip, flags) == ("B32-L8K-H128", "fp8_ds_mla",
                                             "sm_90", [])
     assert "num_heads = 128" in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["--backends", "bogus"], ["--caches", "f32"], ["--shapes", "B9-nope"],
+    ["--precompile", "sm_90a", "--backends", "bogus"]])
+def test_bench_prefill_refuses_an_empty_selection(bench, capsys, argv):
+    """bench_prefill.py says so when its shapes, caches or kernels select
+    nothing, timing or precompiling, instead of a table of nan."""
+    assert bench_script("bench_prefill").main(argv) == 2
+    assert "bench_prefill: nothing selected" in capsys.readouterr().err
