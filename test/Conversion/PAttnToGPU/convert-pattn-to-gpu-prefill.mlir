@@ -3,7 +3,7 @@
 // A prompt on the prefill family: 64 rows a block, query tiles of 64 / g =
 // 16 tokens. The host launches a bound on the tiles, (tokens + batch x 15)
 // / 16, on the grid's x, the splits on y and the KV heads on z, then the
-// shared merge. In the kernel, each int4 tile is decoded once into shared
+// shared merge where there are several splits. In the kernel, each int4 tile is decoded once into shared
 // memory (one 16-byte chunk of 32 codes per thread and pass, stored as four
 // words of f16 pairs) before the warps' ldmatrix, mma and softmax.
 // The batch is split (the op's decode_plan): sequences of at most 16 / g =
@@ -16,7 +16,14 @@
 // CHECK: %[[PAD:.*]] = arith.muli %{{.*}}, %c15 : index
 // CHECK: %[[SUM:.*]] = arith.addi %{{.*}}, %[[PAD]]
 // CHECK: %[[TILES:.*]] = arith.divsi %[[SUM]], %c16
-// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_prefill_{{[0-9a-f]+}} blocks in (%[[TILES]], %{{.*}}, %c8{{.*}})
+// With one split the prefill kernel finishes its rows itself: the
+// workspace has no rows then, and the merge runs only with several splits.
+// CHECK: %[[SPLIT:.*]] = arith.cmpi sgt, %[[SPLITS:.*]], %c1{{.*}} : index
+// CHECK: %[[WROWS:.*]] = arith.select %[[SPLIT]], %{{.*}}, %c0{{.*}} : index
+// CHECK: gpu.alloc async [%{{.*}}] (%[[SPLITS]], %[[WROWS]]) : memref<?x?x128xf32>
+// CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_prefill_{{[0-9a-f]+}} blocks in (%[[TILES]], %[[SPLITS]], %c8{{.*}})
+// CHECK: %[[MERGES:.*]] = arith.cmpi sgt, %[[SPLITS]], %c1{{.*}} : index
+// CHECK-NEXT: scf.if %[[MERGES]] {
 // CHECK: gpu.launch_func async [%{{.*}}] @pattn_kernels{{.*}}::@pattn_merge_{{[0-9a-f]+}}
 // CHECK: gpu.dealloc
 // CHECK: scf.yield %{{.*}}, %{{.*}} : index, index
@@ -49,6 +56,18 @@
 // CHECK: nvvm.vote.sync  all
 // CHECK: nvvm.vote.sync  any
 // CHECK: nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+// Each real row: given a workspace without rows (one split), normalized
+// with the merge's arithmetic and rounded once into the output; else into
+// the workspace.
+// CHECK: %[[WROWS:.*]] = memref.dim %arg{{[0-9]+}}, %c1{{.*}} : memref<?x?x2xf32>
+// CHECK: %[[UNSPLIT:.*]] = arith.cmpi eq, %[[WROWS]], %c0{{.*}} : index
+// CHECK: scf.if %[[UNSPLIT]] {
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: memref.store %{{.*}}, %arg{{[0-9]+}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x32x128xf16>
+// CHECK: } else {
+// CHECK: memref.store %{{.*}}, %arg{{[0-9]+}}[%block_id_y, %{{.*}}, %{{.*}}] : memref<?x?x128xf32>
 // The decode side's merge, last: a block per token slot b x 4 + k of
 // sequence b, a real row where k < n_b <= 4, written to token
 // query_start[b] + k.

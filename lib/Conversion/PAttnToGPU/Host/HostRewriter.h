@@ -76,6 +76,11 @@ public:
     /// token slots (sequence b's k-th token at b x compactTokens + k), not
     /// the query's tokens, which are mostly the prefill family's.
     int64_t compactTokens = 0;
+    /// The prefill family: with one split the host allocates a workspace
+    /// without rows, which tells the kernel to write the output itself,
+    /// and launches no merge (not for a guarded pair, whose merge reads
+    /// both workspaces).
+    bool finishesUnsplit = false;
   };
 
 private:
@@ -145,6 +150,8 @@ private:
     /// A prompt's query tiles (a bound: sequences' partial tiles included)
     /// and KV heads, for a paged XQA prompt plan; null otherwise.
     mlir::Value promptTiles, kvHeads;
+    /// DecodeGrid::finishesUnsplit: the merge runs only with several splits.
+    bool finishesUnsplit = false;
   };
   DecodeWorkspace allocateWorkspace(mlir::Location loc, mlir::Value tokens,
                                     mlir::Value blockTable, int64_t blockSize,

@@ -102,6 +102,13 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
     rowTokens = kb.mul(batch, kb.index(grid.compactTokens));
   }
   Value rows = kb.mul(rowTokens, kb.index(numHeads));
+  // A kernel that finishes unsplit rows itself needs no workspace then.
+  Value workspaceRows = rows;
+  if (grid.finishesUnsplit) {
+    Value one = kb.index(1);
+    Value split = kb.cmpi(arith::CmpIPredicate::sgt, splits, one);
+    workspaceRows = kb.select(split, rows, kb.index(0));
+  }
   MLIRContext *context = builder.getContext();
   auto outputType =
       MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
@@ -112,10 +119,10 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
   // Stream-ordered workspace: allocated and freed on the caller's stream.
   auto partialOut = gpu::AllocOp::create(
       builder, loc, outputType, tokenType, ValueRange{stream},
-      ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+      ValueRange{splits, workspaceRows}, ValueRange{}, /*hostShared=*/false);
   auto partialStats = gpu::AllocOp::create(
       builder, loc, statsType, tokenType, ValueRange{stream},
-      ValueRange{splits, rows}, ValueRange{}, /*hostShared=*/false);
+      ValueRange{splits, workspaceRows}, ValueRange{}, /*hostShared=*/false);
   return {tokens,
           rows,
           splits,
@@ -124,7 +131,8 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
           partialStats.getMemref(),
           grid.rowsOnX,
           promptTiles,
-          kvHeads};
+          kvHeads,
+          grid.finishesUnsplit};
 }
 
 void HostRewriter::launchDecodeKernel(Location loc,
@@ -160,7 +168,16 @@ void HostRewriter::launchDecode(Location loc, int64_t valueDim,
   launchDecodeKernel(loc, workspace, decode);
   SmallVector<Value> mergeOperands(decode.mergeOperands);
   mergeOperands.append({workspace.partialOut, workspace.partialStats});
-  launchMerge(loc, valueDim, workspace.rows, decode.merge, mergeOperands);
+  if (!workspace.finishesUnsplit) {
+    launchMerge(loc, valueDim, workspace.rows, decode.merge, mergeOperands);
+    return;
+  }
+  ScalarBuilder kb(builder, loc);
+  Value split =
+      kb.cmpi(arith::CmpIPredicate::sgt, workspace.splits, kb.index(1));
+  kb.ifThen(split, [&] {
+    launchMerge(loc, valueDim, workspace.rows, decode.merge, mergeOperands);
+  });
 }
 
 void HostRewriter::freeWorkspace(Location loc,
@@ -226,6 +243,7 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
     pagedGrid(xqa);
   } else if (auto prefill = dyn_cast<PrefillPlanAttr>(plan)) {
     pagedGrid(prefill);
+    grid.finishesUnsplit = true;
   } else if (auto mla = dyn_cast<XqaMlaPlanAttr>(plan)) {
     grid.tileKeys = mla.getKeysPerTile();
     grid.sharedBytes = mla.getSharedBytes();
@@ -387,6 +405,8 @@ LogicalResult HostRewriter::lowerGuardedPair(PagedAttentionOp first,
       gridOfPlan(firstPlan, chips, firstKey->type.getKvHeads(), numHeads);
   DecodeGrid secondGrid =
       gridOfPlan(secondPlan, chips, secondKey->type.getKvHeads(), numHeads);
+  // The pair's merge picks the workspace the guard names: both are filled.
+  firstGrid.finishesUnsplit = secondGrid.finishesUnsplit = false;
   Location loc = first.getLoc();
   Value tokens = dim(loc, queryRead(first), 0);
   ifPositive(loc, tokens, [&] {

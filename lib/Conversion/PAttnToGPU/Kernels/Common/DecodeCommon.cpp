@@ -184,6 +184,27 @@ Value pattn::softmaxWeight(KernelBuilder &kb, Value x, Value m) {
   return kb.select(isNegInf(kb, x), kb.f32(0.0f), e);
 }
 
+Value pattn::outputInverse(KernelBuilder &kb, Value denominator,
+                           Value sinkWeight) {
+  // A sink adds exp(sink - max) to the denominator and nothing to the sum.
+  if (sinkWeight)
+    denominator = kb.fadd(denominator, sinkWeight);
+  Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
+  return kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
+}
+
+void pattn::storeOutput(KernelBuilder &kb, Value sum, Value inverse,
+                        Value outScale, Value out, Value token, Value head,
+                        Value kvHead, Value channel) {
+  Value result = kb.fmul(sum, inverse);
+  if (outScale)
+    result = kb.fmul(result, kb.load(outScale, {kvHead, channel}));
+  // The output's only rounding.
+  Type outType = cast<MemRefType>(out.getType()).getElementType();
+  Value rounded = arith::TruncFOp::create(kb.b, kb.loc, outType, result);
+  kb.store(rounded, out, {token, head, channel});
+}
+
 MemRefType pattn::workspaceOutputType(MLIRContext *context, int64_t valueDim) {
   return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, valueDim},
                          Float32Type::get(context));

@@ -161,6 +161,18 @@ mlir::Value isNegInf(KernelBuilder &kb, mlir::Value x);
 /// exp(x - m), or 0 when x is -inf (also when m is).
 mlir::Value softmaxWeight(KernelBuilder &kb, mlir::Value x, mlir::Value m);
 
+/// The reciprocal of a row's softmax denominator, with the sink's weight
+/// (null without a sink) added first; 0 for an empty row (no key, no sink).
+mlir::Value outputInverse(KernelBuilder &kb, mlir::Value denominator,
+                          mlir::Value sinkWeight);
+/// Writes out[token, head, channel] = sum x inverse (x out_scale[kvHead,
+/// channel] when `outScale` is set), rounded once to the output's type.
+/// The merge and the prefill's unsplit rows share it, so both give the
+/// same bits.
+void storeOutput(KernelBuilder &kb, mlir::Value sum, mlir::Value inverse,
+                 mlir::Value outScale, mlir::Value out, mlir::Value token,
+                 mlir::Value head, mlir::Value kvHead, mlir::Value channel);
+
 } // namespace pattn
 
 #endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_DECODECOMMON_H

@@ -34,9 +34,11 @@ SmallVector<Value> PagedTileCopies::address(const PagedSide &side, Value page,
   return {page, offset, block.kvHead, byte};
 }
 
-DecodeSignature pattn::pagedTensorCoreSignature(
-    PagedAttentionOp op, const CacheBuffers &keyBuffers,
-    const CacheBuffers &valueBuffers, const FusedFold *fold) {
+DecodeSignature
+pattn::pagedTensorCoreSignature(PagedAttentionOp op,
+                                const CacheBuffers &keyBuffers,
+                                const CacheBuffers &valueBuffers,
+                                const FusedFold *fold, bool writesOutput) {
   // Kernel arguments: the op's buffers, each side's, then the workspace.
   DecodeSignature signature;
   FoldQueryOp foldOp = fold ? fold->fold : FoldQueryOp();
@@ -56,6 +58,11 @@ DecodeSignature pattn::pagedTensorCoreSignature(
   signature.add(DecodeArg::ValueGroupScales, valueBuffers.groupScales);
   signature.add(DecodeArg::ValueTokenScales, valueBuffers.tokenScales);
   signature.add(DecodeArg::ValueScale, op.getVScale());
+  if (writesOutput) {
+    signature.add(DecodeArg::Sinks, op.getSinks());
+    signature.add(DecodeArg::OutScale, op.getOutScale());
+    signature.add(DecodeArg::Out, op.getOut());
+  }
   signature.addWorkspace(op.getContext(), valueBuffers.type.getHeadDim());
   return signature;
 }

@@ -50,11 +50,14 @@ struct PagedSide {
 /// The arguments of a tensor-core kernel over a paged cache: the op's
 /// buffers, then each side's (pages, group scales, token scales, scale),
 /// then the workspace. With a fused `fold` the query is the fold's input
-/// and its table (FoldScales) replaces the query exponents.
+/// and its table (FoldScales) replaces the query exponents. With
+/// `writesOutput` the op's sinks, out_scale and output come before the
+/// workspace (a kernel that finishes unsplit rows itself).
 DecodeSignature pagedTensorCoreSignature(pattn::PagedAttentionOp op,
                                          const CacheBuffers &keyBuffers,
                                          const CacheBuffers &valueBuffers,
-                                         const FusedFold *fold = nullptr);
+                                         const FusedFold *fold = nullptr,
+                                         bool writesOutput = false);
 
 /// `side` as read from `buffers`, its arguments those of `signature`, its
 /// place in a ring stage that of `layout`.

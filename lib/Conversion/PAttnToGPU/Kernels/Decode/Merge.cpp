@@ -254,7 +254,7 @@ Value locateCompactRow(KernelBuilder &kb, MergeKernel &m, SplitRows rows) {
 /// prefetch of the first splits, the maximum, the weighted sums, the sink,
 /// out_scale and the output's single rounding.
 static void mergeRow(KernelBuilder &kb, const MergeKernel &m, int64_t valueDim,
-                     Value threads, Value hasChannel, Type outType) {
+                     Value threads, Value hasChannel) {
   // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel,
   // each loaded only where the split exists: with fewer splits (B4 L32K
   // f16 has 8, a B64 decode 2) clamped loads of the last split were
@@ -282,20 +282,11 @@ static void mergeRow(KernelBuilder &kb, const MergeKernel &m, int64_t valueDim,
   auto [globalMax, sink] = mergeMaximum(kb, m, threads);
   SmallVector<Value> totals =
       mergeSplits(kb, m, threads, globalMax, prefetched, valueDim);
-  Value denominator = totals[0];
-  // A sink adds exp(sink - max) to the denominator and nothing to the sum.
-  if (sink)
-    denominator = kb.fadd(denominator, softmaxWeight(kb, sink, globalMax));
-  Value empty = kb.cmpf(arith::CmpFPredicate::OEQ, denominator, kb.f32(0.0f));
-  Value inverse =
-      kb.select(empty, kb.f32(0.0f), kb.fdiv(kb.f32(1.0f), denominator));
+  Value sinkWeight = sink ? softmaxWeight(kb, sink, globalMax) : Value();
+  Value inverse = outputInverse(kb, totals[0], sinkWeight);
   kb.ifThen(hasChannel, [&] {
-    Value result = kb.fmul(totals[1], inverse);
-    if (m.outScale)
-      result = kb.fmul(result, kb.load(m.outScale, {m.kvHead, m.channel}));
-    // The output's only rounding.
-    Value rounded = arith::TruncFOp::create(kb.b, kb.loc, outType, result);
-    kb.store(rounded, m.out, {m.token, m.head, m.channel});
+    storeOutput(kb, totals[1], inverse, m.outScale, m.out, m.token, m.head,
+                m.kvHead, m.channel);
   });
 }
 
@@ -304,19 +295,18 @@ static void mergeRow(KernelBuilder &kb, const MergeKernel &m, int64_t valueDim,
 /// branch is the lone merge's code over its workspace (one merge over a
 /// selected workspace ran 0.5-1.1 us slower on the H100).
 static void mergeWorkspaces(KernelBuilder &kb, const MergeKernel &m,
-                            int64_t valueDim, Value threads, Value hasChannel,
-                            Type outType) {
+                            int64_t valueDim, Value threads, Value hasChannel) {
   kb.ifThen(m.first, [&] {
     MergeKernel own = m;
     own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
-    mergeRow(kb, own, valueDim, threads, hasChannel, outType);
+    mergeRow(kb, own, valueDim, threads, hasChannel);
   });
   kb.ifThen(m.second, [&] {
     MergeKernel own = m;
     own.partialOut = m.secondOut;
     own.partialStats = m.secondStats;
     own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
-    mergeRow(kb, own, valueDim, threads, hasChannel, outType);
+    mergeRow(kb, own, valueDim, threads, hasChannel);
   });
 }
 
@@ -329,12 +319,11 @@ static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
   KernelBuilder kb(builder, p.loc);
   MergeKernel m = createMergeKernel(kernels, builder, kb, valueDim, kvHeads, p,
                                     hostOperands, rows, pair);
-  Type outType = cast<MemRefType>(m.out.getType()).getElementType();
   Value threads = kb.index(kBlockThreads);
   Value hasChannel =
       kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
   if (pair) {
-    mergeWorkspaces(kb, m, valueDim, threads, hasChannel, outType);
+    mergeWorkspaces(kb, m, valueDim, threads, hasChannel);
     gpu::ReturnOp::create(builder, p.loc);
     return m.func;
   }
@@ -345,8 +334,7 @@ static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
     Value owned = locateCompactRow(kb, m, rows);
     merges = kb.land(merges, owned);
   }
-  kb.ifThen(merges,
-            [&] { mergeRow(kb, m, valueDim, threads, hasChannel, outType); });
+  kb.ifThen(merges, [&] { mergeRow(kb, m, valueDim, threads, hasChannel); });
   gpu::ReturnOp::create(builder, p.loc);
   return m.func;
 }

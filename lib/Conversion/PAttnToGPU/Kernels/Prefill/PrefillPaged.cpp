@@ -76,7 +76,9 @@ void PrefillBuilder::computeFacts() {
 gpu::GPUFuncOp
 PrefillBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                              DecodeSignature &signature) {
-  signature = pagedTensorCoreSignature(op, keyBuffers, valueBuffers);
+  signature = pagedTensorCoreSignature(op, keyBuffers, valueBuffers,
+                                       /*fold=*/nullptr,
+                                       /*writesOutput=*/true);
   hostOperands.assign(signature.hostOperands().begin(),
                       signature.hostOperands().end());
   gpu::GPUFuncOp kernel = kernels.create(builder, op.getLoc(), "pattn_prefill",
@@ -235,45 +237,97 @@ SmallVector<Value> PrefillBuilder::runTiles() {
   return state;
 }
 
-void PrefillBuilder::writeRows(ArrayRef<Value> state, Value partialOut,
-                               Value partialStats) {
+PrefillBuilder::RowPlace PrefillBuilder::rowPlace(int64_t h) {
+  RowPlace place;
+  place.row = kb.add(warpRow, kb.add(groupId, index(8 * h)));
+  Value realRows = kb.mul(kb.toIndex(queries.tokenCount), index(group));
+  place.real = kb.cmpi(arith::CmpIPredicate::slt, place.row, realRows);
+  Value tokenBegin = kb.toIndex(queries.tokenBegin);
+  place.token = kb.add(tokenBegin, kb.divs(place.row, index(group)));
+  Value firstHead = kb.mul(kvHead, index(group));
+  place.head = kb.add(firstHead, kb.rems(place.row, index(group)));
+  Value tokenRow = kb.mul(place.token, index(numHeads));
+  place.outRow = kb.add(tokenRow, place.head);
+  return place;
+}
+
+Value PrefillBuilder::outputChannel(int64_t nt, int64_t e2) {
+  Value at = kb.add(kb.mul(threadInGroup, index(2)), index(8 * nt + e2));
+  return valueDecoded ? decodedChannel(at, value.perWord) : at;
+}
+
+void PrefillBuilder::writeRows(ArrayRef<Value> state,
+                               const DecodeSignature &signature) {
   // Thread (g, t) holds rows g and g + 8 of its warp, value positions
   // 8 nt + 2t + e; the quad's lanes sum the row's partial sums.
   MmaBuilder::SoftmaxTiles tiles = softmaxTiles();
-  Value realRows = kb.mul(kb.toIndex(queries.tokenCount), index(group));
   Value valueScale;
   if (value.type.getScale() == ScaleGranularity::tensor)
     valueScale = kb.load(value.scale, {index(0)});
+  Value sinks = signature.arg(DecodeArg::Sinks);
+  Value outScale = signature.arg(DecodeArg::OutScale);
+  Value out = signature.arg(DecodeArg::Out);
+  Value partialOut = signature.arg(DecodeArg::PartialOut);
+  Value partialStats = signature.arg(DecodeArg::PartialStats);
+  // The host hands over a workspace without rows where the kernel is to
+  // finish its rows itself (one split, no merge after it).
+  Value workspaceRows =
+      memref::DimOp::create(builder, op.getLoc(), partialStats, 1);
+  Value unsplit = kb.cmpi(arith::CmpIPredicate::eq, workspaceRows, index(0));
   for (int64_t h = 0; h < 2; ++h) {
-    Value row = kb.add(warpRow, kb.add(groupId, index(8 * h)));
     Value sum = state[tiles.sumAt(0, h)];
     sum = kb.fadd(sum, tc.shuffleXor(sum, 1));
     sum = kb.fadd(sum, tc.shuffleXor(sum, 2));
-    Value real = kb.cmpi(arith::CmpIPredicate::slt, row, realRows);
-    kb.ifThen(real, [&] {
-      Value tokenBegin = kb.toIndex(queries.tokenBegin);
-      Value token = kb.add(tokenBegin, kb.divs(row, index(group)));
-      Value firstHead = kb.mul(kvHead, index(group));
-      Value head = kb.add(firstHead, kb.rems(row, index(group)));
-      Value outRow = kb.add(kb.mul(token, index(numHeads)), head);
-      for (int64_t nt = 0; nt < nTiles; ++nt)
-        for (int64_t e2 = 0; e2 < 2; ++e2) {
-          Value at =
-              kb.add(kb.mul(threadInGroup, index(2)), index(8 * nt + e2));
-          Value channel = valueDecoded ? decodedChannel(at, value.perWord) : at;
-          Value x = state[tiles.accAt(0, nt, 2 * h + e2)];
-          if (valueScale)
-            x = kb.fmul(x, valueScale);
-          kb.store(x, partialOut, {split, outRow, channel});
-        }
-      Value firstOfQuad =
-          kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
-      kb.ifThen(firstOfQuad, [&] {
-        Value naturalMax =
-            kb.fmul(state[tiles.maxAt(0, h)], kb.f32(float(M_LN2)));
-        kb.store(naturalMax, partialStats, {split, outRow, index(0)});
-        kb.store(sum, partialStats, {split, outRow, index(1)});
-      });
+    Value naturalMax = kb.fmul(state[tiles.maxAt(0, h)], kb.f32(float(M_LN2)));
+    RowPlace place = rowPlace(h);
+    auto valueAt = [&](int64_t nt, int64_t e2) {
+      Value x = state[tiles.accAt(0, nt, 2 * h + e2)];
+      return valueScale ? kb.fmul(x, valueScale) : x;
+    };
+    kb.ifThen(place.real, [&] {
+      kb.ifElse(
+          unsplit, {},
+          [&]() -> SmallVector<Value> {
+            // The merge's arithmetic for one split (Merge.cpp), so the
+            // bits are the same: weight exp(max - max'), where max' takes
+            // the sink in, then the sink's weight, out_scale, one rounding.
+            Value globalMax = naturalMax;
+            Value sink;
+            if (sinks) {
+              sink = kb.toF32(kb.load(sinks, {place.head}));
+              globalMax = kb.fmax(globalMax, sink);
+            }
+            Value weight = softmaxWeight(kb, naturalMax, globalMax);
+            Value zero = kb.f32(0.0f);
+            Value denominator = kb.fma(sum, weight, zero);
+            Value sinkWeight =
+                sink ? softmaxWeight(kb, sink, globalMax) : Value();
+            Value inverse = outputInverse(kb, denominator, sinkWeight);
+            for (int64_t nt = 0; nt < nTiles; ++nt)
+              for (int64_t e2 = 0; e2 < 2; ++e2) {
+                Value channel = outputChannel(nt, e2);
+                Value weighted = kb.fma(valueAt(nt, e2), weight, zero);
+                storeOutput(kb, weighted, inverse, outScale, out, place.token,
+                            place.head, kvHead, channel);
+              }
+            return {};
+          },
+          [&]() -> SmallVector<Value> {
+            for (int64_t nt = 0; nt < nTiles; ++nt)
+              for (int64_t e2 = 0; e2 < 2; ++e2) {
+                Value channel = outputChannel(nt, e2);
+                Value x = valueAt(nt, e2);
+                kb.store(x, partialOut, {split, place.outRow, channel});
+              }
+            Value firstOfQuad =
+                kb.cmpi(arith::CmpIPredicate::eq, threadInGroup, index(0));
+            kb.ifThen(firstOfQuad, [&] {
+              kb.store(naturalMax, partialStats,
+                       {split, place.outRow, index(0)});
+              kb.store(sum, partialStats, {split, place.outRow, index(1)});
+            });
+            return {};
+          });
     });
   }
 }
@@ -326,7 +380,7 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     zeroF32 = kb.f32(0.0f);
     prepareQuery(args.query, signature.arg(DecodeArg::QueryExponents));
     SmallVector<Value> state = runTiles();
-    writeRows(state, args.partialOut, args.partialStats);
+    writeRows(state, signature);
   });
   gpu::ReturnOp::create(builder, op.getLoc());
   return kernel;

@@ -103,10 +103,20 @@ private:
   llvm::SmallVector<mlir::Value> queryFragment(int64_t step);
   /// The loop over the block's tiles; returns the softmax state.
   llvm::SmallVector<mlir::Value> runTiles();
-  /// Each real row's unnormalized output and (max, sum) into the
-  /// workspace of split `split`.
-  void writeRows(llvm::ArrayRef<mlir::Value> state, mlir::Value partialOut,
-                 mlir::Value partialStats);
+  /// Each real row's results: given a workspace without rows (the host's
+  /// way of saying "one split, no merge"), the finished output as the
+  /// merge would write it; else the unnormalized output and (max, sum) into
+  /// the workspace of split `split`.
+  void writeRows(llvm::ArrayRef<mlir::Value> state,
+                 const DecodeSignature &signature);
+  /// Where the thread's row half `h` goes: its row of the block, whether it
+  /// is real, its token and head, and its (token, head) row of the output.
+  struct RowPlace {
+    mlir::Value row, real, token, head, outRow;
+  };
+  RowPlace rowPlace(int64_t h);
+  /// The value channel of accumulator element e2 of n-tile nt.
+  mlir::Value outputChannel(int64_t nt, int64_t e2);
 
   // PrefillSteps.cpp.
   /// Decodes the quantized sides of ring slot `slot` (stage at
