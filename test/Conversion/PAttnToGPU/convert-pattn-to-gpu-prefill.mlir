@@ -8,7 +8,7 @@
 // words of f16 pairs) before the warps' ldmatrix, mma and softmax.
 // The batch is split (the op's decode_plan): sequences of at most 16 / g =
 // 4 query tokens are the XQA decode kernel's. The prefill family runs
-// first, giving their rows no keys (they merge to zeros); the decode kernel
+// first, giving their rows no keys (they come out zero); the decode kernel
 // and its merge then write them. The decode side's workspace has batch x 4
 // token slots, not the query's tokens, which are mostly the prefill
 // family's.
