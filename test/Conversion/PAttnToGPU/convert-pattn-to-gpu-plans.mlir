@@ -136,6 +136,6 @@ func.func @prefill_wgmma_plan(%kp: memref<?x16x8x32xi8>, %q: memref<?x32x64xf16>
       block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>)
       k_scale(%ks : memref<1xf32>) v_scale(%ks : memref<1xf32>)
       outs(%o : memref<?x32x64xf16>) {num_heads = 32 : i64, max_query_len = 2048 : i64, backend = #pattn.backend<xqa>,
-        plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 60000, resident_blocks = [1], targets = [sm_86]>}
+        plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128, query_tile = 32, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 60000, resident_blocks = [1], threads = 256, targets = [sm_86]>}
   return
 }

@@ -70,7 +70,7 @@ func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32,
 
 // -----
 
-// expected-error @below {{rows 32 must be 64 (an m16 tile per warp)}}
+// expected-error @below {{rows 32 must be 64 for kernel mma_sync (an m16 tile per warp, four warps)}}
 func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 32, query_tile = 8, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], targets = [sm_90a]>}
 
 // -----
@@ -90,8 +90,19 @@ func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows =
 
 // -----
 
-// expected-error @below {{threads 256 must be 128 (the prefill block's four warps)}}
+// expected-error @below {{threads 256 must be 128 (a warp per 16 rows)}}
 func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 256, targets = [sm_90a]>}
+
+// -----
+
+// The wgmma prefill is two warpgroups: 128 rows, 256 threads.
+// expected-error @below {{rows 64 must be 128 for kernel wgmma (an m16 tile per warp, two warpgroups)}}
+func.func private @f() attributes {a = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [1], targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{threads 128 must be 256 (a warp per 16 rows)}}
+func.func private @f() attributes {a = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128, query_tile = 32, keys_per_tile = 64, stages = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [1], targets = [sm_90a]>}
 
 // -----
 

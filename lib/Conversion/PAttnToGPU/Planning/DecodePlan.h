@@ -115,22 +115,24 @@ pattn::XqaPlanAttr planXqaDecode(pattn::PagedAttentionOp op,
 /// m16 tile (floor(16 / g)), at least 1 and at most a decode's 8.
 int64_t splitDecodeTokens(int64_t group);
 
-/// The prefill family's block: 64 rows (query tokens x g heads of one KV
-/// head), an m16 tile per warp.
-inline constexpr int64_t kPrefillRows = 64;
+/// The prefill family's block: rows (query tokens x g heads of one KV head)
+/// of an m16 tile per warp: 64 (four warps) on mma.sync, 128 (two
+/// warpgroups, each an m64 wgmma chain, sharing every K/V tile) on wgmma.
+inline int64_t prefillRows(pattn::TensorCoreKernel kernel) {
+  return kernel == pattn::TensorCoreKernel::wgmma ? 128 : 64;
+}
 
 /// The prefill kernel's shared memory: the XQA layout of its query tile,
 /// liveness flags and ring (no key-warp merge: each warp owns its rows),
 /// then one decoded 16-bit tile per quantized side, [keys][head_dim + 8]
 /// elements (-1: an f16 or bf16 side, read from the ring as it is). The
 /// wgmma kernel's regions hold core matrices instead (its decoded tiles
-/// keys x head_dim elements, unpadded), and its P tile (64 rows x keys of
-/// the operand type) follows them.
+/// keys x head_dim elements, unpadded; V's twice, valueBuffer bytes apart:
+/// tile i's V is decoded while tile i - 1's P V reads the other).
 struct PrefillSharedLayout {
   XqaSharedLayout ring;
-  int64_t decodedKeys = -1, decodedValues = -1;
+  int64_t decodedKeys = -1, decodedValues = -1, valueBuffer = 0;
   int64_t keyStride = 0, valueStride = 0; ///< bytes per decoded row
-  int64_t pTile = -1;
   int64_t total = 0;
 };
 PrefillSharedLayout layoutPrefillShared(

@@ -6,16 +6,19 @@
 //
 // This file implements the prefill family's plan (#pattn.prefill_plan).
 // The choices, and why:
-// - rows: 64 = four warps x one m16 tile, so that every key decoded into
-//   shared memory serves 64 query rows (the XQA prompt tile serves 32 and
-//   decodes in registers per key warp); query_tile = floor(64 / g) tokens.
+// - rows: an m16 tile per warp, so that every key decoded into shared
+//   memory serves all of the block's rows (the XQA prompt tile serves 32
+//   and decodes in registers per key warp): 64 (four warps) on mma.sync,
+//   128 (two warpgroups of 64-row wgmma chains) on wgmma, which halves the
+//   copies and decodes per row and deepens the ring (1 block per SM);
+//   query_tile = floor(rows / g) tokens.
 // - keys per tile: 64 (four 16-key steps per warp between barriers), 32 or
 //   16 where a chip's shared memory per block does not hold two stages.
 // - stages: as many as keep the blocks per SM that two stages allow, up to
 //   4 (more bytes in flight per block at the same occupancy).
 // - kernel: wgmma where every chip built for has it (sm_90a) and both
 //   caches are quantized (prefillWgmmaRejection), else mma.sync. wgmma runs
-//   the block's 64 x keys products as one instruction chain per warpgroup
+//   a warpgroup's 64 x keys products as one instruction chain
 //   from the decoded tiles, where mma.sync re-feeds every m16n8k16 from
 //   registers loaded by ldmatrix.
 //
@@ -39,7 +42,7 @@ PrefillSharedLayout pattn::layoutPrefillShared(CacheType key, CacheType value,
   PrefillSharedLayout layout;
   // No key-warp merge (keyWarps = 0): each warp writes its own rows.
   layout.ring =
-      layoutXqaShared(key, value, kPrefillRows, keysPerTile, stages, 0);
+      layoutXqaShared(key, value, prefillRows(kernel), keysPerTile, stages, 0);
   int64_t offset = layout.ring.total;
   // wgmma's core matrices need no padding against bank conflicts.
   bool wgmma = kernel == TensorCoreKernel::wgmma;
@@ -52,9 +55,10 @@ PrefillSharedLayout pattn::layoutPrefillShared(CacheType key, CacheType value,
   };
   decoded(key, layout.decodedKeys, layout.keyStride);
   decoded(value, layout.decodedValues, layout.valueStride);
-  if (wgmma) {
-    layout.pTile = offset;
-    offset += kPrefillRows * keysPerTile * 2;
+  // wgmma: tile i's V is decoded while tile i - 1's P V reads the other.
+  if (wgmma && layout.decodedValues >= 0) {
+    layout.valueBuffer = offset - layout.decodedValues;
+    offset += layout.valueBuffer;
   }
   layout.total = offset;
   return layout;
@@ -117,11 +121,14 @@ PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
   // head_dim 256 (the largest), 16-key tiles of two stages need 68 KB, and
   // every chip has at least 99 KB per block.
   assert(tile && "an XQA-eligible prompt fits 16-key prefill tiles");
-  // At most 2 blocks per SM: a warp holds 64 accumulators, 32 query
-  // registers and a step's scores and operands (246 registers for i4 K
-  // and nvfp4 V on sm_90a), which 128 registers (4 blocks) would spill.
+  // A warp holds 64 accumulators, 32 query registers (mma.sync) and a
+  // step's scores and operands: up to 241 registers on sm_90a (i4 K and
+  // nvfp4 V), which 128 (4 blocks of 128 threads) would spill. So at most
+  // 2 blocks of 128 threads per SM, or 1 of 256 (wgmma's two warpgroups).
+  int64_t rows = prefillRows(kernel), threads = 2 * rows;
+  int64_t mostBlocks = 2 * kBlockThreads / threads;
   auto blocksOf = [&](int64_t bytes, ArrayRef<Chip> on) {
-    return std::min<int64_t>(2, xqaResidentBlocks(bytes, on));
+    return std::min<int64_t>(mostBlocks, xqaResidentBlocks(bytes, on));
   };
   int64_t stages = 2;
   int64_t bytes = layoutPrefillShared(key, value, tile, 2, kernel).total;
@@ -142,8 +149,7 @@ PrefillPlanAttr pattn::planPrefill(PagedAttentionOp op, ArrayRef<Chip> chips,
   Type operand = xqaUsesBf16(activation, key, value) ? builder.getBF16Type()
                                                      : builder.getF16Type();
   int64_t split = std::max(tile, maxKeysPerSplit / tile * tile);
-  return PrefillPlanAttr::get(op.getContext(), kernel, operand, kPrefillRows,
-                              kPrefillRows / group, tile, stages, split, bytes,
-                              resident, kBlockThreads, kXqaLeastTilesPerSplit,
-                              kXqaMostSplits, chips);
+  return PrefillPlanAttr::get(
+      op.getContext(), kernel, operand, rows, rows / group, tile, stages, split,
+      bytes, resident, threads, kXqaLeastTilesPerSplit, kXqaMostSplits, chips);
 }

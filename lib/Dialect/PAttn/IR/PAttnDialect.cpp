@@ -254,15 +254,21 @@ LogicalResult PrefillPlanAttr::verify(
     int64_t leastTilesPerSplit, int64_t mostSplits, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
-  if (rows != 64)
-    return emitError() << "rows " << rows
-                       << " must be 64 (an m16 tile per warp)";
+  // An m16 tile per warp: four warps (one warpgroup) for mma.sync, two
+  // warpgroups of m64 wgmma chains for wgmma.
+  int64_t blockRows = kernel == TensorCoreKernel::wgmma ? 128 : 64;
+  if (rows != blockRows)
+    return emitError() << "rows " << rows << " must be " << blockRows
+                       << " for kernel " << stringifyTensorCoreKernel(kernel)
+                       << " (an m16 tile per warp, "
+                       << (blockRows == 128 ? "two warpgroups)"
+                                            : "four warps)");
   if (queryTile < 1 || queryTile > rows)
     return emitError() << "query_tile " << queryTile
                        << " not in [1, rows = " << rows << "]";
-  if (threads != 128)
-    return emitError() << "threads " << threads
-                       << " must be 128 (the prefill block's four warps)";
+  if (threads != 2 * rows)
+    return emitError() << "threads " << threads << " must be " << 2 * rows
+                       << " (a warp per 16 rows)";
   if (keysPerTile < 16 || keysPerTile % 16 != 0 || keysPerTile > 128)
     return emitError() << "keys_per_tile " << keysPerTile
                        << " must be a multiple of 16, at most 128";

@@ -22,9 +22,9 @@
 // names the kernel and why not wgmma.
 // BAD: prompt-kernel=fast is not prefill, prefill-mma-sync, prefill-wgmma or xqa
 
-// WHY: remark: prefill plan: wgmma, 64 rows a block, query tiles of 16 tokens x g = 4, 64-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
+// WHY: remark: prefill plan: wgmma, 128 rows a block, query tiles of 32 tokens x g = 4, 64-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
 // WHY: remark: prefill plan: mma.sync (not wgmma: an f16 or bf16 cache, which mma.sync reads faster), 64 rows a block, query tiles of 8 tokens x g = 8, 64-key tiles x 2 stages; sequences of at most 2 query tokens run on the decode kernel (16 rows, 64-key tiles x 3 stages)
-// WHY: remark: prefill plan: wgmma, 64 rows a block, query tiles of 64 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (8 rows,
+// WHY: remark: prefill plan: wgmma, 128 rows a block, query tiles of 128 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (8 rows,
 // WHY: remark: prefill plan: mma.sync (not wgmma: a row of 512 bytes, more than 256), 64 rows a block
 // WHY-NOT: prefill plan
 // WHY-MIXED: remark: prefill plan: mma.sync (not wgmma: a chip built for has no wgmma (sm_90a only)), 64 rows a block
@@ -41,7 +41,7 @@
 // MMA-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
 // H200-LABEL: func.func @prompt_i4
 // H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4], targets = [sm_90a]>
-// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 100352, resident_blocks = [2], targets = [sm_90a]>
+// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128, query_tile = 32, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 125952, resident_blocks = [1], threads = 256, targets = [sm_90a]>
 // A chip of 99 KiB per block bounds the ring of both.
 // MIXED-LABEL: func.func @prompt_i4
 // MIXED: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4, 2], targets = [sm_90a, sm_86]>
@@ -78,7 +78,7 @@ func.func @prompt_bf16(%bp: memref<?x16x4x256xi8>, %q: memref<?x32x128xbf16>, %b
 // the mma's M.
 // H200-LABEL: func.func @prompt_mha
 // H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 8,
-// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64, query_tile = 64,
+// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128, query_tile = 128,
 func.func @prompt_mha(%kp: memref<?x16x8x64xi8>, %q: memref<?x8x128xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<1xf32>, %o: memref<?x8x128xf16>) {
   %k = pattn.bind_cache storage(%kp : memref<?x16x8x64xi8>) : !k
   pattn.paged_attention query(%q : memref<?x8x128xf16>) key(%k : !k) value(%k : !k)

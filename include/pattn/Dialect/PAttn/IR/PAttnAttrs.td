@@ -285,13 +285,14 @@ def PAttn_PrefillPlanAttr : AttrDef<PAttn_Dialect, "PrefillPlan"> {
     an SM of each chip of `targets`.
 
     `kernel = mma_sync` (the default, left out when printed) is the above.
-    With `kernel = wgmma` (every target sm_90a) the four warps are one
-    warpgroup and the 64 rows the M of `wgmma.mma_async.m64nNk16`: the
-    query tile, the ring's 16-bit rows and the decoded tiles are stored as
-    wgmma's core matrices, S = Q Kᵀ (N = the tile's keys) and O += P V
-    (N = the value channels, P through a shared tile) read their operands
-    from shared memory, and the online softmax is the mma.sync kernel's on
-    the same accumulator layout.
+    With `kernel = wgmma` (every target sm_90a) the block is two warpgroups
+    (`rows` = 128, `threads` = 256), each warpgroup's 64 rows the M of
+    `wgmma.mma_async.m64nNk16`: the query tile, the ring's 16-bit rows and
+    the decoded tiles are stored as wgmma's core matrices, S = Q Kᵀ (N = the
+    tile's keys) reads its operands from shared memory, O += P V (N = the
+    value channels) takes P from registers, and the online softmax is the
+    mma.sync kernel's on the same accumulator layout. Both warpgroups read
+    every K/V tile the block copies and decodes once.
 
     Example:
     ```mlir
@@ -299,10 +300,11 @@ def PAttn_PrefillPlanAttr : AttrDef<PAttn_Dialect, "PrefillPlan"> {
                         keys_per_tile = 64, stages = 2,
                         keys_per_split = 32768, shared_bytes = 70144,
                         resident_blocks = [2], targets = [sm_90a]>
-    #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 64,
-                        query_tile = 16, keys_per_tile = 64, stages = 2,
-                        keys_per_split = 32768, shared_bytes = 78336,
-                        resident_blocks = [2], targets = [sm_90a]>
+    #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128,
+                        query_tile = 32, keys_per_tile = 64, stages = 4,
+                        keys_per_split = 32768, shared_bytes = 125952,
+                        resident_blocks = [1], threads = 256,
+                        targets = [sm_90a]>
     ```
   }];
   let parameters = (ins DefaultValuedParameter<"::pattn::TensorCoreKernel",

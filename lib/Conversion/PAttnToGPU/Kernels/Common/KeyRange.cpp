@@ -118,7 +118,7 @@ void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
                            function_ref<Value(Value)> channelOf) {
   Type queryElement = cast<MemRefType>(tile.query.getType()).getElementType();
   int64_t items = tile.rows * tile.headDim;
-  int64_t perStep = kBlockThreads * kQueryLoadsInFlight;
+  int64_t perStep = tile.threads * kQueryLoadsInFlight;
   // A row past the block's tokens loads token 0 (a launch has one) and
   // stores zero; an item past the tile (when the tile is not a whole number
   // of steps) loads the last item and stores nothing.
@@ -139,7 +139,7 @@ void pattn::stageQueryTile(KernelBuilder &kb, const QueryTile &tile,
         // Every load of the step first, so that they are in flight at once.
         for (int64_t j = 0; j < kQueryLoadsInFlight; ++j) {
           Item it;
-          Value item = kb.add(first, kb.index(j * kBlockThreads));
+          Value item = kb.add(first, kb.index(j * tile.threads));
           if (partial) {
             it.inTile = kb.cmpi(arith::CmpIPredicate::sle, item, lastItem);
             item = kb.mins(item, lastItem);

@@ -16,6 +16,7 @@
 #define PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_KEYRANGE_H
 
 #include "Kernels/Common/KernelBuilder.h"
+#include "Kernels/Kernels.h"
 
 namespace pattn {
 
@@ -61,12 +62,14 @@ struct QueryTile {
   int64_t rows = 0, headDim = 0, group = 0;
   mlir::Type element;
   bool coreMatrices = false;
+  /// The block's threads that stage it (`tid` < threads).
+  int64_t threads = kBlockThreads;
 };
 
 /// The query elements a thread loads before it stores any of them.
 inline constexpr int64_t kQueryLoadsInFlight = 8;
 
-/// Stages the tile, the block's kBlockThreads threads (`tid`) one element
+/// Stages the tile, the block's `threads` threads (`tid`) one element
 /// each in turn, kQueryLoadsInFlight loads issued together (a 64-row tile
 /// of 128 channels takes 8 round trips to memory, not 64); column c holds
 /// channel channelOf(c) of the query (the order of the kernel's K

@@ -57,6 +57,7 @@ void PrefillBuilder::computeFacts() {
   group = numHeads / kvHeads;
   blockSize = keyBuffers.type.getBlockSize();
   rows = plan.getRows();
+  blockThreads = plan.getThreads();
   tileTokens = plan.getQueryTile();
   tileKeys = plan.getKeysPerTile();
   stages = plan.getStages();
@@ -111,6 +112,7 @@ void PrefillBuilder::setUpBlock() {
   groupId = kb.divs(lane, index(4));
   threadInGroup = kb.rems(lane, index(4));
   warpRow = kb.mul(warp, index(16));
+  warpgroup = kb.divs(warp, index(4));
   promptTile = kb.toI32(kb.blockId(gpu::Dimension::x));
   split = kb.blockId(gpu::Dimension::y);
   kvHead = kb.blockId(gpu::Dimension::z);
@@ -126,6 +128,7 @@ void PrefillBuilder::prepareQuery(Value query, Value queryExponents) {
   QueryTile tile{query, queryTile, tid,   kvHead,
                  rows,  headDim,   group, tc.operandType()};
   tile.coreMatrices = wgmma;
+  tile.threads = blockThreads;
   stageQueryTile(kb, tile, queries, [&](Value column) {
     return keyDecoded ? decodedChannel(column, key.perWord) : column;
   });
@@ -156,6 +159,8 @@ SmallVector<Value> PrefillBuilder::queryFragment(int64_t step) {
 }
 
 SmallVector<Value> PrefillBuilder::runTiles() {
+  if (wgmma)
+    return runTilesWgmma();
   // Per thread: the max and sum of rows g and g + 8 of the warp's m-tile,
   // then the accumulators of every value channel, then the block-table
   // entries of the next tile to copy.
@@ -175,12 +180,8 @@ SmallVector<Value> PrefillBuilder::runTiles() {
       index(0), kb.toIndex(keys.tileCount), index(1), init,
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         // Tile `iteration` has landed, and every warp is done with the
-        // previous one (its ring slot and the decoded tiles). wgmma reads
-        // a 16-bit side in place, through the async proxy.
-        if (wgmma && (!keyDecoded || !valueDecoded))
-          landForAsyncProxy(int32_t(stages - 2));
-        else
-          ring.land(int32_t(stages - 2));
+        // previous one (its ring slot and the decoded tiles).
+        ring.land(int32_t(stages - 2));
         Value i32Iteration = kb.toI32(iteration);
         SmallVector<Value> nextPages =
             copies->copyAhead(ring, i32Iteration, i32Stages, stages,
@@ -193,15 +194,7 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         tile.tileStart = copies->tileBase(i32Iteration);
         if (keyDecoded || valueDecoded) {
           decodeTile(tile.stageBase);
-          if (wgmma)
-            publishToAsyncProxy();
           kb.barrier();
-        }
-        SmallVector<Value> s(carried.take_front(softmaxState));
-        if (wgmma) {
-          tileWgmma(tile, s);
-          s.append(nextPages.begin(), nextPages.end());
-          return s;
         }
         auto rowsOf = [&](const PagedSide &side, bool decoded, int64_t at,
                           int64_t stride) {
@@ -218,6 +211,7 @@ SmallVector<Value> PrefillBuilder::runTiles() {
         // S and the logits of every 16-key step of the tile, one online
         // softmax update over all of them (one row maximum, quad
         // reduction and decay per tile), then O += P V step by step.
+        SmallVector<Value> s(carried.take_front(softmaxState));
         SmallVector<SmallVector<Value>> logits;
         for (int64_t step = 0; step < tileKeys / 16; ++step) {
           Value n0 = index(step * 16);
@@ -368,6 +362,7 @@ gpu::GPUFuncOp PrefillBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     ringLayout.tileKeys = tileKeys;
     ringLayout.blockSize = blockSize;
     ringLayout.coreMatrices = wgmma;
+    ringLayout.copyThreads = blockThreads;
     PagedBlock block{tid,        queries.seq, kvHead,
                      blockTable, keys.first,  keys.last};
     copies.emplace(kb, smem, ringLayout, key, value, liveKeys, block);
@@ -390,9 +385,11 @@ auto ::pattn::buildPrefillKernels(KernelModule &kernels, PagedAttentionOp op,
                                   PrefillPlanAttr plan, const CacheBuffers &key,
                                   const CacheBuffers &value) -> DecodeKernels {
   PrefillBuilder prefill(kernels, op, plan, key, value);
-  return buildTensorCorePagedKernels(
+  DecodeKernels result = buildTensorCorePagedKernels(
       kernels, op, key, value, plan.getSharedBytes(), SplitRows(),
       [&](llvm::SmallVectorImpl<Value> &operands) {
         return prefill.build(operands);
       });
+  result.blockThreads = plan.getThreads();
+  return result;
 }

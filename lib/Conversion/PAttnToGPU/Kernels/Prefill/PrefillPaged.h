@@ -57,6 +57,8 @@ private:
   int64_t headDim = 0, valueDim = 0, kvHeads = 0, group = 0, numHeads = 0;
   int64_t rows = 0, tileTokens = 0, tileKeys = 0, stages = 0, blockSize = 0;
   int64_t window = 0, nTiles = 0;
+  /// The block's threads: a warp per 16 rows (plan.getThreads()).
+  int64_t blockThreads = 0;
   float softcap = 0.0f;
   PrefillSharedLayout layout;
   PagedSide key, value;
@@ -71,6 +73,8 @@ private:
 
   // Kernel values.
   mlir::Value smem, queryTile, tid, lane, warp, groupId, threadInGroup, kvHead;
+  /// wgmma: the thread's warpgroup (its 64 rows: warpgroup x 64 ...).
+  mlir::Value warpgroup;
   /// wgmma: the shared address (i64) of dynamic shared memory.
   mlir::Value smemAddress;
   mlir::Value blockTable, liveKeys, promptTile, split;
@@ -121,10 +125,11 @@ private:
   // PrefillSteps.cpp.
   /// Decodes the quantized sides of ring slot `slot` (stage at
   /// `stageBase`) into their decoded tiles, every 16-byte chunk by one
-  /// thread; V's per-token scales are applied here.
-  void decodeTile(mlir::Value stageBase);
+  /// thread; V's per-token scales are applied here. `valueShift` (wgmma:
+  /// bytes, index) picks V's decoded buffer.
+  void decodeTile(mlir::Value stageBase, mlir::Value valueShift = {});
   void decodeSide(const PagedSide &side, int64_t decodedAt, int64_t stride,
-                  mlir::Value stageBase);
+                  mlir::Value stageBase, mlir::Value shift);
   /// The channel at position `position` (< n) of a decoded word of n
   /// codes, and the channel of position `at` of a decoded row.
   static int64_t channelAt(int64_t position, int64_t n);
@@ -150,25 +155,46 @@ private:
   mlir::Value rawChunkByte(mlir::Value rows, mlir::Value keyIndex,
                            mlir::Value segment, int64_t stride);
   mlir::Value decodedByte(int64_t decodedAt, int64_t stride,
-                          mlir::Value keyIndex, mlir::Value channel);
+                          mlir::Value keyIndex, mlir::Value channel,
+                          mlir::Value shift);
 
   // PrefillWgmma.cpp.
-  /// A tile's products on wgmma: S = Q Kᵀ over the tile's keys, the logits
-  /// and the online softmax as on mma.sync (same accumulator layout), P
-  /// into the shared P tile, then O += P V.
-  void tileWgmma(const TileViews &tile, llvm::SmallVectorImpl<mlir::Value> &s);
-  /// S of the tile (wgmma N = keys): per thread the mma C fragments of its
-  /// rows, n-tile after n-tile.
-  llvm::SmallVector<mlir::Value> scoresWgmma(mlir::Value keyRows);
-  /// P (per 16-key step, the mma A registers of the warp's m16 tile) into
-  /// the P tile as wgmma's K-major A.
-  void storeP(llvm::ArrayRef<llvm::SmallVector<mlir::Value>> pSteps);
-  /// O += P V (wgmma N = the value channels, V read MN-major).
-  void accumulateWgmma(mlir::Value valueRows,
-                       llvm::SmallVectorImpl<mlir::Value> &s);
-  /// Where a 16-bit side is read in place: the tile's copies waited for,
-  /// handed to the async proxy, then the block barrier.
-  void landForAsyncProxy(int32_t newerPending);
+  /// The tile loop on wgmma, software-pipelined: tile i's S is issued,
+  /// then tile i - 1's P V, which runs under tile i's V decode and
+  /// softmax; returns the softmax state.
+  llvm::SmallVector<mlir::Value> runTilesWgmma();
+  /// Tile `tile` (i32) of the block: its ring slot, stage and first key.
+  TileViews tileViews(mlir::Value tile);
+  /// Tile `tile` landed (its copies waited for, handed to the async proxy
+  /// where a side is read in place, a block barrier), the copies of tile
+  /// `tile` + stages - 1 issued (given `pages`; returns the next tile's),
+  /// unless `deferCopies`, and a quantized K decoded and published.
+  llvm::SmallVector<mlir::Value> landKeys(CpAsyncRing &ring, mlir::Value tile,
+                                          mlir::ValueRange pages,
+                                          bool deferCopies);
+  /// A quantized V of tile `tile` decoded into buffer `tile` % 2 and
+  /// fenced for the async proxy (the next block barrier publishes it).
+  void decodeValues(mlir::Value tile);
+  /// The byte offsets (index) of a tile's K and V operand rows: a decoded
+  /// tile (V's buffer `tile` % 2), or the ring stage read in place.
+  mlir::Value keyRowsOf(const TileViews &tile);
+  mlir::Value valueRowsOf(const TileViews &tile, mlir::Value tile32);
+  /// S of a tile (wgmma N = keys), issued and committed, not waited for:
+  /// per thread the mma C fragments of its rows, n-tile after n-tile.
+  llvm::SmallVector<mlir::Value> issueScores(mlir::Value keyRows);
+  /// O += P V (wgmma N = the value channels, V read MN-major, P from
+  /// registers: `pBits`, 4 per 16-key step), issued and committed, not
+  /// waited for.
+  void issueValues(mlir::Value valueRows, llvm::ArrayRef<mlir::Value> pBits,
+                   llvm::SmallVectorImpl<mlir::Value> &s);
+  /// The online softmax of tile `tile`'s `scores` (landed): the logits,
+  /// the maxima and sums of `s`, then, when the previous P V is still
+  /// `accumulatorsInFlight`, its wait and the accumulators' decay; returns
+  /// P as wgmma A registers (i32 pairs, 4 per 16-key step).
+  llvm::SmallVector<mlir::Value>
+  softmaxOfTile(llvm::ArrayRef<mlir::Value> scores, mlir::Value tile,
+                llvm::SmallVectorImpl<mlir::Value> &s,
+                bool accumulatorsInFlight);
   /// Orders this thread's shared-memory stores before later wgmma reads
   /// (fence.proxy.async; a block barrier must follow).
   void publishToAsyncProxy();

@@ -35,11 +35,12 @@ Value PrefillBuilder::decodedChannel(Value at, int64_t n) {
   return kb.add(wordBase, kb.add(pair, high));
 }
 
-void PrefillBuilder::decodeTile(Value stageBase) {
+void PrefillBuilder::decodeTile(Value stageBase, Value valueShift) {
   if (keyDecoded)
-    decodeSide(key, layout.decodedKeys, layout.keyStride, stageBase);
+    decodeSide(key, layout.decodedKeys, layout.keyStride, stageBase, Value());
   if (valueDecoded)
-    decodeSide(value, layout.decodedValues, layout.valueStride, stageBase);
+    decodeSide(value, layout.decodedValues, layout.valueStride, stageBase,
+               valueShift);
 }
 
 Value PrefillBuilder::rawChunkByte(Value rows, Value keyIndex, Value segment,
@@ -53,20 +54,24 @@ Value PrefillBuilder::rawChunkByte(Value rows, Value keyIndex, Value segment,
 }
 
 Value PrefillBuilder::decodedByte(int64_t decodedAt, int64_t stride,
-                                  Value keyIndex, Value channel) {
+                                  Value keyIndex, Value channel, Value shift) {
   if (!wgmma) {
     Value at = kb.add(index(decodedAt), kb.mul(keyIndex, index(stride)));
     return kb.add(at, kb.mul(channel, index(2)));
   }
   // wgmma's core matrices: K-major for S (channels along K), MN-major for
   // P V (channels along N), one copy serving both.
+  // The second V buffer (valueShift bytes on) is a whole tile further.
+  Value base = index(decodedAt);
+  if (shift)
+    base = kb.add(base, shift);
   Value chunk = kb.divs(channel, index(8));
-  Value at = coreMatrixByte(kb, index(decodedAt), keyIndex, chunk, tileKeys);
+  Value at = coreMatrixByte(kb, base, keyIndex, chunk, tileKeys);
   return kb.add(at, kb.mul(kb.rems(channel, index(8)), index(2)));
 }
 
 void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
-                                int64_t stride, Value stageBase) {
+                                int64_t stride, Value stageBase, Value shift) {
   // Chunk c (16 raw bytes: 4 words of n codes) is key c / segments,
   // segment c % segments (wgmma: key c % keys, segment c / keys, so that
   // consecutive threads read and write consecutive core-matrix rows); its
@@ -138,14 +143,14 @@ void PrefillBuilder::decodeSide(const PagedSide &side, int64_t decodedAt,
       Value packed =
           vector::FromElementsOp::create(builder, kb.loc, pairWords, stored);
       Value channel = kb.add(kb.mul(segment, index(4 * n)), index(w * n));
-      Value at = decodedByte(decodedAt, stride, keyIndex, channel);
+      Value at = decodedByte(decodedAt, stride, keyIndex, channel, shift);
       vector::StoreOp::create(builder, kb.loc, packed, words,
                               ValueRange{kb.divs(at, index(4))});
     }
   };
-  for (int64_t pass = 0; pass * kBlockThreads < chunks; ++pass) {
-    Value chunk = kb.add(tid, index(pass * kBlockThreads));
-    if ((pass + 1) * kBlockThreads <= chunks) {
+  for (int64_t pass = 0; pass * blockThreads < chunks; ++pass) {
+    Value chunk = kb.add(tid, index(pass * blockThreads));
+    if ((pass + 1) * blockThreads <= chunks) {
       decodeChunk(chunk);
       continue;
     }

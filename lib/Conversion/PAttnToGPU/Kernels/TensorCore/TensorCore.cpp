@@ -147,16 +147,19 @@ MmaBuilder::SoftmaxRow MmaBuilder::softmaxRow(Value oldMax, Value newMax,
 SmallVector<SmallVector<SmallVector<Value>>> MmaBuilder::softmaxSteps(
     const SoftmaxTiles &tiles, ArrayRef<SmallVector<Value>> logits,
     SmallVectorImpl<Value> &s, Value negInf, Value zeroF32) {
-  Location loc = kb.loc;
-  OpBuilder &builder = kb.b;
-  int64_t mTiles = tiles.mTiles, nTiles = tiles.nTiles;
+  SoftmaxWeights weights = softmaxWeights(tiles, logits, s, negInf, zeroF32);
+  decayAccumulators(tiles, weights, s);
+  return std::move(weights.pOperands);
+}
+
+MmaBuilder::SoftmaxWeights MmaBuilder::softmaxWeights(
+    const SoftmaxTiles &tiles, ArrayRef<SmallVector<Value>> logits,
+    SmallVectorImpl<Value> &s, Value negInf, Value zeroF32) {
+  int64_t mTiles = tiles.mTiles;
   int64_t rowHalves = tiles.rowHalves;
   int64_t steps = logits.size();
   auto maxAt = [&](int64_t mt, int64_t h) { return tiles.maxAt(mt, h); };
   auto sumAt = [&](int64_t mt, int64_t h) { return tiles.sumAt(mt, h); };
-  auto accAt = [&](int64_t mt, int64_t nt, int64_t e) {
-    return tiles.accAt(mt, nt, e);
-  };
   // Online softmax per row over every step's keys at once; P re-packed as
   // the A operand of P V, per step and m-tile.
   SmallVector<SmallVector<SmallVector<Value>>> pOperands(
@@ -208,14 +211,28 @@ SmallVector<SmallVector<SmallVector<Value>>> MmaBuilder::softmaxSteps(
           packPair(p[k][0], p[k][1]), packPair(p[k][2], p[k][3]),
           packPair(p[k][4], p[k][5]), packPair(p[k][6], p[k][7])};
   }
+  return {std::move(pOperands), std::move(alphas), rescale};
+}
 
+void MmaBuilder::decayAccumulators(const SoftmaxTiles &tiles,
+                                   const SoftmaxWeights &weights,
+                                   SmallVectorImpl<Value> &s) {
+  Location loc = kb.loc;
+  OpBuilder &builder = kb.b;
+  int64_t mTiles = tiles.mTiles, nTiles = tiles.nTiles;
+  int64_t rowHalves = tiles.rowHalves;
+  auto maxAt = [&](int64_t mt, int64_t h) { return tiles.maxAt(mt, h); };
+  auto accAt = [&](int64_t mt, int64_t nt, int64_t e) {
+    return tiles.accAt(mt, nt, e);
+  };
+  ArrayRef<Value> alphas = weights.alphas;
   // The accumulators decay by alpha = 2^(old max - new max) per
   // row, skipped (alpha = 1 on every row) unless some row of the
   // warp has a new maximum: after the first tiles it rarely does.
   Value allLanes = kb.i32(-1);
   Value anyRescale =
       NVVM::VoteSyncOp::create(builder, loc, builder.getI1Type(), allLanes,
-                               rescale, NVVM::VoteSyncKind::any);
+                               weights.rescale, NVVM::VoteSyncKind::any);
   SmallVector<Type> accTypes(mTiles * nTiles * 4, builder.getF32Type());
   SmallVector<Value> accumulators = kb.ifElse(
       anyRescale, accTypes,
@@ -235,7 +252,6 @@ SmallVector<SmallVector<SmallVector<Value>>> MmaBuilder::softmaxSteps(
       });
   std::copy(accumulators.begin(), accumulators.end(),
             s.begin() + accAt(0, 0, 0));
-  return pOperands;
 }
 
 Value MmaBuilder::exp2(Value x) {
@@ -387,5 +403,46 @@ SmallVector<Value> WgmmaOps::mma(Value descA, Value descB, ArrayRef<Value> acc,
   SmallVector<Value> result;
   for (int64_t i = 0; i < n / 2; ++i)
     result.push_back(LLVM::ExtractValueOp::create(builder, loc, d, i));
+  return result;
+}
+
+SmallVector<Value> WgmmaOps::mmaRegisterA(ArrayRef<Value> a, Value descB,
+                                          ArrayRef<Value> acc, int64_t n,
+                                          bool bf16, bool transposeB) {
+  assert(a.size() == 4 && int64_t(acc.size()) == n / 2 &&
+         "four A pairs and n / 2 accumulators");
+  OpBuilder &builder = kb.b;
+  Type f32 = builder.getF32Type();
+  int64_t count = n / 2;
+  // Operands: the accumulators (outputs 0 ... count - 1, tied to inputs
+  // count ... 2 count - 1), A's four pairs, B's descriptor; scale-d = 1
+  // (D accumulates), scale-a = scale-b = 1.
+  std::string text = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
+                     "k16.f32." + (bf16 ? "bf16.bf16" : "f16.f16") + " {";
+  std::string constraints;
+  for (int64_t i = 0; i < count; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(i);
+    constraints += (i ? ",=f" : "=f");
+  }
+  for (int64_t i = 0; i < count; ++i)
+    constraints += "," + std::to_string(i);
+  text += "}, {";
+  for (int64_t i = 0; i < 4; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(2 * count + i);
+    constraints += ",r";
+  }
+  text += "}, $" + std::to_string(2 * count + 4) + ", 1, 1, 1, " +
+          (transposeB ? "1" : "0") + ";";
+  constraints += ",l";
+  SmallVector<Value> operands(acc.begin(), acc.end());
+  operands.append(a.begin(), a.end());
+  operands.push_back(descB);
+  auto structType = LLVM::LLVMStructType::getLiteral(
+      builder.getContext(), SmallVector<Type>(count, f32));
+  Value d = kb.inlinePtx(structType, text, constraints, operands,
+                         /*sideEffects=*/true);
+  SmallVector<Value> result;
+  for (int64_t i = 0; i < count; ++i)
+    result.push_back(LLVM::ExtractValueOp::create(builder, kb.loc, d, i));
   return result;
 }

@@ -108,6 +108,24 @@ public:
                llvm::ArrayRef<llvm::SmallVector<mlir::Value>> logits,
                llvm::SmallVectorImpl<mlir::Value> &state, mlir::Value negInf,
                mlir::Value zero);
+  /// softmaxSteps in two halves, for a kernel whose accumulators are still
+  /// in flight while P is formed (wgmma): the maxima, sums and P (with
+  /// each row's alpha and whether any row of the thread grew), then the
+  /// accumulators' decay once they have landed.
+  struct SoftmaxWeights {
+    llvm::SmallVector<llvm::SmallVector<llvm::SmallVector<mlir::Value>>>
+        pOperands;
+    llvm::SmallVector<mlir::Value> alphas;
+    mlir::Value rescale;
+  };
+  SoftmaxWeights
+  softmaxWeights(const SoftmaxTiles &tiles,
+                 llvm::ArrayRef<llvm::SmallVector<mlir::Value>> logits,
+                 llvm::SmallVectorImpl<mlir::Value> &state, mlir::Value negInf,
+                 mlir::Value zero);
+  void decayAccumulators(const SoftmaxTiles &tiles,
+                         const SoftmaxWeights &weights,
+                         llvm::SmallVectorImpl<mlir::Value> &state);
 
   KernelBuilder &kb;
   /// bf16 operands (else f16).
@@ -138,6 +156,15 @@ public:
   llvm::SmallVector<mlir::Value> mma(mlir::Value descA, mlir::Value descB,
                                      llvm::ArrayRef<mlir::Value> acc, int64_t n,
                                      bool bf16, bool transposeB);
+  /// D (m64 x n fp32) += A B with A from registers: `a`, the thread's four
+  /// i32 pairs of the mma.sync m16n8k16 A fragment of its warp's 16 rows
+  /// (warp w: rows 16 w ...), as FlashAttention-3 keeps P. Inline PTX:
+  /// MLIR's wgmma op takes A from shared memory only.
+  llvm::SmallVector<mlir::Value> mmaRegisterA(llvm::ArrayRef<mlir::Value> a,
+                                              mlir::Value descB,
+                                              llvm::ArrayRef<mlir::Value> acc,
+                                              int64_t n, bool bf16,
+                                              bool transposeB);
 
 private:
   KernelBuilder &kb;
