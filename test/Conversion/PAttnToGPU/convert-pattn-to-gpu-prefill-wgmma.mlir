@@ -8,9 +8,9 @@
 // as core matrices ([channel / 8][row / 8][row % 8][channel % 8]) and
 // handed to the async proxy before the block barrier. The ring (raw rows
 // copied as core matrices) is landed with a plain barrier, and the int4
-// cache decoded once per tile into core-matrix tiles (key = chunk % 64, so
+// cache decoded once per tile into core-matrix tiles (key = chunk % 128, so
 // consecutive threads fill consecutive rows of a core matrix), fenced and
-// published. S = Q Kᵀ is one chain of head_dim / 16 = 8 m64n64k16 (the
+// published. S = Q Kᵀ is one chain of head_dim / 16 = 8 m64n128k16 (the
 // first with D = 0).
 //
 // Prologue (a block with tiles): tile 0 landed, K decoded, its S issued,
@@ -29,8 +29,8 @@
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: nvvm.wgmma.fence.aligned
-// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
-// CHECK-COUNT-7: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK-COUNT-7: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: vector.store %{{.*}} : memref<{{[0-9]+}}xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
@@ -40,7 +40,7 @@
 // CHECK: scf.yield
 // The loop from tile 1: tile i lands (the slot of tile i - 1 refilled:
 // its V was decoded), K decoded; S(i) issued, then O += P(i - 1) V(i - 1)
-// with P from registers (wgmma's register-A form, inline PTX: 4
+// with P from registers (wgmma's register-A form, inline PTX: 8
 // m64n128k16, V read MN-major, imm-trans-b 1); V(i) decoded under both;
 // wait for S(i) only (group 1), the softmax of tile i under P V; then wait
 // for P V and decay the accumulators (the warp vote any).
@@ -52,10 +52,10 @@
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, 1, 1, 1, 1;"
+// CHECK-COUNT-8: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, 1, 1, 1, 1;"
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: vector.store %{{.*}} : memref<{{[0-9]+}}xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
@@ -69,7 +69,7 @@
 // CHECK: scf.if
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n128k16
+// CHECK-COUNT-8: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n128k16
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: nvvm.cp.async.wait.group 0

@@ -13,7 +13,13 @@
 //   copies and decodes per row and deepens the ring (1 block per SM);
 //   query_tile = floor(rows / g) tokens.
 // - keys per tile: 64 (four 16-key steps per warp between barriers), 32 or
-//   16 where a chip's shared memory per block does not hold two stages.
+//   16 where a chip's shared memory per block does not hold two stages;
+//   128 on wgmma where both sides are decoded, which halves the block
+//   barriers, waits and softmax reductions per key: 2-7% faster on the
+//   quantized caches (H100, B4 x 4K prompts: nvfp4 2491 against 2664 µs,
+//   i4 3594 against 3736), 2-5% slower on a 16-bit cache read in place
+//   (fewer ring stages fit; bench/results/2026-12-07-h100-prefill-direct-
+//   output.md).
 // - stages: as many as keep the blocks per SM that two stages allow, up to
 //   4 (more bytes in flight per block at the same occupancy).
 // - kernel: wgmma where every chip built for has it (sm_90a) and both
@@ -31,6 +37,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
+#include <array>
 
 using namespace mlir;
 using namespace pattn;
@@ -98,11 +105,19 @@ static int64_t sharedLimitOf(ArrayRef<Chip> chips) {
   return limit;
 }
 
-/// The largest tile of two stages that fits `limit` (0 if none does).
+/// The largest tile of two stages that fits `limit` (0 if none does):
+/// 128 keys only on wgmma with both sides decoded (see the file comment).
 static int64_t prefillTile(CacheType key, CacheType value, int64_t limit,
                            TensorCoreKernel kernel) {
-  for (int64_t tile : {int64_t(64), int64_t(32), int64_t(16)})
-    if (layoutPrefillShared(key, value, tile, 2, kernel).total <= limit)
+  bool bothDecoded = llvm::all_of(std::array<CacheType, 2>{key, value},
+                                  [](CacheType side) {
+                                    return encodingInfo(side.getEncoding())
+                                               .codesPerWord != 2;
+                                  });
+  bool wideTiles = kernel == TensorCoreKernel::wgmma && bothDecoded;
+  for (int64_t tile : {int64_t(128), int64_t(64), int64_t(32), int64_t(16)})
+    if ((tile < 128 || wideTiles) &&
+        layoutPrefillShared(key, value, tile, 2, kernel).total <= limit)
       return tile;
   return 0;
 }

@@ -22,7 +22,7 @@
 // names the kernel and why not wgmma.
 // BAD: prompt-kernel=fast is not prefill, prefill-mma-sync, prefill-wgmma or xqa
 
-// WHY: remark: prefill plan: wgmma, 128 rows a block, query tiles of 32 tokens x g = 4, 64-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
+// WHY: remark: prefill plan: wgmma, 128 rows a block, query tiles of 32 tokens x g = 4, 128-key tiles x 4 stages; sequences of at most 4 query tokens run on the decode kernel (16 rows, 64-key tiles x 4 stages)
 // WHY: remark: prefill plan: mma.sync (not wgmma: an f16 or bf16 cache, which mma.sync reads faster), 64 rows a block, query tiles of 8 tokens x g = 8, 64-key tiles x 2 stages; sequences of at most 2 query tokens run on the decode kernel (16 rows, 64-key tiles x 3 stages)
 // WHY: remark: prefill plan: wgmma, 128 rows a block, query tiles of 128 tokens x g = 1, {{.*}}; sequences of at most 8 query tokens run on the decode kernel (8 rows,
 // WHY: remark: prefill plan: mma.sync (not wgmma: a row of 512 bytes, more than 256), 64 rows a block
@@ -41,7 +41,7 @@
 // MMA-SAME: plan = #pattn.prefill_plan<operand = f16, rows = 64, query_tile = 16, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 94208, resident_blocks = [2], targets = [sm_90a]>
 // H200-LABEL: func.func @prompt_i4
 // H200: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4], targets = [sm_90a]>
-// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128, query_tile = 32, keys_per_tile = 64, stages = 4, keys_per_split = 4096, shared_bytes = 125952, resident_blocks = [1], threads = 256, targets = [sm_90a]>
+// H200-SAME: plan = #pattn.prefill_plan<kernel = wgmma, operand = f16, rows = 128, query_tile = 32, keys_per_tile = 128, stages = 4, keys_per_split = 4096, shared_bytes = 217088, resident_blocks = [1], threads = 256, targets = [sm_90a]>
 // A chip of 99 KiB per block bounds the ring of both.
 // MIXED-LABEL: func.func @prompt_i4
 // MIXED: decode_plan = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 46336, resident_blocks = [4, 2], targets = [sm_90a, sm_86]>
