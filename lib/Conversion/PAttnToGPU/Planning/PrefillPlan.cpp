@@ -109,11 +109,10 @@ static int64_t sharedLimitOf(ArrayRef<Chip> chips) {
 /// 128 keys only on wgmma with both sides decoded (see the file comment).
 static int64_t prefillTile(CacheType key, CacheType value, int64_t limit,
                            TensorCoreKernel kernel) {
-  bool bothDecoded = llvm::all_of(std::array<CacheType, 2>{key, value},
-                                  [](CacheType side) {
-                                    return encodingInfo(side.getEncoding())
-                                               .codesPerWord != 2;
-                                  });
+  bool bothDecoded =
+      llvm::all_of(std::array<CacheType, 2>{key, value}, [](CacheType side) {
+        return encodingInfo(side.getEncoding()).codesPerWord != 2;
+      });
   bool wideTiles = kernel == TensorCoreKernel::wgmma && bothDecoded;
   for (int64_t tile : {int64_t(128), int64_t(64), int64_t(32), int64_t(16)})
     if ((tile < 128 || wideTiles) &&
