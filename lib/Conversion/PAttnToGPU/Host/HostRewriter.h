@@ -26,6 +26,8 @@
 
 namespace pattn {
 
+class ScalarBuilder;
+
 /// The runtime entries that hand a compiled function its status, the
 /// device's compute capability, the device error word and the SM count.
 inline constexpr llvm::StringLiteral kTakeStatus = "pattnRuntimeTakeStatus";
@@ -164,6 +166,9 @@ private:
   /// The decode launch of `decode` into `workspace`.
   void launchDecodeKernel(mlir::Location loc, const DecodeWorkspace &workspace,
                           const DecodeKernels &decode);
+  /// Whether `workspace`'s merge must run: always, unless its kernel
+  /// finishes unsplit rows itself (then: with several splits).
+  mlir::Value needsMerge(ScalarBuilder &kb, const DecodeWorkspace &workspace);
   /// A merge launch: a block per (row of `rows`, kBlockThreads channels).
   void launchMerge(mlir::Location loc, int64_t valueDim, mlir::Value rows,
                    mlir::gpu::GPUFuncOp merge, mlir::ValueRange operands);

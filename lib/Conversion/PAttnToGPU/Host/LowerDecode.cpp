@@ -154,6 +154,13 @@ void HostRewriter::launchDecodeKernel(Location loc,
          decode.blockThreads);
 }
 
+Value HostRewriter::needsMerge(ScalarBuilder &kb,
+                               const DecodeWorkspace &workspace) {
+  if (!workspace.finishesUnsplit)
+    return kb.boolean(true);
+  return kb.cmpi(arith::CmpIPredicate::sgt, workspace.splits, kb.index(1));
+}
+
 void HostRewriter::launchMerge(Location loc, int64_t valueDim, Value rows,
                                gpu::GPUFuncOp merge, ValueRange operands) {
   ScalarBuilder kb(builder, loc);
@@ -173,9 +180,7 @@ void HostRewriter::launchDecode(Location loc, int64_t valueDim,
     return;
   }
   ScalarBuilder kb(builder, loc);
-  Value split =
-      kb.cmpi(arith::CmpIPredicate::sgt, workspace.splits, kb.index(1));
-  kb.ifThen(split, [&] {
+  kb.ifThen(needsMerge(kb, workspace), [&] {
     launchMerge(loc, valueDim, workspace.rows, decode.merge, mergeOperands);
   });
 }
@@ -255,6 +260,8 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
     auto portable = cast<PortablePlanAttr>(plan);
     grid.splitKeys = portable.getKeysPerSplit();
     grid.rowsOnX = portable.getPrompt();
+    // A prompt's portable kernel finishes its rows itself with one split.
+    grid.finishesUnsplit = portable.getPrompt();
   }
   return grid;
 }
@@ -405,8 +412,11 @@ LogicalResult HostRewriter::lowerGuardedPair(PagedAttentionOp first,
       gridOfPlan(firstPlan, chips, firstKey->type.getKvHeads(), numHeads);
   DecodeGrid secondGrid =
       gridOfPlan(secondPlan, chips, secondKey->type.getKvHeads(), numHeads);
-  // The pair's merge picks the workspace the guard names: both are filled.
-  firstGrid.finishesUnsplit = secondGrid.finishesUnsplit = false;
+  // The pair's merge picks the workspace the guard names. A kernel that
+  // finishes unsplit rows itself (the prefill family) gets a workspace
+  // without rows with one split and writes the output; the merge then
+  // skips that workspace, and runs at all only where a workspace has rows.
+  bool directOutput = firstGrid.finishesUnsplit || secondGrid.finishesUnsplit;
   Location loc = first.getLoc();
   Value tokens = dim(loc, queryRead(first), 0);
   ifPositive(loc, tokens, [&] {
@@ -427,12 +437,21 @@ LogicalResult HostRewriter::lowerGuardedPair(PagedAttentionOp first,
       launchDecodeKernel(loc, firstWorkspace, firstKernels);
       launchDecodeKernel(second.getLoc(), secondWorkspace, secondKernels);
       SmallVector<Value> mergeOperands;
-      gpu::GPUFuncOp merge =
-          buildGuardedPairMergeKernel(module, first, second, mergeOperands);
+      gpu::GPUFuncOp merge = buildGuardedPairMergeKernel(
+          module, first, second, mergeOperands, directOutput);
       mergeOperands.append(
           {firstWorkspace.partialOut, firstWorkspace.partialStats,
            secondWorkspace.partialOut, secondWorkspace.partialStats});
-      launchMerge(loc, valueDim, firstWorkspace.rows, merge, mergeOperands);
+      if (!directOutput) {
+        launchMerge(loc, valueDim, firstWorkspace.rows, merge, mergeOperands);
+        return;
+      }
+      ScalarBuilder kb(builder, loc);
+      Value firstSplit = needsMerge(kb, firstWorkspace);
+      Value secondSplit = needsMerge(kb, secondWorkspace);
+      kb.ifThen(kb.lor(firstSplit, secondSplit), [&] {
+        launchMerge(loc, valueDim, firstWorkspace.rows, merge, mergeOperands);
+      });
     });
     freeWorkspace(loc, firstWorkspace);
     freeWorkspace(loc, secondWorkspace);

@@ -345,12 +345,13 @@ buildPagedMergeKernel(KernelModule &kernels, pattn::PagedAttentionOp op,
 /// attention ops of one guard and output, of which the flag lets at most
 /// one run. Its operands are the first op's merge operands, then the first
 /// op's workspace, then the second's; each block merges the workspace of
-/// the op the flag names (neither: nothing).
-mlir::gpu::GPUFuncOp
-buildGuardedPairMergeKernel(KernelModule &kernels,
-                            pattn::PagedAttentionOp first,
-                            pattn::PagedAttentionOp second,
-                            llvm::SmallVectorImpl<mlir::Value> &hostOperands);
+/// the op the flag names (neither: nothing). With `directOutput` (a kernel
+/// of the pair finishes its rows itself given a workspace without rows),
+/// a named workspace without rows is skipped: its op wrote the output.
+mlir::gpu::GPUFuncOp buildGuardedPairMergeKernel(
+    KernelModule &kernels, pattn::PagedAttentionOp first,
+    pattn::PagedAttentionOp second,
+    llvm::SmallVectorImpl<mlir::Value> &hostOperands, bool directOutput);
 
 DecodeKernels buildMlaDecodeKernels(KernelModule &kernels,
                                     pattn::MlaDecodeOp op,

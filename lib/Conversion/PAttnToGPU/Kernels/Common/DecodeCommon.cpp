@@ -184,6 +184,27 @@ Value pattn::softmaxWeight(KernelBuilder &kb, Value x, Value m) {
   return kb.select(isNegInf(kb, x), kb.f32(0.0f), e);
 }
 
+UnsplitRow pattn::finishUnsplitRow(KernelBuilder &kb, Value naturalMax,
+                                   Value sum, Value sinks, Value head) {
+  Value globalMax = naturalMax;
+  Value sink;
+  if (sinks) {
+    sink = kb.toF32(kb.load(sinks, {head}));
+    globalMax = kb.fmax(globalMax, sink);
+  }
+  UnsplitRow row;
+  row.weight = softmaxWeight(kb, naturalMax, globalMax);
+  row.zero = kb.f32(0.0f);
+  Value denominator = kb.fma(sum, row.weight, row.zero);
+  Value sinkWeight = sink ? softmaxWeight(kb, sink, globalMax) : Value();
+  row.inverse = outputInverse(kb, denominator, sinkWeight);
+  return row;
+}
+
+Value UnsplitRow::weighted(KernelBuilder &kb, Value x) const {
+  return kb.fma(x, weight, zero);
+}
+
 Value pattn::outputInverse(KernelBuilder &kb, Value denominator,
                            Value sinkWeight) {
   // A sink adds exp(sink - max) to the denominator and nothing to the sum.

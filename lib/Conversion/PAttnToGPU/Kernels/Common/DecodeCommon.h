@@ -165,6 +165,18 @@ mlir::Value softmaxWeight(KernelBuilder &kb, mlir::Value x, mlir::Value m);
 /// (null without a sink) added first; 0 for an empty row (no key, no sink).
 mlir::Value outputInverse(KernelBuilder &kb, mlir::Value denominator,
                           mlir::Value sinkWeight);
+/// A row of one split finished as the merge finishes it (so with the same
+/// bits): `weight` = exp(max - max'), max' the row's (natural) maximum with
+/// the sink of `head` taken in (`sinks` null: none), and `inverse` that of
+/// the denominator sum x weight with the sink's weight added.
+struct UnsplitRow {
+  mlir::Value weight, inverse, zero;
+  /// A channel's sum x weight (fused, as the merge's).
+  mlir::Value weighted(KernelBuilder &kb, mlir::Value x) const;
+};
+UnsplitRow finishUnsplitRow(KernelBuilder &kb, mlir::Value naturalMax,
+                            mlir::Value sum, mlir::Value sinks,
+                            mlir::Value head);
 /// Writes out[token, head, channel] = sum x inverse (x out_scale[kvHead,
 /// channel] when `outScale` is set), rounded once to the output's type.
 /// The merge and the prefill's unsplit rows share it, so both give the

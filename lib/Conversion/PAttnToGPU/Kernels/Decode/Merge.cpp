@@ -54,6 +54,8 @@ Value foldInOrder(KernelBuilder &kb, Value count, Value init,
 /// first op's.
 struct MergePair {
   int32_t secondGuardValue;
+  /// Whether a workspace without rows is its op's "written directly".
+  bool directOutput;
 };
 
 /// The merge kernel's arguments and the block's coordinates.
@@ -294,20 +296,28 @@ static void mergeRow(KernelBuilder &kb, const MergeKernel &m, int64_t valueDim,
 /// flag names it, else of the second's where it names that one. Each
 /// branch is the lone merge's code over its workspace (one merge over a
 /// selected workspace ran 0.5-1.1 us slower on the H100).
+/// With `directOutput`, a workspace without rows is skipped: its op found
+/// one split and wrote the output itself.
 static void mergeWorkspaces(KernelBuilder &kb, const MergeKernel &m,
-                            int64_t valueDim, Value threads, Value hasChannel) {
-  kb.ifThen(m.first, [&] {
-    MergeKernel own = m;
-    own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
-    mergeRow(kb, own, valueDim, threads, hasChannel);
-  });
-  kb.ifThen(m.second, [&] {
-    MergeKernel own = m;
-    own.partialOut = m.secondOut;
-    own.partialStats = m.secondStats;
-    own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
-    mergeRow(kb, own, valueDim, threads, hasChannel);
-  });
+                            int64_t valueDim, Value threads, Value hasChannel,
+                            bool directOutput) {
+  auto mergeNamed = [&](Value named, Value partialOut, Value partialStats) {
+    Value merges = named;
+    if (directOutput) {
+      Value rows = memref::DimOp::create(kb.b, kb.loc, partialStats, 1);
+      Value hasRows = kb.cmpi(arith::CmpIPredicate::sgt, rows, kb.index(0));
+      merges = kb.land(named, hasRows);
+    }
+    kb.ifThen(merges, [&] {
+      MergeKernel own = m;
+      own.partialOut = partialOut;
+      own.partialStats = partialStats;
+      own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
+      mergeRow(kb, own, valueDim, threads, hasChannel);
+    });
+  };
+  mergeNamed(m.first, m.partialOut, m.partialStats);
+  mergeNamed(m.second, m.secondOut, m.secondStats);
 }
 
 /// The merge kernel of buildMergeKernel, or of a guarded pair (`pair`).
@@ -323,7 +333,7 @@ static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
   Value hasChannel =
       kb.cmpi(arith::CmpIPredicate::slt, m.channel, kb.index(valueDim));
   if (pair) {
-    mergeWorkspaces(kb, m, valueDim, threads, hasChannel);
+    mergeWorkspaces(kb, m, valueDim, threads, hasChannel, pair->directOutput);
     gpu::ReturnOp::create(builder, p.loc);
     return m.func;
   }
@@ -350,10 +360,11 @@ gpu::GPUFuncOp pattn::buildMergeKernel(KernelModule &kernels, int64_t valueDim,
 auto ::pattn::buildGuardedPairMergeKernel(KernelModule &kernels,
                                           PagedAttentionOp first,
                                           PagedAttentionOp second,
-                                          SmallVectorImpl<Value> &hostOperands)
-    -> gpu::GPUFuncOp {
+                                          SmallVectorImpl<Value> &hostOperands,
+                                          bool directOutput) -> gpu::GPUFuncOp {
   CacheType value = first.getValue().getType();
-  MergePair pair{static_cast<int32_t>(second.getGuardValue().value_or(0))};
+  MergePair pair{static_cast<int32_t>(second.getGuardValue().value_or(0)),
+                 directOutput};
   return buildMerge(kernels, value.getHeadDim(), value.getKvHeads(),
                     decodeParams(first), hostOperands, SplitRows(), &pair);
 }

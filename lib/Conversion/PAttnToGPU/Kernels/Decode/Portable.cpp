@@ -99,6 +99,9 @@ private:
   // Arguments and shared buffers.
   Value query, blockTable, seqLens, queryStart, guard, queryExponents,
       partialOut, partialStats;
+  /// A prompt plan's: the op's sinks, out_scale and output (null when
+  /// absent), for rows it finishes itself (writeFinished).
+  Value sinks, outScale, out;
   Value querySmem, scores, pages, offsets;
   // The block's coordinates.
   Value tid, split, token, kvHead, firstHead, lane, firstVector, active;
@@ -131,10 +134,18 @@ private:
                                       Value count);
   SmallVector<Value> accumulateKey(Value i, ValueRange c);
   SmallVector<Value> keyLoop();
+  /// The block's results: with a workspace without rows (a prompt plan's
+  /// one split: the host launches no merge) the finished output, else the
+  /// split's partial results.
+  void writeResults(ArrayRef<Value> state);
   void writePartials(ArrayRef<Value> state);
+  /// The finished output of the block's rows, as the merge writes it.
+  void writeFinished(ArrayRef<Value> state);
   /// One lane: each thread writes its channels, thread 0 the sums.
   void writeLanePartials(ArrayRef<Value> state, Value isFirst);
   void reduceLanePartials(ArrayRef<Value> state);
+  /// Each lane's outputs and sums into shared memory, between barriers.
+  void stageLanes(ArrayRef<Value> state);
   Value tokenHeadOf(Value headInBlock) {
     return kb.add(kb.mul(token, kb.index(p.numHeads)),
                   kb.add(firstHead, headInBlock));
@@ -150,6 +161,11 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   signature.add(DecodeArg::Guard, p.guard);
   signature.add(DecodeArg::QueryExponents, p.queryExponents);
   signature.addRun(DecodeArg::Source, source.hostOperands);
+  if (s.prompt) {
+    signature.add(DecodeArg::Sinks, p.sinks);
+    signature.add(DecodeArg::OutScale, p.outScale);
+    signature.add(DecodeArg::Out, p.out);
+  }
   signature.addWorkspace(context, s.valueDim);
   hostOperands.assign(signature.hostOperands().begin(),
                       signature.hostOperands().end());
@@ -185,6 +201,11 @@ void PortableDecode::createKernel(SmallVectorImpl<Value> &hostOperands) {
   partialStats = sequence.partialStats;
   guard = signature.arg(DecodeArg::Guard);
   queryExponents = signature.arg(DecodeArg::QueryExponents);
+  if (s.prompt) {
+    sinks = signature.arg(DecodeArg::Sinks);
+    outScale = signature.arg(DecodeArg::OutScale);
+    out = signature.arg(DecodeArg::Out);
+  }
   source.bind(signature.run(DecodeArg::Source));
   querySmem = kernel.getWorkgroupAttributions()[0];
   scores = kernel.getWorkgroupAttributions()[1];
@@ -430,8 +451,9 @@ void PortableDecode::writeLanePartials(ArrayRef<Value> state, Value isFirst) {
   }
 }
 
-void PortableDecode::reduceLanePartials(ArrayRef<Value> state) {
-  // Sum the lanes through shared memory: [lane][head][channel | sum].
+void PortableDecode::stageLanes(ArrayRef<Value> state) {
+  // The lanes' outputs and sums into shared memory:
+  // [lane][head][channel | sum].
   kb.barrier();
   kb.ifThen(active, [&] {
     for (int64_t j = 0; j < s.heads; ++j) {
@@ -450,6 +472,11 @@ void PortableDecode::reduceLanePartials(ArrayRef<Value> state) {
     }
   });
   kb.barrier();
+}
+
+void PortableDecode::reduceLanePartials(ArrayRef<Value> state) {
+  // Sum the lanes through shared memory.
+  stageLanes(state);
   kb.forLoop(
       tid, kb.index(s.heads * s.reduceStride), kb.index(kBlockThreads), {},
       [&](Value index, ValueRange) -> SmallVector<Value> {
@@ -491,6 +518,73 @@ void PortableDecode::writePartials(ArrayRef<Value> state) {
     reduceLanePartials(state);
 }
 
+void PortableDecode::writeResults(ArrayRef<Value> state) {
+  if (!s.prompt) {
+    writePartials(state);
+    return;
+  }
+  Value workspaceRows = memref::DimOp::create(builder, p.loc, partialStats, 1);
+  Value unsplit = kb.cmpi(arith::CmpIPredicate::eq, workspaceRows, kb.index(0));
+  kb.ifElse(
+      unsplit, {},
+      [&]() -> SmallVector<Value> {
+        writeFinished(state);
+        return {};
+      },
+      [&]() -> SmallVector<Value> {
+        writePartials(state);
+        return {};
+      });
+}
+
+void PortableDecode::writeFinished(ArrayRef<Value> state) {
+  // The row's output: the sum of its lanes' accumulators (one lane: the
+  // thread's own), finished with the sum of their sums.
+  auto headOf = [&](int64_t j) { return kb.add(firstHead, kb.index(j)); };
+  auto store = [&](const UnsplitRow &row, int64_t j, Value channel, Value x) {
+    storeOutput(kb, row.weighted(kb, x), row.inverse, outScale, out, token,
+                headOf(j), kvHead, channel);
+  };
+  if (s.lanes == 1) {
+    for (int64_t j = 0; j < s.heads; ++j) {
+      UnsplitRow row = finishUnsplitRow(kb, state[s.maxOf(j)],
+                                        state[s.sumOf(j)], sinks, headOf(j));
+      for (int64_t v = 0; v < s.vectorsPerThread; ++v) {
+        Value vector = kb.add(firstVector, kb.index(v * kBlockThreads));
+        Value inRow = kb.cmpi(arith::CmpIPredicate::slt, vector,
+                              kb.index(s.vectorsPerRow));
+        kb.ifThen(inRow, [&] {
+          for (int64_t e = 0; e < s.elements; ++e) {
+            Value channel =
+                kb.add(kb.mul(vector, kb.index(s.elements)), kb.index(e));
+            store(row, j, channel, state[s.accOf(j, v * s.elements + e)]);
+          }
+        });
+      }
+    }
+    return;
+  }
+  stageLanes(state);
+  auto laneTotal = [&](int64_t j, Value channel) {
+    Value total = kb.f32(0.0f);
+    for (int64_t l = 0; l < s.lanes; ++l) {
+      Value at = kb.index((l * s.heads + j) * s.reduceStride);
+      total = kb.fadd(total, kb.load(querySmem, {kb.add(at, channel)}));
+    }
+    return total;
+  };
+  for (int64_t j = 0; j < s.heads; ++j) {
+    Value sum = laneTotal(j, kb.index(s.valueDim));
+    UnsplitRow row =
+        finishUnsplitRow(kb, state[s.maxOf(j)], sum, sinks, headOf(j));
+    kb.forLoop(tid, kb.index(s.valueDim), kb.index(kBlockThreads), {},
+               [&](Value channel, ValueRange) -> SmallVector<Value> {
+                 store(row, j, channel, laneTotal(j, channel));
+                 return {};
+               });
+  }
+}
+
 gpu::GPUFuncOp PortableDecode::build(SmallVectorImpl<Value> &hostOperands) {
   // Each key row is loaded and dequantized once for the block's heads.
   createKernel(hostOperands);
@@ -500,7 +594,7 @@ gpu::GPUFuncOp PortableDecode::build(SmallVectorImpl<Value> &hostOperands) {
     stageQuery();
     computeLogitScales();
     SmallVector<Value> state = keyLoop();
-    writePartials(state);
+    writeResults(state);
   });
   gpu::ReturnOp::create(builder, p.loc);
   return kernel;

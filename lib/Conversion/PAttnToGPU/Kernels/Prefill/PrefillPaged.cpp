@@ -283,26 +283,15 @@ void PrefillBuilder::writeRows(ArrayRef<Value> state,
           unsplit, {},
           [&]() -> SmallVector<Value> {
             // The merge's arithmetic for one split (Merge.cpp), so the
-            // bits are the same: weight exp(max - max'), where max' takes
-            // the sink in, then the sink's weight, out_scale, one rounding.
-            Value globalMax = naturalMax;
-            Value sink;
-            if (sinks) {
-              sink = kb.toF32(kb.load(sinks, {place.head}));
-              globalMax = kb.fmax(globalMax, sink);
-            }
-            Value weight = softmaxWeight(kb, naturalMax, globalMax);
-            Value zero = kb.f32(0.0f);
-            Value denominator = kb.fma(sum, weight, zero);
-            Value sinkWeight =
-                sink ? softmaxWeight(kb, sink, globalMax) : Value();
-            Value inverse = outputInverse(kb, denominator, sinkWeight);
+            // bits are the same.
+            UnsplitRow finished =
+                finishUnsplitRow(kb, naturalMax, sum, sinks, place.head);
             for (int64_t nt = 0; nt < nTiles; ++nt)
               for (int64_t e2 = 0; e2 < 2; ++e2) {
                 Value channel = outputChannel(nt, e2);
-                Value weighted = kb.fma(valueAt(nt, e2), weight, zero);
-                storeOutput(kb, weighted, inverse, outScale, out, place.token,
-                            place.head, kvHead, channel);
+                Value weighted = finished.weighted(kb, valueAt(nt, e2));
+                storeOutput(kb, weighted, finished.inverse, outScale, out,
+                            place.token, place.head, kvHead, channel);
               }
             return {};
           },
