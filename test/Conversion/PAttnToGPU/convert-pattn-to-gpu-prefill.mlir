@@ -8,8 +8,9 @@
 // words of f16 pairs) before the warps' ldmatrix, mma and softmax.
 // The batch is split (the op's decode_plan): sequences of at most 16 / g =
 // 4 query tokens are the XQA decode kernel's. The prefill family runs
-// first, giving their rows no keys (they come out zero); the decode kernel
-// and its merge then write them. The decode side's workspace has batch x 4
+// first: with one split their blocks stop at once, with several they
+// give their rows no keys (zeros); the decode kernel and its merge then
+// write them. The decode side's workspace has batch x 4
 // token slots, not the query's tokens, which are mostly the prefill
 // family's.
 // CHECK-LABEL: func.func @prompt
@@ -36,15 +37,22 @@
 // CHECK: gpu.func @pattn_prefill_{{[0-9a-f]+}}
 // CHECK-SAME: nvvm.maxntid = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32
 // CHECK: gpu.block_id  x
-// CHECK: gpu.block_id  z
 // CHECK: gpu.block_id  y
-// The scan over query_start: sequence b has ceil(n_b / 16) tiles; a tile
-// of a sequence of n_b <= 4 (the decode kernel's) has no keys.
+// CHECK: gpu.block_id  z
+// The scan over query_start: sequence b has ceil(n_b / 16) tiles. A tile
+// of a sequence of n_b <= 4 (the decode kernel's) stops there with one
+// split (a workspace without rows): only a longer sequence's block or one
+// with several splits runs on, the latter with no keys for a short one.
 // CHECK: scf.for
 // CHECK:   arith.addi %{{.*}}, %c15_i32 : i32
 // CHECK:   arith.divsi %{{.*}}, %c16_i32 : i32
-// CHECK: arith.cmpi sle, %{{.*}}, %c4_i32{{.*}} : i32
+// CHECK: %[[LONG:.*]] = arith.cmpi sgt, %[[TOKENS:.*]], %c4_i32{{.*}} : i32
+// CHECK: %[[HELD:.*]] = memref.dim %arg{{[0-9]+}}, %c1{{.*}} : memref<?x?x2xf32>
+// CHECK: %[[HAS:.*]] = arith.cmpi sgt, %[[HELD]], %c0{{.*}} : index
+// CHECK: %[[RUNS:.*]] = arith.ori %[[LONG]], %[[HAS]] : i1
+// CHECK: arith.cmpi sle, %[[TOKENS]], %c4_i32{{.*}} : i32
 // CHECK: arith.select
+// CHECK: scf.if %[[RUNS]] {
 // The tile loop: the decode into shared memory, a barrier, the steps.
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group

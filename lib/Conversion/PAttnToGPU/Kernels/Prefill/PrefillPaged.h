@@ -101,6 +101,10 @@ private:
   createKernel(llvm::SmallVectorImpl<mlir::Value> &hostOperands,
                DecodeSignature &signature);
   void setUpBlock();
+  /// A block whose prompt tile and key range are located: the copies, the
+  /// query, the tile loop and the write-out.
+  void runBlock(const DecodeSignature &signature,
+                const DecodeSignature::SequenceArgs &args);
   /// The query tile (rows past the block's tokens zero, channels in the
   /// key side's order) and the warp's fragments; the rows' logit scales.
   void prepareQuery(mlir::Value query, mlir::Value queryExponents);
