@@ -11,6 +11,13 @@ bench_decode's median approaches: span + graph launch).
   cd bench && python3 profile_kernels.py --shapes B4-32/8-D128-L32K,B1-32/8-D128-L8K \\
       --caches f16,i8,i4,nvfp4
 
+With --prefill it takes bench_prefill.py's rows (prompts, chunks over a
+prefix, the mixed batch) and kernels (--backend prefill, prefill-wgmma, ...)
+and profiles eager calls, as bench_prefill.py times them:
+
+  cd bench && python3 profile_kernels.py --prefill --shapes B4-32/8-D128-P4K \\
+      --caches i4,nvfp4 --backend prefill
+
 Needs a GPU, PyTorch, and pattn (compiled modules or pattn-compile), as
 bench_decode.py does; precompiled modules come from `bench_decode.py
 --precompile` with the same options.
@@ -67,21 +74,40 @@ def kernel_times(torch, graphs, replays: int) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default="B4-32/8-D128-L32K")
+    parser.add_argument("--shapes", default=None,
+                        help="default B4-32/8-D128-L32K (--prefill: "
+                        "B4-32/8-D128-P4K)")
     parser.add_argument("--caches", default="f16,i8,i4,nvfp4")
-    parser.add_argument("--backend", default="auto",
-                        help="a bench_decode.py backend column (auto, "
-                             "portable, auto@64s6, ...)")
+    parser.add_argument("--backend", default=None,
+                        help="a bench_decode.py backend column (auto, the "
+                        "default, portable, auto@64s6, ...), or with "
+                        "--prefill a bench_prefill.py kernel (prefill, the "
+                        "default, prefill-wgmma, ...)")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--layout", choices=("nhd", "hnd"), default="nhd")
     parser.add_argument("--replays", type=int, default=40)
+    parser.add_argument("--prefill", action="store_true",
+                        help="bench_prefill.py's rows and kernels, eager "
+                        "calls (default shape B4-32/8-D128-P4K)")
     args = parser.parse_args(argv)
-    shapes = {s.name: s for s in bench_decode.SHAPES}
+    shapes, backends = {s.name: s for s in bench_decode.SHAPES}, None
+    shape, backend = "B4-32/8-D128-L32K", "auto"
+    if args.prefill:
+        import bench_prefill
+        shapes = {s.name: s for s in (*bench_prefill.SHAPES,
+                                      bench_prefill.MIXED)}
+        backends = bench_prefill.BACKENDS
+        shape, backend = bench_prefill.SHAPES[0].name, "prefill"
+    args.shapes = args.shapes or shape
+    args.backend = args.backend or backend
     unknown = [n for n in args.shapes.split(",") if n not in shapes]
-    if unknown or args.replays < 4:
-        print(f"profile_kernels: unknown shapes {unknown}" if unknown
-              else "profile_kernels: --replays must be at least 4",
-              file=sys.stderr)
+    problem = (f"unknown shapes {unknown}" if unknown
+               else "--replays must be at least 4" if args.replays < 4
+               else "--prefill takes a bench_prefill kernel ("
+               + ", ".join(backends) + ")"
+               if backends and args.backend not in backends else None)
+    if problem:
+        print(f"profile_kernels: {problem}", file=sys.stderr)
         return 2
     import pattn
     import torch
@@ -93,7 +119,8 @@ def main(argv=None) -> int:
             case = bench_decode.PattnCase(
                 torch, pattn, chip, shapes[name], cache, args.block_size,
                 args.layout, args.backend)
-            t = kernel_times(torch, case.graphs(), args.replays)
+            calls = case.decoders() if args.prefill else case.graphs()
+            t = kernel_times(torch, calls, args.replays)
             gaps = ", ".join(f"{g:.1f}" for g in t["gaps"])
             print(f"{name} {cache} {args.backend}: span {t['span']:.1f} us, "
                   f"period {t['period']:.1f} us, gaps [{gaps}] us "

@@ -76,7 +76,12 @@ def profile_kernels(bench):
 
 @pytest.mark.parametrize("argv,message", [
     (["--shapes", "B4-32/8-D128-L32K,B9-nope"], "unknown shapes ['B9-nope']"),
-    (["--replays", "3"], "--replays must be at least 4")])
+    (["--replays", "3"], "--replays must be at least 4"),
+    (["--prefill", "--shapes", "B4-32/8-D128-L32K"],
+     "unknown shapes ['B4-32/8-D128-L32K']"),
+    (["--shapes", "B4-32/8-D128-P4K"], "unknown shapes ['B4-32/8-D128-P4K']"),
+    (["--prefill", "--backend", "auto"], "--prefill takes a bench_prefill "
+     "kernel (xqa-tiles, prefill-mma-sync, prefill-wgmma, prefill, portable)")])
 def test_profile_kernels_rejects_bad_arguments(profile_kernels, capsys, argv,
                                                message):
     """bench/profile_kernels.py names what is wrong before it needs a GPU."""
