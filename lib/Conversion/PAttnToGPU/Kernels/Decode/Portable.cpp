@@ -542,8 +542,10 @@ void PortableDecode::writeFinished(ArrayRef<Value> state) {
   // thread's own), finished with the sum of their sums.
   auto headOf = [&](int64_t j) { return kb.add(firstHead, kb.index(j)); };
   auto store = [&](const UnsplitRow &row, int64_t j, Value channel, Value x) {
-    storeOutput(kb, row.weighted(kb, x), row.inverse, outScale, out, token,
-                headOf(j), kvHead, channel);
+    Value weighted = row.weighted(kb, x);
+    Value head = headOf(j);
+    storeOutput(kb, weighted, row.inverse, outScale, out, token, head, kvHead,
+                channel);
   };
   if (s.lanes == 1) {
     for (int64_t j = 0; j < s.heads; ++j) {
