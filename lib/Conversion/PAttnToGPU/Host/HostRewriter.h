@@ -78,10 +78,10 @@ public:
     /// token slots (sequence b's k-th token at b x compactTokens + k), not
     /// the query's tokens, which are mostly the prefill family's.
     int64_t compactTokens = 0;
-    /// The prefill family: with one split the host allocates a workspace
-    /// without rows, which tells the kernel to write the output itself,
-    /// and launches no merge (not for a guarded pair, whose merge reads
-    /// both workspaces).
+    /// The prefill family and the portable prompt kernel: with one split
+    /// the host allocates a workspace without rows, which tells the kernel
+    /// to write the output itself, and launches no merge (a guarded pair's
+    /// merge runs only where a workspace has rows, and skips one without).
     bool finishesUnsplit = false;
   };
 
