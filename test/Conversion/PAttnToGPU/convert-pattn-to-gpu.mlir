@@ -177,7 +177,10 @@ func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: m
 // CHECK: %[[N:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xf32>
 // CHECK: %[[FLAG:.*]], %{{.*}} = gpu.alloc async {{.*}} : memref<1xi32>
 // CHECK-NOT: @pattn_scale_normalizer_
-// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}} {{.*}} args({{.*}}, %[[N]] : memref<1xf32>, %{{.*}} : memref<?x8xi32>, %[[FLAG]] : memref<1xi32>)
+// A warp per (token, head) row, four a block: ceil(tokens x 8 / 4) blocks.
+// CHECK: %[[ROWS:.*]] = arith.muli %{{.*}}, %c8
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivsi %[[ROWS]], %c4
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}} blocks in (%[[BLOCKS]], %c1{{.*}}, %c1{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}}) args({{.*}}, %[[N]] : memref<1xf32>, %{{.*}} : memref<?x8xi32>, %[[FLAG]] : memref<1xi32>)
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_decode_{{[0-9a-f]+}}
 // CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_merge_{{[0-9a-f]+}} {{.*}} args(%[[FLAG]] : memref<1xi32>, %{{.*}} : memref<?x8x64xf16>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>, %{{.*}} : memref<?x?x64xf32>, %{{.*}} : memref<?x?x2xf32>)
@@ -187,6 +190,10 @@ func.func @decode(%kp: memref<?x16x8x128xi8>, %vp: memref<?x16x8x128xi8>, %vt: m
 // CHECK: gpu.func @pattn_fold_query_{{[0-9a-f]+}}
 // CHECK:   gpu.barrier
 // CHECK:   arith.extui %{{.*}} : i1 to i32
+// The row's exponent by shuffles across its warp, no barrier.
+// CHECK:   gpu.shuffle  xor %{{.*}}, %c16_i32
+// CHECK-NOT: gpu.barrier
+// CHECK:   gpu.shuffle  xor %{{.*}}, %c1_i32
 // One rounding: round-to-odd in fp32 (exact error by fma), then RNE.
 // CHECK:   llvm.intr.fma
 // CHECK:   arith.ori %{{.*}}, %c1_i32
@@ -294,6 +301,27 @@ func.func @guarded_large_table(%kp: memref<?x16x16x128xi8>, %q: memref<?x16x256x
   pattn.paged_attention query(%q : memref<?x16x256xf16>) key(%k : !kl) value(%k : !kl)
       block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) k_scale(%ks : memref<16x256xf32>)
       v_scale(%ks : memref<16x256xf32>) outs(%o : memref<?x16x256xf16>) {num_heads = 16 : i64}
+  return
+}
+
+// -----
+
+// A prompt's fold keeps the single-block normalizer, however small the
+// table: each of the fold's (thousands of) blocks would reduce it again.
+// CHECK-LABEL: func.func @prompt_fold
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_scale_normalizer_{{[0-9a-f]+}} blocks in (%c1{{.*}}, %c1{{.*}}, %c1{{.*}})
+// CHECK: gpu.launch_func async {{.*}} @pattn_kernels::@pattn_fold_query_{{[0-9a-f]+}} {{.*}} args(%{{.*}} : memref<?x8x64xf16>, %{{.*}} : memref<2x64xf32>, %{{.*}} : memref<?x8x64xf16>, %{{.*}} : memref<1xf32>, %{{.*}} : memref<?x8xi32>)
+// CHECK: gpu.func @pattn_fold_query_{{[0-9a-f]+}}
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.return
+!kp = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = i4, scale = channel>
+!vp = !pattn.cache<block_size = 16, kv_heads = 2, head_dim = 64, encoding = f16, scale = none>
+func.func @prompt_fold(%kp: memref<?x16x2x32xi8>, %vp: memref<?x16x2x128xi8>, %q: memref<?x8x64xf16>, %bt: memref<?x?xi32>, %sl: memref<?xi32>, %qs: memref<?xi32>, %ks: memref<2x64xf32>, %o: memref<?x8x64xf16>) {
+  %k = pattn.bind_cache storage(%kp : memref<?x16x2x32xi8>) : !kp
+  %v = pattn.bind_cache storage(%vp : memref<?x16x2x128xi8>) : !vp
+  pattn.paged_attention query(%q : memref<?x8x64xf16>) key(%k : !kp) value(%v : !vp)
+      block_table(%bt : memref<?x?xi32>) seq_lens(%sl : memref<?xi32>) query_start(%qs : memref<?xi32>) k_scale(%ks : memref<2x64xf32>)
+      outs(%o : memref<?x8x64xf16>) {num_heads = 8 : i64, max_query_len = 2048 : i64}
   return
 }
 

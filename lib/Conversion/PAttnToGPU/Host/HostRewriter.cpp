@@ -358,12 +358,24 @@ LogicalResult HostRewriter::lower(WriteRecordOp op) {
 /// 16 of 128): 8 KiB that every block reads from L2, against a launch.
 static constexpr int64_t kFusedNormalizerEntries = 2048;
 
+/// Whether `op` is lowered by a prompt kernel (a prefill plan, or the
+/// portable kernel's prompt form): a fold for it has many rows.
+static bool servesPrompt(PagedAttentionOp op) {
+  Attribute plan = op.getPlanAttr();
+  if (isa_and_nonnull<PrefillPlanAttr>(plan))
+    return true;
+  auto portable = dyn_cast_or_null<PortablePlanAttr>(plan);
+  return portable && portable.getPrompt();
+}
+
 // A dynamic table's scale_normalizer followed by the fold_query that reads
 // its N is computed inside the fold kernel (one launch less; every fold
-// block reduces the table, block (0, 0) writes N and the flag), when the
-// table is small and N and the flag are read only by the fold and the
-// guarded attention ops of the same query (folded or not): those run only
-// when the fold does (no tokens, no launches).
+// block reduces the table, block 0 writes N and the flag), when the table
+// is small and N and the flag are read only by the fold and the guarded
+// attention ops of the same query (folded or not): those run only when the
+// fold does (no tokens, no launches). Not for a prompt's fold: its
+// thousands of blocks would each reduce the table, where one normalizer
+// block does it once.
 void HostRewriter::findFusedNormalizers() {
   function.walk([&](ScaleNormalizerOp normalizer) {
     auto fold = dyn_cast_or_null<FoldQueryOp>(normalizer->getNextNode());
@@ -376,8 +388,9 @@ void HostRewriter::findFusedNormalizers() {
       return;
     auto readsWithTheFold = [&](Operation *user) {
       if (auto attention = dyn_cast<PagedAttentionOp>(user))
-        return attention.getQuery() == fold.getOut() ||
-               attention.getQuery() == fold.getQuery();
+        return (attention.getQuery() == fold.getOut() ||
+                attention.getQuery() == fold.getQuery()) &&
+               !servesPrompt(attention);
       return isa<ScaleNormalizerOp, FoldQueryOp, memref::DeallocOp>(user);
     };
     for (Value result : {normalizer.getOut(), normalizer.getFlag()})
@@ -459,12 +472,17 @@ LogicalResult HostRewriter::lower(FoldQueryOp op) {
   Location loc = op.getLoc();
   Value tokens = dim(loc, op.getQuery(), 0);
   ifPositive(loc, tokens, [&] {
+    // A warp per (token, head) row: ceil(rows / rows per block) blocks.
     Value heads = arith::ConstantIndexOp::create(
         builder, loc, static_cast<int64_t>(op.getNumHeads()));
+    Value rows = arith::MulIOp::create(builder, loc, tokens, heads);
+    Value perBlock =
+        arith::ConstantIndexOp::create(builder, loc, kFoldRowsPerBlock);
+    Value blocks = arith::CeilDivSIOp::create(builder, loc, rows, perBlock);
     Value one = arith::ConstantIndexOp::create(builder, loc, 1);
     dispatch(loc, [&](KernelModule &module) {
       launch(loc, buildFoldQueryKernel(module, op, fusedNormalizers.lookup(op)),
-             {tokens, heads, one});
+             {blocks, one, one});
     });
   });
   return success();

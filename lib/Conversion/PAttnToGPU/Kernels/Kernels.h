@@ -239,10 +239,15 @@ Kernel buildWriteRecordKernel(KernelModule &kernels, pattn::WriteRecordOp op,
 Kernel buildScaleNormalizerKernel(KernelModule &kernels,
                                   pattn::ScaleNormalizerOp op);
 
-/// One block per (token, head), one thread per channel. With
-/// `fusedNormalizer` (the scale_normalizer of the same table, whose N the
-/// fold reads), every block computes N itself and block (0, 0) also writes
-/// N and the flag: the normalizer's launch is saved.
+/// Query rows folded by a fold_query kernel's block: one (token, head) row
+/// a warp.
+inline constexpr int64_t kFoldRowsPerBlock = kBlockThreads / 32;
+
+/// ceil(tokens * heads / kFoldRowsPerBlock) blocks, a warp per (token,
+/// head) row, a lane per 32nd channel. With `fusedNormalizer` (the
+/// scale_normalizer of the same table, whose N the fold reads), every block
+/// computes N itself and block 0 also writes N and the flag: the
+/// normalizer's launch is saved.
 Kernel buildFoldQueryKernel(KernelModule &kernels, pattn::FoldQueryOp op,
                             pattn::ScaleNormalizerOp fusedNormalizer = {});
 

@@ -226,6 +226,30 @@ void XqaBuilder::valueStepKeysAsRows(Value valueRows, Value stageBase, Value n0,
   // n-tiles 2v and 2v + 1 (channels valueChannel(2v, g) and
   // valueChannel(2v + 1, g)) are rows g and g + 8 of Vᵀ's tile v.
   MmaBuilder::SoftmaxTiles tiles = softmaxTiles();
+  auto accumulate = [&](int64_t vt, ArrayRef<Value> a) {
+    SmallVector<Value> c;
+    for (int64_t e = 0; e < 4; ++e)
+      c.push_back(s[tiles.accAt(0, vt, e)]);
+    SmallVector<Value> d = tc.mma(a, {pT[0], pT[1]}, c);
+    for (int64_t e = 0; e < 4; ++e)
+      s[tiles.accAt(0, vt, e)] = d[e];
+  };
+  int64_t valueSegments = value.segments / valueWarps;
+  if (value.perWord == 2 && valueSegments % 2 == 0) {
+    // 16-bit values: ldmatrix.trans keys-major gives tile v's A registers
+    // (segments 2v, 2v + 1 of keys n0 ..., then of n0 + 8) in order.
+    Encoding encoding = value.type.getEncoding();
+    for (int64_t a = 0; a < valueSegments; a += 2) {
+      Value segment = kb.add(valueSegmentBase, index(a));
+      SmallVector<Value> words = tc.loadSegmentsKeysMajor(
+          valueRows, lane, n0, segment, /*transpose=*/true);
+      SmallVector<Value> operands;
+      for (Value word : words)
+        operands.push_back(tc.operand(rawPair(word, encoding)));
+      accumulate(a / 2, operands);
+    }
+    return;
+  }
   std::array<Value, 2> even;
   forEachValueTile(valueRows, stageBase, n0,
                    [&](int64_t nt, Value b0, Value b1) {
@@ -233,14 +257,7 @@ void XqaBuilder::valueStepKeysAsRows(Value valueRows, Value stageBase, Value n0,
                        even = {b0, b1};
                        return;
                      }
-                     int64_t vt = nt / 2;
-                     SmallVector<Value> c;
-                     for (int64_t e = 0; e < 4; ++e)
-                       c.push_back(s[tiles.accAt(0, vt, e)]);
-                     SmallVector<Value> d =
-                         tc.mma({even[0], b0, even[1], b1}, {pT[0], pT[1]}, c);
-                     for (int64_t e = 0; e < 4; ++e)
-                       s[tiles.accAt(0, vt, e)] = d[e];
+                     accumulate(nt / 2, {even[0], b0, even[1], b1});
                    });
 }
 

@@ -125,22 +125,27 @@ Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
 
 void XqaBuilder::forEachKeyStep(Value keyRows, Value stageBase, Value n0,
                                 function_ref<void(const KeyStep &)> use) {
-  // Two K segments (16 to 64 channels) per ldmatrix.
+  // Two K segments (16 to 64 channels) per ldmatrix: 16-bit keys
+  // keys-major (each n-tile's B registers consecutive), packed codes
+  // segment-major (each segment's two n-tiles decode together).
   for (int64_t a = 0; a < key.segments; a += 2) {
     Value segment = index(a);
     SmallVector<Value> words =
-        tc.loadSegments(keyRows, lane, n0, segment, /*pair=*/true,
-                        /*transpose=*/false);
+        key.perWord == 2
+            ? tc.loadSegmentsKeysMajor(keyRows, lane, n0, segment,
+                                       /*transpose=*/false)
+            : tc.loadSegments(keyRows, lane, n0, segment, /*pair=*/true,
+                              /*transpose=*/false);
     // The k-steps of the two segments: B registers per n-tile and
     // the step's index among the query tile's 16-column blocks.
     SmallVector<std::array<Value, 4>> steps;
     SmallVector<int64_t> stepIndices;
     if (key.perWord == 2) {
       Encoding encoding = key.type.getEncoding();
-      steps.push_back({tc.operand(rawPair(words[0], encoding)),
-                       tc.operand(rawPair(words[2], encoding)),
-                       tc.operand(rawPair(words[1], encoding)),
-                       tc.operand(rawPair(words[3], encoding))});
+      std::array<Value, 4> b;
+      for (int64_t i = 0; i < 4; ++i)
+        b[i] = tc.operand(rawPair(words[i], encoding));
+      steps.push_back(b);
       stepIndices.push_back(a / 2);
     } else {
       int64_t stepsPerSegment = key.perWord / 4;

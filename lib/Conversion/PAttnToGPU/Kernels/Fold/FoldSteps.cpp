@@ -234,6 +234,16 @@ Value pattn::foldedTileRowExponent(KernelBuilder &kb, Value tile, Value row,
   return kb.ori(halves[0], kb.shl(halves[1], kb.i32(16)));
 }
 
+Value pattn::noRowExponent(KernelBuilder &kb) {
+  return kb.i32(std::numeric_limits<int32_t>::min());
+}
+
+Value pattn::rowExponentOf(KernelBuilder &kb, Value largestBinade,
+                           Value none) {
+  Value empty = kb.cmpi(arith::CmpIPredicate::eq, largestBinade, none);
+  return kb.select(empty, kb.i32(0), largestBinade);
+}
+
 namespace {
 /// What every row of a warp's share of a folded tile uses: the lane's
 /// columns, their table entries (one KV head's: the same for every row)
@@ -266,8 +276,7 @@ static void foldRowIntoTile(KernelBuilder &kb, const QueryTile &tile,
   }
   largest = kb.laneReduce(largest, kWarpThreads,
                           [&](Value a, Value b) { return kb.maxs(a, b); });
-  Value empty = kb.cmpi(arith::CmpIPredicate::eq, largest, c.none);
-  Value exponent = kb.select(empty, kb.i32(0), largest);
+  Value exponent = rowExponentOf(kb, largest, c.none);
   Value rowExponent = kb.select(r.live, exponent, kb.i32(0));
   for (auto [channel, column] : llvm::zip_equal(channels, c.columns)) {
     Value x =
@@ -296,7 +305,7 @@ void pattn::stageFoldedQueryTile(KernelBuilder &kb, const QueryTile &tile,
   FoldedColumns c;
   c.queryElement = cast<MemRefType>(tile.query.getType()).getElementType();
   c.normalizerExponent = normalizerExponent;
-  c.none = kb.i32(std::numeric_limits<int32_t>::min());
+  c.none = noRowExponent(kb);
   c.flushBelow = kb.i32(-numerics::kFoldRowFlushBinades);
   c.zero =
       arith::ConstantOp::create(kb.b, kb.loc, kb.b.getZeroAttr(tile.element));

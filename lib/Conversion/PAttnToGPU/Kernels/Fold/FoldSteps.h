@@ -71,8 +71,9 @@ mlir::Value foldedValue(KernelBuilder &kb, const FoldedChannel &channel,
 /// The sentinel "no nonzero product yet" of a row's exponent reduction.
 mlir::Value noRowExponent(KernelBuilder &kb);
 
-/// A row's exponent from its largest binade (noRowExponent: 0).
-mlir::Value rowExponentOf(KernelBuilder &kb, mlir::Value largestBinade);
+/// A row's exponent from its largest binade (`none`, a noRowExponent: 0).
+mlir::Value rowExponentOf(KernelBuilder &kb, mlir::Value largestBinade,
+                          mlir::Value none);
 
 /// Stages a block's query tile folded: as stageQueryTile, but row r holds
 /// the row's query folded by `scales` (row kvHead of the table) under N =

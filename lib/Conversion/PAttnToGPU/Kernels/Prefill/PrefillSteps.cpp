@@ -173,18 +173,17 @@ Value PrefillBuilder::operandOf(Value word, bool decoded, Encoding encoding) {
 }
 
 SmallVector<Value> PrefillBuilder::scoreStep(const TileViews &tile, Value n0) {
-  // Two 8-channel segments per ldmatrix.x4: words 0 and 2 are n-tile 0's
-  // B registers (keys n0 ... n0 + 7), words 1 and 3 n-tile 1's.
+  // Two 8-channel segments per ldmatrix.x4, keys-major: words 0 and 1 are
+  // n-tile 0's B registers (keys n0 ... n0 + 7), words 2 and 3 n-tile 1's.
   SmallVector<Value> scores(8, zeroF32);
   Encoding encoding = key.type.getEncoding();
   for (int64_t a = 0; a < headDim / 8; a += 2) {
-    SmallVector<Value> words = tc.loadSegments(tile.keyRows, lane, n0, index(a),
-                                               /*pair=*/true,
-                                               /*transpose=*/false);
+    SmallVector<Value> words = tc.loadSegmentsKeysMajor(
+        tile.keyRows, lane, n0, index(a), /*transpose=*/false);
     SmallVector<Value> fragment = queryFragment(a / 2);
     for (int64_t nt = 0; nt < 2; ++nt) {
-      Value b0 = operandOf(words[nt], keyDecoded, encoding);
-      Value b1 = operandOf(words[2 + nt], keyDecoded, encoding);
+      Value b0 = operandOf(words[2 * nt], keyDecoded, encoding);
+      Value b1 = operandOf(words[2 * nt + 1], keyDecoded, encoding);
       SmallVector<Value> c(scores.begin() + nt * 4,
                            scores.begin() + nt * 4 + 4);
       SmallVector<Value> d = tc.mma(fragment, {b0, b1}, c);

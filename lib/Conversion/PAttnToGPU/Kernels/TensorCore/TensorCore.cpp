@@ -104,6 +104,24 @@ SmallVector<Value> MmaBuilder::loadSegments(Value rowsView, Value lane,
   return ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
 }
 
+SmallVector<Value> MmaBuilder::loadSegmentsKeysMajor(Value rowsView,
+                                                     Value lane, Value key0,
+                                                     Value segment,
+                                                     bool transpose) {
+  // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m / 2)
+  // + (lane % 8) of segment `segment` + m % 2.
+  Value matrix = kb.divs(lane, kb.index(8));
+  Value half = kb.divs(matrix, kb.index(2));
+  Value keyOffset = kb.mul(half, kb.index(8));
+  Value laneRow = kb.rems(lane, kb.index(8));
+  keyOffset = kb.add(keyOffset, laneRow);
+  Value row = kb.add(key0, keyOffset);
+  Value segmentOffset = kb.rems(matrix, kb.index(2));
+  Value column = kb.add(segment, segmentOffset);
+  column = kb.mul(column, kb.index(8));
+  return ldmatrix(rowsView, row, column, 4, transpose);
+}
+
 SmallVector<Value> MmaBuilder::loadOperandA(Value view, Value row,
                                             Value column) {
   Value fragment = nvgpu::LdMatrixOp::create(

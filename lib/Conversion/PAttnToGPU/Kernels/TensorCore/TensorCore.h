@@ -57,6 +57,14 @@ public:
   llvm::SmallVector<mlir::Value>
   loadSegments(mlir::Value rowsView, mlir::Value lane, mlir::Value key0,
                mlir::Value segment, bool pair, bool transpose);
+  /// loadSegments (x4) with the matrices keys-major: fragment 2h + σ is
+  /// segment `segment` + σ of rows key0 + 8h ... The two words of one key
+  /// half are consecutive registers, as an mma B operand of keys (or the
+  /// A operand of transposed 16-bit values) takes them, so no register
+  /// moves pair them up (docs/Lowering.md, "ldmatrix order").
+  llvm::SmallVector<mlir::Value>
+  loadSegmentsKeysMajor(mlir::Value rowsView, mlir::Value lane,
+                        mlir::Value key0, mlir::Value segment, bool transpose);
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
   /// The largest `v` among the four lanes of this lane's quad: the lanes
   /// that hold one row of an mma C fragment.
