@@ -238,8 +238,7 @@ Value pattn::noRowExponent(KernelBuilder &kb) {
   return kb.i32(std::numeric_limits<int32_t>::min());
 }
 
-Value pattn::rowExponentOf(KernelBuilder &kb, Value largestBinade,
-                           Value none) {
+Value pattn::rowExponentOf(KernelBuilder &kb, Value largestBinade, Value none) {
   Value empty = kb.cmpi(arith::CmpIPredicate::eq, largestBinade, none);
   return kb.select(empty, kb.i32(0), largestBinade);
 }

@@ -104,9 +104,8 @@ SmallVector<Value> MmaBuilder::loadSegments(Value rowsView, Value lane,
   return ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
 }
 
-SmallVector<Value> MmaBuilder::loadSegmentsKeysMajor(Value rowsView,
-                                                     Value lane, Value key0,
-                                                     Value segment,
+SmallVector<Value> MmaBuilder::loadSegmentsKeysMajor(Value rowsView, Value lane,
+                                                     Value key0, Value segment,
                                                      bool transpose) {
   // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m / 2)
   // + (lane % 8) of segment `segment` + m % 2.
