@@ -125,17 +125,18 @@ Value XqaBuilder::valueChannel(int64_t nTile, Value n) {
 
 void XqaBuilder::forEachKeyStep(Value keyRows, Value stageBase, Value n0,
                                 function_ref<void(const KeyStep &)> use) {
-  // Two K segments (16 to 64 channels) per ldmatrix: 16-bit keys
-  // keys-major (each n-tile's B registers consecutive), packed codes
-  // segment-major (each segment's two n-tiles decode together).
+  // Two K segments (16 to 64 channels) per ldmatrix. 16-bit keys as B
+  // keys-major (each n-tile's B pair in consecutive registers); as the A
+  // operand (keys as rows) and packed codes segment-major (A's registers
+  // in order; each segment's two n-tiles decode together).
+  bool keysMajor = key.perWord == 2 && !keysAsRows;
   for (int64_t a = 0; a < key.segments; a += 2) {
     Value segment = index(a);
     SmallVector<Value> words =
-        key.perWord == 2
-            ? tc.loadSegmentsKeysMajor(keyRows, lane, n0, segment,
-                                       /*transpose=*/false)
-            : tc.loadSegments(keyRows, lane, n0, segment, /*pair=*/true,
-                              /*transpose=*/false);
+        keysMajor ? tc.loadSegmentsKeysMajor(keyRows, lane, n0, segment,
+                                             /*transpose=*/false)
+                  : tc.loadSegments(keyRows, lane, n0, segment, /*pair=*/true,
+                                    /*transpose=*/false);
     // The k-steps of the two segments: B registers per n-tile and
     // the step's index among the query tile's 16-column blocks.
     SmallVector<std::array<Value, 4>> steps;
@@ -143,8 +144,11 @@ void XqaBuilder::forEachKeyStep(Value keyRows, Value stageBase, Value n0,
     if (key.perWord == 2) {
       Encoding encoding = key.type.getEncoding();
       std::array<Value, 4> b;
-      for (int64_t i = 0; i < 4; ++i)
-        b[i] = tc.operand(rawPair(words[i], encoding));
+      for (int64_t i = 0; i < 4; ++i) {
+        // Segment-major word i is segment i / 2 of key half i % 2.
+        int64_t word = keysMajor ? i : (i % 2) * 2 + i / 2;
+        b[i] = tc.operand(rawPair(words[word], encoding));
+      }
       steps.push_back(b);
       stepIndices.push_back(a / 2);
     } else {
