@@ -153,8 +153,13 @@ func.func @write_nvfp4(%pages: memref<?x4x16x16xi8>, %groups: memref<?x4x16x2xf8
 // CHECK:   math.exp
 // CHECK:   vector.load %{{.*}} : memref<?x16x8x128xi8>, vector<16xi8>
 // The i8 codes become f16 pairs by the magic number, not one conversion each:
-// one prmt puts bytes q and q + 2 (xor 0x80) under 0x64 exponent bytes.
-// CHECK:   nvvm.prmt <default> %c16960_i32, %{{.*}}, %c1684300900_i32 : i32
+// one lop3 keeps bytes q and q + 2 (of the word shifted down a byte for
+// q = 1), flips their top bit and sets 0x64 exponent bytes above them
+// (0x64806480 = 1686135936), then 1152 is subtracted.
+// CHECK:   llvm.inline_asm "lop3.b32 $0, $1, $2, $3, 0x6A;", "=r,r,n,r" %{{.*}}, %c16711935_i32{{.*}}, %c1686135936_i32
+// CHECK:   arith.subf %{{.*}} : vector<2xf16>
+// CHECK:   arith.shrui %{{.*}}, %c8_i32
+// CHECK:   llvm.inline_asm "lop3.b32 $0, $1, $2, $3, 0x6A;", "=r,r,n,r" %{{.*}}, %c16711935_i32{{.*}}, %c1686135936_i32
 // CHECK:   arith.subf %{{.*}} : vector<2xf16>
 // CHECK: gpu.func @pattn_merge_{{[0-9a-f]+}}
 // CHECK:   arith.truncf %{{.*}} : f32 to f16

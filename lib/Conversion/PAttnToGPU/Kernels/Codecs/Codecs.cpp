@@ -198,17 +198,15 @@ SmallVector<ChannelPair> decodeWordPairs(KernelBuilder &kb, Encoding encoding,
            p, p + 4});
     return pairs;
   case Encoding::i8: {
-    // Bytes q and q + 2 as 1024 + (b ^ 0x80), minus 1152: one prmt puts
-    // the biased bytes under the 0x64 exponent bytes (selector nibbles
-    // 4 = a byte of 0x64646464, q and q + 2 = bytes of the word).
-    Value biased =
-        arith::XOrIOp::create(kb.b, kb.loc, word, kb.i32(int32_t(0x80808080u)));
-    Value exponents = kb.i32(0x64646464);
+    // Bytes q and q + 2 as 1024 + (b ^ 0x80), minus 1152: one lop3 keeps
+    // the low byte of each half (of the word shifted down a byte for q =
+    // 1), flips its top bit and sets the 0x64 exponent byte above it
+    // (0x64806480 holds both). A prmt under 0x64646464 took its two
+    // selectors from registers that ptxas refilled before every use.
+    Value flipAndExponents = kb.i32(0x64806480);
     for (int64_t q = 0; q < 2; ++q) {
-      Value selector = kb.i32(int32_t(0x4040 | (q + 2) << 8 | q));
-      Value bits = NVVM::PermuteOp::create(kb.b, kb.loc, kb.b.getI32Type(),
-                                           biased, exponents, selector,
-                                           NVVM::PermuteMode::DEFAULT);
+      Value source = q == 0 ? word : kb.shru(word, kb.i32(8));
+      Value bits = kb.maskedXorElse(source, 0x00FF00FF, flipAndExponents);
       Value pair = arith::SubFOp::create(kb.b, kb.loc, f16PairOf(kb, bits),
                                          f16Splat(kb, 1152.0f));
       pairs.push_back({pair, q, q + 2});

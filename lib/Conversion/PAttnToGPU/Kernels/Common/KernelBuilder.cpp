@@ -406,6 +406,13 @@ Value KernelBuilder::maskThenOr(Value a, int32_t mask, Value bits) {
                    /*sideEffects=*/false);
 }
 
+Value KernelBuilder::maskedXorElse(Value a, int32_t mask, Value bits) {
+  // y ? (x ^ z) : z for x = 0xF0, y = 0xCC, z = 0xAA: table 0x6A.
+  return inlinePtx(b.getI32Type(), "lop3.b32 $0, $1, $2, $3, 0x6A;", "=r,r,n,r",
+                   ValueRange{a, i32(mask), bits},
+                   /*sideEffects=*/false);
+}
+
 //===----------------------------------------------------------------------===//
 // Element formats
 //===----------------------------------------------------------------------===//

@@ -150,6 +150,9 @@ public:
   /// or whose second operands are both immediates, and the decoders' magic
   /// numbers are that (`bits` lives in a register, hoisted out of loops).
   mlir::Value maskThenOr(mlir::Value a, int32_t mask, mlir::Value bits);
+  /// Where `mask` is set, a ^ bits, elsewhere bits: one lop3.b32 with the
+  /// mask as its immediate (`bits` in a register, as for maskThenOr).
+  mlir::Value maskedXorElse(mlir::Value a, int32_t mask, mlir::Value bits);
 
   // Element formats.
   /// The saturating RNE code (sign bit included) of the fp32 value `x`,
