@@ -87,37 +87,40 @@ SmallVector<Value> MmaBuilder::ldmatrix(Value view, Value row, Value column,
   return words;
 }
 
-SmallVector<Value> MmaBuilder::loadSegments(Value rowsView, Value lane,
-                                            Value key0, Value segment,
-                                            bool pair, bool transpose) {
-  // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m % 2)
-  // + (lane % 8) of segment `segment` + m / 2.
+/// The (row, column) lane `lane` addresses in an ldmatrix.x4 of rows key0
+/// ... key0 + 15 times segments `segment` and `segment` + 1: matrix m =
+/// lane / 8 is key half m % 2 of segment m / 2 (segment-major), or key half
+/// m / 2 of segment m % 2 (keys-major).
+static std::pair<Value, Value> segmentAddress(KernelBuilder &kb, Value lane,
+                                              Value key0, Value segment,
+                                              bool keysMajor) {
   Value matrix = kb.divs(lane, kb.index(8));
-  Value half = kb.rems(matrix, kb.index(2));
+  Value half =
+      keysMajor ? kb.divs(matrix, kb.index(2)) : kb.rems(matrix, kb.index(2));
   Value keyOffset = kb.mul(half, kb.index(8));
   Value laneRow = kb.rems(lane, kb.index(8));
   keyOffset = kb.add(keyOffset, laneRow);
   Value row = kb.add(key0, keyOffset);
-  Value segmentOffset = kb.divs(matrix, kb.index(2));
+  Value segmentOffset =
+      keysMajor ? kb.rems(matrix, kb.index(2)) : kb.divs(matrix, kb.index(2));
   Value column = kb.add(segment, segmentOffset);
   column = kb.mul(column, kb.index(8));
+  return {row, column};
+}
+
+SmallVector<Value> MmaBuilder::loadSegments(Value rowsView, Value lane,
+                                            Value key0, Value segment,
+                                            bool pair, bool transpose) {
+  auto [row, column] =
+      segmentAddress(kb, lane, key0, segment, /*keysMajor=*/false);
   return ldmatrix(rowsView, row, column, pair ? 4 : 2, transpose);
 }
 
 SmallVector<Value> MmaBuilder::loadSegmentsKeysMajor(Value rowsView, Value lane,
                                                      Value key0, Value segment,
                                                      bool transpose) {
-  // Lanes 8m ... 8m + 7 address the rows of matrix m: keys key0 + 8 (m / 2)
-  // + (lane % 8) of segment `segment` + m % 2.
-  Value matrix = kb.divs(lane, kb.index(8));
-  Value half = kb.divs(matrix, kb.index(2));
-  Value keyOffset = kb.mul(half, kb.index(8));
-  Value laneRow = kb.rems(lane, kb.index(8));
-  keyOffset = kb.add(keyOffset, laneRow);
-  Value row = kb.add(key0, keyOffset);
-  Value segmentOffset = kb.rems(matrix, kb.index(2));
-  Value column = kb.add(segment, segmentOffset);
-  column = kb.mul(column, kb.index(8));
+  auto [row, column] =
+      segmentAddress(kb, lane, key0, segment, /*keysMajor=*/true);
   return ldmatrix(rowsView, row, column, 4, transpose);
 }
 
