@@ -17,8 +17,6 @@
 #include "Kernels/Kernels.h"
 #include "pattn/Numerics/Numerics.h"
 
-#include <limits>
-
 using namespace mlir;
 using namespace pattn;
 namespace numerics = ::pattn::numerics;
