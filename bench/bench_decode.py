@@ -229,7 +229,8 @@ def compile_options(backend: str) -> dict:
     "xqa-tiles" (auto, prompts on the decode kernel in query tiles),
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
-    a trailing "w" (e.g. "auto@0w") asks for a copy warp."""
+    a trailing "w" (e.g. "auto@0w") asks for a copy warp, a trailing "a"
+    (e.g. "auto@0a") for plans that score a tile ahead."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
     if backend in ("prefill-mma-sync", "prefill-wgmma"):
@@ -238,6 +239,8 @@ def compile_options(backend: str) -> dict:
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
         spec = backend.split("@", 1)[1]
+        scores_ahead = spec.endswith("a")
+        spec = spec.removesuffix("a")
         copy_warp = spec.endswith("w")
         keys, _, stages = spec.removesuffix("w").partition("s")
         options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
@@ -245,6 +248,8 @@ def compile_options(backend: str) -> dict:
             options["xqa_stages"] = int(stages)
         if copy_warp:
             options["xqa_copy_warp"] = True
+        if scores_ahead:
+            options["xqa_scores_ahead"] = True
         return options
     return {"backend": backend}
 

@@ -169,6 +169,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=os.environ.get(
                             "PATTN_COMPILE",
                             str(REPO / "build" / "bin" / "pattn-compile")))
+    parser.add_argument("--flag", action="append", default=[],
+                        metavar="FLAG",
+                        help="a pattn-compile flag for every module (e.g. "
+                        "--flag=--xqa-scores-ahead; repeatable), to compare "
+                        "a plan request with the planner's choice")
     parser.add_argument("--listing", metavar="DIR",
                         help="also write each tile loop's SASS to "
                         "DIR/<shape>-<cache>.sass, to read what it spends")
@@ -227,6 +232,7 @@ def main(argv=None) -> int:
             source.write_text(text)
             out = pathlib.Path(tmp, "module")
             subprocess.run([args.compiler, f"--chips={chip}", *flags,
+                            *args.flag,
                             "--emit=cubin", str(source), "-o", str(out)],
                            check=True)
             sass = subprocess.run(

@@ -122,6 +122,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.xqaKeysPerTile = options.xqaKeysPerTile;
   plan.xqaStages = options.xqaStages;
   plan.xqaCopyWarp = options.xqaCopyWarp;
+  plan.xqaScoresAhead = options.xqaScoresAhead;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

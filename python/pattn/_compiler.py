@@ -635,7 +635,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             prompt_kernel: str = "prefill",
             cache_dir: Optional[PathLike] = None,
             xqa_keys_per_tile: int = 0, xqa_stages: int = 0,
-            xqa_copy_warp: bool = False) -> str:
+            xqa_copy_warp: bool = False,
+            xqa_scores_ahead: bool = False) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -666,7 +667,10 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     and ``xqa_stages`` (2 to 8; 0, the default, lets the planner choose
     2 to 4) for that ring depth where it fits shared memory;
     ``xqa_copy_warp=True`` gives the XQA decode plans a copy warp (a fifth
-    warp that copies the tiles and signals each ring stage with mbarriers).
+    warp that copies the tiles and signals each ring stage with mbarriers);
+    ``xqa_scores_ahead=True`` has the XQA decode plans of at most 8 rows
+    compute each tile's scores one iteration ahead, under the previous
+    tile's softmax and P V (``#pattn.xqa_plan<scores_ahead = true>``).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -716,6 +720,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
                                           "hardware_conversions")
     fold = _flag_argument(fold, "fold")
     xqa_copy_warp = _flag_argument(xqa_copy_warp, "xqa_copy_warp")
+    xqa_scores_ahead = _flag_argument(xqa_scores_ahead, "xqa_scores_ahead")
     if output is not None:
         output = _path_argument(output, "output", "pattn.compile")
     if compiler is not None:
@@ -737,6 +742,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append(f"--xqa-stages={xqa_stages}")
     if xqa_copy_warp:
         flags.append("--xqa-copy-warp")
+    if xqa_scores_ahead:
+        flags.append("--xqa-scores-ahead")
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -755,6 +762,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         key_options.append(f"--xqa-stages={xqa_stages}")
     if xqa_copy_warp:
         key_options.append("--xqa-copy-warp")
+    if xqa_scores_ahead:
+        key_options.append("--xqa-scores-ahead")
     variant = " ".join([chip_list] + key_options)
     if cache_dir is not None:
         cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")

@@ -37,7 +37,11 @@ def bench():
     ("auto@0w", {"backend": "auto", "xqa_keys_per_tile": 0,
                  "xqa_copy_warp": True}),
     ("auto@64s6w", {"backend": "auto", "xqa_keys_per_tile": 64,
-                    "xqa_stages": 6, "xqa_copy_warp": True})])
+                    "xqa_stages": 6, "xqa_copy_warp": True}),
+    ("auto@0a", {"backend": "auto", "xqa_keys_per_tile": 0,
+                 "xqa_scores_ahead": True}),
+    ("auto@64s5a", {"backend": "auto", "xqa_keys_per_tile": 64,
+                    "xqa_stages": 5, "xqa_scores_ahead": True})])
 def test_column_compile_options(bench, column, options):
     assert bench.compile_options(column) == options
 
@@ -154,3 +158,12 @@ def test_bench_prefill_refuses_an_empty_selection(bench, capsys, argv):
     nothing, timing or precompiling, instead of a table of nan."""
     assert bench_script("bench_prefill").main(argv) == 2
     assert "bench_prefill: nothing selected" in capsys.readouterr().err
+
+
+def test_sass_budget_passes_flags_to_every_module(sass_budget):
+    """--flag (repeatable) reaches pattn-compile for every module, so a plan
+    request (--xqa-scores-ahead) compares with the planner's choice."""
+    args = sass_budget.parse_args(["--caches", "i4", "--flag=--xqa-scores-ahead",
+                                   "--flag=--xqa-stages=5"])
+    assert args.flag == ["--xqa-scores-ahead", "--xqa-stages=5"]
+    assert sass_budget.parse_args([]).flag == []

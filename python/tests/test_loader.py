@@ -674,7 +674,8 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
 @pytest.mark.parametrize("option,value,flag", [
     ("xqa_keys_per_tile", 128, "--xqa-keys-per-tile=128"),
     ("xqa_stages", 6, "--xqa-stages=6"),
-    ("xqa_copy_warp", True, "--xqa-copy-warp")])
+    ("xqa_copy_warp", True, "--xqa-copy-warp"),
+    ("xqa_scores_ahead", True, "--xqa-scores-ahead")])
 def test_compile_passes_the_xqa_plan_request(fake_compiler, tmp_path,
                                              monkeypatch, option, value, flag):
     compiler, log = fake_compiler
@@ -720,7 +721,9 @@ def test_compile_passes_tile_and_stages_together(fake_compiler, tmp_path):
     ("xqa_stages", True, pattn.ArgumentTypeError),
     ("xqa_stages", 4.0, pattn.ArgumentTypeError),
     ("xqa_copy_warp", "yes", pattn.ArgumentTypeError),
-    ("xqa_copy_warp", 2, pattn.ArgumentTypeError)])
+    ("xqa_copy_warp", 2, pattn.ArgumentTypeError),
+    ("xqa_scores_ahead", "yes", pattn.ArgumentTypeError),
+    ("xqa_scores_ahead", 2, pattn.ArgumentTypeError)])
 def test_compile_rejects_a_bad_xqa_plan_request(fake_compiler, option, value,
                                                 error):
     compiler, log = fake_compiler

@@ -104,6 +104,11 @@ static cl::opt<bool> xqaCopyWarp(
     "xqa-copy-warp", cl::init(false), cl::cat(toolCategory),
     cl::desc("XQA decode plans with a copy warp: 160 threads a block, the "
              "fifth warp copies the tiles (default: off)"));
+static cl::opt<bool> xqaScoresAhead(
+    "xqa-scores-ahead", cl::init(false), cl::cat(toolCategory),
+    cl::desc("XQA decode plans of at most 8 rows that compute each tile's "
+             "scores one iteration ahead, under the previous tile's softmax "
+             "and P V (default: off)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -604,6 +609,7 @@ int main(int argc, char **argv) {
   options.xqaKeysPerTile = xqaKeysPerTile;
   options.xqaStages = xqaStages;
   options.xqaCopyWarp = xqaCopyWarp;
+  options.xqaScoresAhead = xqaScoresAhead;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

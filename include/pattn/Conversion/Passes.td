@@ -136,6 +136,11 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "warp looks up and copies the tiles and signals each ring stage "
            "with mbarriers (faster on the H100; off by default until "
            "compute-sanitizer's synccheck passes it)">,
+    Option<"xqaScoresAhead", "xqa-scores-ahead", "bool",
+           /*default=*/"false",
+           "XQA decode plans of at most 8 rows that compute each tile's "
+           "scores one iteration ahead (#pattn.xqa_plan<scores_ahead = "
+           "true>; for measuring against the default)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"prefill\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "

@@ -57,6 +57,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("XQA decode plans with a copy warp (160 threads a "
                      "block; for tuning and comparing plans)"),
       llvm::cl::init(false)};
+  Option<bool> xqaScoresAhead{
+      *this, "xqa-scores-ahead",
+      llvm::cl::desc("XQA decode plans of at most 8 rows that score each "
+                     "tile one iteration ahead (for measuring)"),
+      llvm::cl::init(false)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

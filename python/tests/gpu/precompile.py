@@ -117,6 +117,13 @@ def main() -> int:
                 backend=suite.BACKEND, prompt_kernel=job[1]),
                 [(case, kernel) for case in suite.PROMPTS
                  for kernel in suite.OTHER_PROMPT_KERNELS]))
+    # test_scores_ahead_matches_reference: plans that score a tile ahead.
+    if not args.only_mla and suite.BACKEND != "portable":
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda case: pattn.compile(
+                case.plan().module.text, chips=[args.chip],
+                backend=suite.BACKEND, xqa_scores_ahead=True),
+                suite.GRID + suite.NAMED))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:

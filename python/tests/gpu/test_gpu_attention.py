@@ -1024,6 +1024,29 @@ def test_other_prompt_kernels_match_reference(case, kernel, gpu_results):
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
 
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_scores_ahead_matches_reference(case, gpu_results):
+    """The XQA decode plans that score a tile ahead (xqa_scores_ahead: tile
+    t + 1's scores under tile t's softmax and P V; plans of at most 8 rows,
+    the others unchanged) on every decode case, against the float64
+    reference on the same cache bytes and inputs."""
+    if BACKEND == "portable":
+        pytest.skip("scores_ahead is a tensor-core plan: run with "
+                    "PATTN_TEST_BACKEND=auto")
+    run = case.run()
+    module = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
+                                      backend=BACKEND, xqa_scores_ahead=True))
+    tensors = dict(run.tensors)
+    tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
+    invoke(module, "decode", run.plan.module.functions["decode"], tensors)
+    torch.cuda.synchronize()
+    out = activation_values(download(tensors["out"]), run.plan.dtype)
+    assert_close(out, run.reference(), case.config.dtype, "scores ahead",
+                 gpu_results, ("scores ahead",), run.value_scale())
+    hidden = ~visible_tokens(run.plan)
+    assert not out[hidden].any(), "a row with no visible key is not zero"
+
+
 #: A build for a chip without fp8 conversion next to this one: two kernel
 #: modules (bit tricks; cvt.rn.f16x2.e4m3x2) and a host-side dispatch on the
 #: device's compute capability.

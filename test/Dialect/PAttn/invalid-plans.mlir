@@ -119,3 +119,18 @@ func.func private @f() attributes {a = #pattn.prefill_plan<operand = f16, rows =
 
 // expected-error @below {{threads 160 (a copy warp) serves decodes only, not query tiles}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 3, key_warps = 2, value_warps = 2, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, query_tile = 8, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{scores_ahead needs rows 8, threads 128 and at least 3 stages (two landed tiles and one in flight), got rows 16, threads 128, stages 3}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], scores_ahead = true, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{scores_ahead needs rows 8, threads 128 and at least 3 stages (two landed tiles and one in flight), got rows 8, threads 128, stages 2}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 2, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], scores_ahead = true, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{scores_ahead needs rows 8, threads 128 and at least 3 stages (two landed tiles and one in flight), got rows 8, threads 160, stages 4}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, scores_ahead = true, targets = [sm_90a]>}

@@ -166,9 +166,10 @@ static SmallVector<std::string> xqaPagedRejections(Operation *op,
 
 static Attribute planXqaPaged(Operation *op, ArrayRef<Chip> targets,
                               const DecodePlanOptions &options) {
-  return planXqaDecode(
-      cast<PagedAttentionOp>(op), targets, options.xqaMaxKeysPerSplit,
-      {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp});
+  return planXqaDecode(cast<PagedAttentionOp>(op), targets,
+                       options.xqaMaxKeysPerSplit,
+                       {options.xqaKeysPerTile, options.xqaStages,
+                        options.xqaCopyWarp, options.xqaScoresAhead});
 }
 
 static bool ownsXqaPaged(Attribute plan) { return isa<XqaPlanAttr>(plan); }

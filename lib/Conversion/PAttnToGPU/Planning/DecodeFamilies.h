@@ -49,6 +49,8 @@ struct DecodePlanOptions {
   int64_t xqaKeysPerTile = 0, xqaStages = 0;
   /// XQA decode plans with a copy warp (XqaPlanAttr's threads = 160).
   bool xqaCopyWarp = false;
+  /// XQA decode plans that score a tile ahead (XqaPlanAttr's scores_ahead).
+  bool xqaScoresAhead = false;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

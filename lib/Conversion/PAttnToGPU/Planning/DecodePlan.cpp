@@ -20,6 +20,9 @@
 //   stages did not move it: bench/results/2026-12-06-h100-decode-breakdown.md).
 //   Ties go to more resident blocks, which hide the softmax and merge
 //   latency of each other.
+// - scores ahead (asked for; rows = 8): the loop holds two landed tiles,
+//   so the ring gets one stage more where that keeps the resident blocks,
+//   and needs 3 stages at least.
 //
 //===----------------------------------------------------------------------===//
 
@@ -186,7 +189,8 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
                                int64_t rows, int64_t tile, int64_t stages,
                                int64_t keyWarps, int64_t valueWarps,
                                int64_t split, int64_t sharedBytes,
-                               int64_t queryTile, bool copyWarp) {
+                               int64_t queryTile, bool copyWarp,
+                               bool scoresAhead = false) {
   SmallVector<int64_t> resident;
   for (Chip chip : chips)
     resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip, copyWarp));
@@ -194,7 +198,7 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
   return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
                           stages, keyWarps, valueWarps, split, sharedBytes,
                           resident, threads, kXqaLeastTilesPerSplit,
-                          kXqaMostSplits, queryTile, chips);
+                          kXqaMostSplits, queryTile, scoresAhead, chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -274,9 +278,24 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     }
   }
   if (bestTile) {
+    // Scoring a tile ahead holds two landed tiles, so it takes one stage
+    // more than the ring above where that keeps the resident blocks (the
+    // same tiles in flight), and needs 3 stages at least.
+    bool scoresAhead = request.scoresAhead && rows == 8 && !copyWarp;
+    if (scoresAhead && !request.stages) {
+      XqaSharedLayout deeper = layoutXqaShared(
+          key, value, rows, bestTile, bestStages + 1, keyWarps, copyWarp);
+      if (deeper.total <= sharedLimit &&
+          xqaPlannedBlocks(rows, deeper.total, chips, copyWarp) == bestBlocks) {
+        ++bestStages;
+        bestBytes = deeper.total;
+      }
+    }
+    scoresAhead &= bestStages >= 3;
     int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
     return makeXqaPlan(op, chips, rows, bestTile, bestStages, keyWarps,
-                       valueWarps, split, bestBytes, queryTile, copyWarp);
+                       valueWarps, split, bestBytes, queryTile, copyWarp,
+                       scoresAhead);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =

@@ -95,6 +95,9 @@ struct XqaPlanRequest {
   int64_t stages = 0;
   /// A copy warp for a decode plan (not a prompt's query tiles).
   bool copyWarp = false;
+  /// Scores a tile ahead (XqaPlanAttr's scores_ahead) where the plan has
+  /// rows = 8, no copy warp and a ring of at least 3 stages.
+  bool scoresAhead = false;
 };
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared

@@ -133,10 +133,11 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
   int64_t group = static_cast<int64_t>(op.getNumHeads()) /
                   op.getKey().getType().getKvHeads();
   int64_t decodeTokens = ::pattn::splitDecodeTokens(group);
-  ::pattn::XqaPlanAttr decode = ::pattn::planXqaDecode(
-      op, targets, options.xqaMaxKeysPerSplit,
-      {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp},
-      decodeTokens);
+  ::pattn::XqaPlanAttr decode =
+      ::pattn::planXqaDecode(op, targets, options.xqaMaxKeysPerSplit,
+                             {options.xqaKeysPerTile, options.xqaStages,
+                              options.xqaCopyWarp, options.xqaScoresAhead},
+                             decodeTokens);
   op.setDecodePlanAttr(decode);
   // The kernel, and why not wgmma where it is mma.sync.
   std::string kernel = "wgmma";
@@ -163,6 +164,7 @@ void PlanDecodePass::runOnOperation() {
   options.xqaKeysPerTile = xqaKeysPerTile;
   options.xqaStages = xqaStages;
   options.xqaCopyWarp = xqaCopyWarp;
+  options.xqaScoresAhead = xqaScoresAhead;
   options.prefill = promptKernel != "xqa";
   options.prefillWgmma =
       promptKernel == "prefill-mma-sync" ? ::pattn::PrefillWgmma::never

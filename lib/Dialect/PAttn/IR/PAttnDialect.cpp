@@ -214,7 +214,7 @@ LogicalResult XqaPlanAttr::verify(
     int64_t keysPerTile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
     int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
     int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
-    int64_t queryTile, ArrayRef<Chip> targets) {
+    int64_t queryTile, bool scoresAhead, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
   if (rows != 8 && rows != 16 && rows != 32)
@@ -242,6 +242,12 @@ LogicalResult XqaPlanAttr::verify(
   if (threads == 160 && queryTile != 0)
     return emitError() << "threads 160 (a copy warp) serves decodes only, "
                           "not query tiles";
+  if (scoresAhead && (rows != 8 || threads != 128 || stages < 3))
+    return emitError() << "scores_ahead needs rows 8, threads 128 and at "
+                          "least 3 stages (two landed tiles and one in "
+                          "flight), got rows "
+                       << rows << ", threads " << threads << ", stages "
+                       << stages;
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

@@ -233,6 +233,16 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     ceil(n / T) tiles. 0 (the default): a block serves all of a sequence's
     query tokens (decode), the grid is (splits, sequences × KV heads).
 
+    `scores_ahead = true` (rows = 8, four warps, at least 3 stages; a
+    decode planned with `xqa-scores-ahead`) software-pipelines each warp's
+    tile loop: while tile t's softmax and Oᵀ += Vᵀ Pᵀ run, the warp already
+    computes tile t + 1's Sᵀ = K Qᵀ (the loop waits for two landed tiles,
+    so stages - 2 tiles are in flight during a tile's compute instead of
+    stages - 1), and the scores travel to the next iteration in registers.
+    The long dependent chain of a tile (ldmatrix, decode, the S mma chain)
+    then overlaps the softmax's shuffles and the P V mma of the previous
+    one.
+
     Example:
     ```mlir
     #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3,
@@ -250,6 +260,7 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
                         DefaultValuedParameter<"int64_t", "4">:$least_tiles_per_split,
                         DefaultValuedParameter<"int64_t", "64">:$most_splits,
                         DefaultValuedParameter<"int64_t", "0">:$query_tile,
+                        DefaultValuedParameter<"bool", "false">:$scores_ahead,
                         PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

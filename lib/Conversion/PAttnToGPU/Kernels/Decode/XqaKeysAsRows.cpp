@@ -296,3 +296,84 @@ void XqaBuilder::storeWarpPartialsKeysAsRows(ArrayRef<Value> state, Value merge,
       kb.store(state[tiles.accAt(0, vt, e)], merge, {at});
     }
 }
+
+Value XqaBuilder::warpStepKeys(int64_t step) {
+  int64_t keysPerWarp = tileKeys / keyWarps;
+  Value warpKeys = kb.mul(keyGroup, index(keysPerWarp));
+  return kb.add(warpKeys, index(step * 16));
+}
+
+SmallVector<Value> XqaBuilder::tileScoresKeysAsRows(Value slot) {
+  Value keyRows = ringRows(key, slot);
+  Value stageBase =
+      kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+  SmallVector<Value> scores;
+  for (int64_t step = 0; step < tileKeys / keyWarps / 16; ++step) {
+    Value n0 = warpStepKeys(step);
+    SmallVector<Value> stepScores = scoreStepKeysAsRows(keyRows, stageBase, n0);
+    scores.append(stepScores.begin(), stepScores.end());
+  }
+  return scores;
+}
+
+SmallVector<Value>
+XqaBuilder::runTilesScoringAhead(ArrayRef<Value> aheadPages) {
+  // The prologue issued tiles 0 ... stages - 2. Tile 0 lands (at most
+  // stages - 2 newer groups pending) and is scored before the loop; the
+  // loop state carries the next tile's scores after the softmax state.
+  CpAsyncRing ring(kb, tileCount);
+  SmallVector<Value> init = initialState();
+  size_t softmaxState = init.size();
+  ring.land(int32_t(stages - 2));
+  SmallVector<Value> firstScores = tileScoresKeysAsRows(index(0));
+  init.append(firstScores.begin(), firstScores.end());
+  size_t scoresEnd = init.size();
+  init.append(aheadPages.begin(), aheadPages.end());
+  Value i32Stages = kb.i32(int32_t(stages));
+  int64_t steps = tileKeys / keyWarps / 16;
+
+  SmallVector<Value> state = kb.forLoop(
+      index(0), kb.toIndex(tileCount), index(1), init,
+      [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
+        // Tile t + 1 has landed once at most stages - 3 newer groups are
+        // pending (tiles t + 2 ... t + stages - 2); the barrier also frees
+        // tile t - 1's slot, which tile t + stages - 1 then fills. The last
+        // iteration scores a slot no tile fills: never used.
+        ring.land(int32_t(stages - 3));
+        Value i32Iteration = kb.toI32(iteration);
+        SmallVector<Value> nextPages =
+            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
+                              carried.drop_front(scoresEnd));
+        Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
+        Value next = kb.add(i32Iteration, kb.i32(1));
+        Value nextSlot = kb.toIndex(kb.rems(next, i32Stages));
+        Value valueRows = ringRows(value, slot);
+        Value tileStart = copies->tileBase(i32Iteration);
+        Value stageBase =
+            kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+        SmallVector<Value> s(carried.take_front(softmaxState));
+        ValueRange scores =
+            carried.slice(softmaxState, scoresEnd - softmaxState);
+        SmallVector<Value> stepKeys;
+        SmallVector<SmallVector<Value>> logits;
+        for (int64_t step = 0; step < steps; ++step) {
+          Value n0 = warpStepKeys(step);
+          SmallVector<Value> stepScores(scores.slice(4 * step, 4));
+          logits.push_back(
+              logitStepKeysAsRows(stepScores, slot, tileStart, stageBase, n0));
+          stepKeys.push_back(n0);
+        }
+        SmallVector<std::array<Value, 2>> pT = softmaxKeysAsRows(logits, s);
+        // Tile t + 1's scores, in the same straight-line code as tile t's
+        // P V: the two chains interleave.
+        SmallVector<Value> nextScores = tileScoresKeysAsRows(nextSlot);
+        for (int64_t step = 0; step < steps; ++step)
+          valueStepKeysAsRows(valueRows, stageBase, stepKeys[step], pT[step],
+                              s);
+        s.append(nextScores.begin(), nextScores.end());
+        s.append(nextPages.begin(), nextPages.end());
+        return s;
+      });
+  state.resize(softmaxState);
+  return state;
+}

@@ -490,6 +490,7 @@ void XqaBuilder::computeFacts() {
   blockSize = keyBuffers.type.getBlockSize();
   rows = plan.getRows();
   keysAsRows = rows == 8;
+  scoresAhead = plan.getScoresAhead();
   mTiles = keysAsRows ? 1 : rows / 16;
   tileKeys = plan.getKeysPerTile();
   stages = plan.getStages();
@@ -800,7 +801,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     prepareQuery(args.query);
     SmallVector<Value> aheadPages = startRing();
     prepareSoftmax();
-    SmallVector<Value> state = runTiles(aheadPages);
+    SmallVector<Value> state =
+        scoresAhead ? runTilesScoringAhead(aheadPages) : runTiles(aheadPages);
     mergeKeyWarps(state, split, args.partialOut, args.partialStats);
   });
   gpu::ReturnOp::create(builder, op.getLoc());

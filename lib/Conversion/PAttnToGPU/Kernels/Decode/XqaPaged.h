@@ -89,6 +89,9 @@ private:
   /// the query rows its N = 8 columns; the loop state is then the max and
   /// partial sum of rows 2t and 2t + 1 and nTiles / 2 tiles of Oᵀ.
   bool keysAsRows = false;
+  /// scores_ahead (rows = 8): tile t + 1's Sᵀ is computed in iteration t,
+  /// under tile t's softmax and P V (runTilesScoringAhead).
+  bool scoresAhead = false;
 
   // Kernel values.
   mlir::Value smem, queryTile, seq, kvHead, tokenBegin, tokenCount, first, last,
@@ -170,6 +173,11 @@ private:
   /// up; returns the per-thread softmax state after the last tile.
   llvm::SmallVector<mlir::Value>
   runTiles(llvm::ArrayRef<mlir::Value> aheadPages);
+  /// runTiles for a scores_ahead plan: the loop waits for tiles t and
+  /// t + 1, finishes tile t from the scores the previous iteration
+  /// computed, and computes tile t + 1's between its softmax and its P V.
+  llvm::SmallVector<mlir::Value>
+  runTilesScoringAhead(llvm::ArrayRef<mlir::Value> aheadPages);
   /// The loop state before the first tile (softmax rows, accumulators).
   llvm::SmallVector<mlir::Value> initialState();
   /// A tile's steps over ring slot `slot` (index) for tile `i32Tile`:
@@ -288,6 +296,11 @@ private:
   llvm::SmallVector<mlir::Value> scoreStepKeysAsRows(mlir::Value keyRows,
                                                      mlir::Value stageBase,
                                                      mlir::Value n0);
+  /// The keys n0 of the warp's 16-key step `step` of a tile.
+  mlir::Value warpStepKeys(int64_t step);
+  /// scoreStepKeysAsRows of each of the warp's steps of the tile in ring
+  /// slot `slot`, four scores a step.
+  llvm::SmallVector<mlir::Value> tileScoresKeysAsRows(mlir::Value slot);
   /// The base-2 logits of scoreStepKeysAsRows's elements.
   llvm::SmallVector<mlir::Value>
   logitStepKeysAsRows(llvm::ArrayRef<mlir::Value> scores, mlir::Value slot,
