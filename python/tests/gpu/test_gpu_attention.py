@@ -992,6 +992,19 @@ def test_backends_agree(case, gpu_results):
                  ("backends agree",), run.value_scale())
 
 
+def decode_compiled_with(run, case, **options):
+    """`case`'s decode compiled with pattn.compile `options` (on BACKEND),
+    run on `run`'s cache bytes and inputs into a poisoned output; returns
+    the output's values."""
+    module = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
+                                      backend=BACKEND, **options))
+    tensors = dict(run.tensors)
+    tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
+    invoke(module, "decode", run.plan.module.functions["decode"], tensors)
+    torch.cuda.synchronize()
+    return activation_values(download(tensors["out"]), run.plan.dtype)
+
+
 #: The prompt kernels besides the default (the prefill family, on wgmma
 #: where the chip has it and the caches are quantized): the XQA decode
 #: kernel in query tiles (the prompt kernel before the prefill family), the
@@ -1010,13 +1023,7 @@ def test_other_prompt_kernels_match_reference(case, kernel, gpu_results):
         pytest.skip("the prompt kernels are tensor-core plans: run with "
                     "PATTN_TEST_BACKEND=auto")
     run = case.run()
-    module = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
-                                      backend=BACKEND, prompt_kernel=kernel))
-    tensors = dict(run.tensors)
-    tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
-    invoke(module, "decode", run.plan.module.functions["decode"], tensors)
-    torch.cuda.synchronize()
-    out = activation_values(download(tensors["out"]), run.plan.dtype)
+    out = decode_compiled_with(run, case, prompt_kernel=kernel)
     assert_close(out, run.reference(), case.config.dtype,
                  f"prompt kernel {kernel}", gpu_results,
                  (f"prompt kernel {kernel}",), run.value_scale())
@@ -1034,13 +1041,7 @@ def test_scores_ahead_matches_reference(case, gpu_results):
         pytest.skip("scores_ahead is a tensor-core plan: run with "
                     "PATTN_TEST_BACKEND=auto")
     run = case.run()
-    module = pattn.load(pattn.compile(case.plan().module.text, chips=[CHIP],
-                                      backend=BACKEND, xqa_scores_ahead=True))
-    tensors = dict(run.tensors)
-    tensors["out"] = poisoned(run.plan.query.shape, run.plan.dtype)
-    invoke(module, "decode", run.plan.module.functions["decode"], tensors)
-    torch.cuda.synchronize()
-    out = activation_values(download(tensors["out"]), run.plan.dtype)
+    out = decode_compiled_with(run, case, xqa_scores_ahead=True)
     assert_close(out, run.reference(), case.config.dtype, "scores ahead",
                  gpu_results, ("scores ahead",), run.value_scale())
     hidden = ~visible_tokens(run.plan)

@@ -339,12 +339,10 @@ XqaBuilder::runTilesScoringAhead(ArrayRef<Value> aheadPages) {
         // pending (tiles t + 2 ... t + stages - 2); the barrier also frees
         // tile t - 1's slot, which tile t + stages - 1 then fills. The last
         // iteration scores a slot no tile fills: never used.
-        ring.land(int32_t(stages - 3));
-        Value i32Iteration = kb.toI32(iteration);
-        SmallVector<Value> nextPages =
-            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
-                              carried.drop_front(scoresEnd));
-        Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
+        TileIteration tile =
+            beginTile(ring, iteration, int32_t(stages - 3), i32Stages,
+                      carried.drop_front(scoresEnd));
+        Value i32Iteration = tile.i32Tile, slot = tile.slot;
         Value next = kb.add(i32Iteration, kb.i32(1));
         Value nextSlot = kb.toIndex(kb.rems(next, i32Stages));
         Value valueRows = ringRows(value, slot);
@@ -371,7 +369,7 @@ XqaBuilder::runTilesScoringAhead(ArrayRef<Value> aheadPages) {
           valueStepKeysAsRows(valueRows, stageBase, stepKeys[step], pT[step],
                               s);
         s.append(nextScores.begin(), nextScores.end());
-        s.append(nextPages.begin(), nextPages.end());
+        s.append(tile.nextPages.begin(), tile.nextPages.end());
         return s;
       });
   state.resize(softmaxState);

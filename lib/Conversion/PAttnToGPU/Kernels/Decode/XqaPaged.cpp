@@ -659,6 +659,18 @@ void XqaBuilder::tileSteps(Value i32Iteration, Value slot,
     valueStep(valueRows, stageBase, stepKeys[step], pOperands[step], s);
 }
 
+XqaBuilder::TileIteration
+XqaBuilder::beginTile(CpAsyncRing &ring, Value iteration, int32_t newerPending,
+                      Value i32Stages, ValueRange pages) {
+  ring.land(newerPending);
+  TileIteration tile;
+  tile.i32Tile = kb.toI32(iteration);
+  tile.nextPages =
+      copies->copyAhead(ring, tile.i32Tile, i32Stages, stages, pages);
+  tile.slot = kb.toIndex(kb.rems(tile.i32Tile, i32Stages));
+  return tile;
+}
+
 SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
   SmallVector<Value> init = initialState();
   Value i32Stages = kb.i32(int32_t(stages));
@@ -671,15 +683,12 @@ SmallVector<Value> XqaBuilder::runTiles(ArrayRef<Value> aheadPages) {
       [&](Value iteration, ValueRange carried) -> SmallVector<Value> {
         // Tile `iteration` has landed once at most stages - 2 newer
         // groups are pending.
-        ring.land(int32_t(stages - 2));
-        Value i32Iteration = kb.toI32(iteration);
-        SmallVector<Value> nextPages =
-            copies->copyAhead(ring, i32Iteration, i32Stages, stages,
-                              carried.drop_front(softmaxState));
-        Value slot = kb.toIndex(kb.rems(i32Iteration, i32Stages));
+        TileIteration tile =
+            beginTile(ring, iteration, int32_t(stages - 2), i32Stages,
+                      carried.drop_front(softmaxState));
         SmallVector<Value> s(carried.take_front(softmaxState));
-        tileSteps(i32Iteration, slot, s);
-        s.append(nextPages.begin(), nextPages.end());
+        tileSteps(tile.i32Tile, tile.slot, s);
+        s.append(tile.nextPages.begin(), tile.nextPages.end());
         return s;
       });
   state.resize(softmaxState);

@@ -173,6 +173,18 @@ private:
   /// up; returns the per-thread softmax state after the last tile.
   llvm::SmallVector<mlir::Value>
   runTiles(llvm::ArrayRef<mlir::Value> aheadPages);
+  /// The head of an iteration of the barrier ring's tile loop: waits until
+  /// at most `newerPending` copy groups newer than the awaited tile's are
+  /// in flight (and the block barrier), copies the tile stages - 1 ahead
+  /// with the lookups `pages`; the tile (i32), its ring slot and the next
+  /// lookups.
+  struct TileIteration {
+    mlir::Value i32Tile, slot;
+    llvm::SmallVector<mlir::Value> nextPages;
+  };
+  TileIteration beginTile(CpAsyncRing &ring, mlir::Value iteration,
+                          int32_t newerPending, mlir::Value i32Stages,
+                          mlir::ValueRange pages);
   /// runTiles for a scores_ahead plan: the loop waits for tiles t and
   /// t + 1, finishes tile t from the scores the previous iteration
   /// computed, and computes tile t + 1's between its softmax and its P V.
