@@ -305,8 +305,7 @@ Value XqaBuilder::warpStepKeys(int64_t step) {
 
 SmallVector<Value> XqaBuilder::tileScoresKeysAsRows(Value slot) {
   Value keyRows = ringRows(key, slot);
-  Value stageBase =
-      kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+  Value stageBase = stageBaseOf(slot);
   SmallVector<Value> scores;
   for (int64_t step = 0; step < tileKeys / keyWarps / 16; ++step) {
     Value n0 = warpStepKeys(step);
@@ -347,8 +346,7 @@ XqaBuilder::runTilesScoringAhead(ArrayRef<Value> aheadPages) {
         Value nextSlot = kb.toIndex(kb.rems(next, i32Stages));
         Value valueRows = ringRows(value, slot);
         Value tileStart = copies->tileBase(i32Iteration);
-        Value stageBase =
-            kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+        Value stageBase = stageBaseOf(slot);
         SmallVector<Value> s(carried.take_front(softmaxState));
         ValueRange scores =
             carried.slice(softmaxState, scoresEnd - softmaxState);

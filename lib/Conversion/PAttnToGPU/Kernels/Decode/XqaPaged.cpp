@@ -626,8 +626,7 @@ void XqaBuilder::tileSteps(Value i32Iteration, Value slot,
   Value keyRows = ringRows(key, slot);
   Value valueRows = ringRows(value, slot);
   Value tileStart = copies->tileBase(i32Iteration);
-  Value stageBase =
-      kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+  Value stageBase = stageBaseOf(slot);
   // The warp's 16-key steps of this tile: their scores are independent
   // chains (ldmatrix, decode, mma) that the scheduler interleaves; one
   // softmax update then covers all of them.

@@ -270,6 +270,10 @@ private:
   }
   /// The copies' per-thread address parts (after computeKeyRange).
   void prepareCopies();
+  /// The byte of ring slot `slot`'s stage in shared memory.
+  mlir::Value stageBaseOf(mlir::Value slot) {
+    return kb.add(kb.mul(slot, index(layout.stageBytes)), index(layout.ring));
+  }
   /// The raw rows of `side` in ring slot `slot` as [keys][16-bit elements].
   mlir::Value ringRows(const XqaSide &side, mlir::Value slot);
   /// The f16x2 / bf16x2 pairs of a raw word of `side` (decodeWordHalves),
