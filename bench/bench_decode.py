@@ -89,6 +89,12 @@ SHAPES = [
     # Speculative decode with 7 drafts (the seeds' measurement): g x 8 = 32
     # query rows per KV head, XQA's largest.
     Shape("B4-32/8-D128-L8K-Q8", 4, 32, 8, 128, 8192, query_tokens=8),
+    # The same speculative rows with one sequence of 9 tokens: an op whose
+    # max_query_len exceeds 8 gives its sequences of more than 16 / g query
+    # tokens to the prefill family (decoded once per tile into shared
+    # memory), so this row times that family on speculative decode.
+    Shape("B4-32/8-D128-L8K-Q8+9", 4, 32, 8, 128, 8192, query_tokens=9,
+          query_counts=(8, 8, 8, 9)),
     Shape("B4-32/8-D128-L8K-Q4", 4, 32, 8, 128, 8192, query_tokens=4),
     Shape("B4-32/8-D128-L512-Q8", 4, 32, 8, 128, 512, query_tokens=8),
     # Issue 29's further rows: bf16 activations (and a bf16 cache on the
