@@ -30,12 +30,21 @@ import argparse
 import sys
 
 SOURCE = r"""
-// ROW, TILE, STAGES, HND and MODE are defined before this text: every
-// index is a compile-time power of two, as in a generated decode kernel.
+// ROW, TILE, STAGES, HND, MODE, CLUSTER and CLUSTER_SYNC are defined before
+// this text: every index is a compile-time power of two, as in a generated
+// decode kernel. CLUSTER > 1 launches the blocks of CLUSTER consecutive KV
+// heads (same split and sequence) as one thread-block cluster, so that
+// they run at once and read the same pages together; CLUSTER_SYNC adds a
+// cluster barrier a tile, which keeps them in step.
 // MODE 0: 16-byte cp.async per thread and chunk, cp.async.wait_group and a
 // block barrier a tile; MODE 1: cp.async.bulk of whole rows (NHD) or of a
 // page's 16 contiguous rows (HND), completing on an mbarrier a stage.
-extern "C" __global__ void __launch_bounds__(128)
+#if CLUSTER > 1
+#define CLUSTER_DIMS __cluster_dims__(1, CLUSTER, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+extern "C" __global__ void __launch_bounds__(128) CLUSTER_DIMS
 gather(const char *__restrict__ key, const char *__restrict__ value,
        const int *__restrict__ table, int pagesPerSeq, int kvHeads,
        int keysPerSplit, unsigned *__restrict__ out) {
@@ -117,6 +126,9 @@ gather(const char *__restrict__ key, const char *__restrict__ value,
                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
     }
     __syncthreads();
+    if (CLUSTER > 1 && CLUSTER_SYNC)
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;\n"
+                   "barrier.cluster.wait.aligned;" ::: "memory");
     const unsigned *words = (const unsigned *)(ring + (t % STAGES) * STAGE);
     for (int w = threadIdx.x; w < STAGE / 4; w += 128 * 8)
       acc ^= words[w];
@@ -145,6 +157,10 @@ def parse_args(argv):
                    help="cp.async (16 bytes a thread, a barrier a tile) or "
                         "bulk (cp.async.bulk per row, or per page of rows "
                         "on HND, an mbarrier a stage)")
+    p.add_argument("--cluster", default="1",
+                   help="KV heads whose blocks form one cluster (1: none; "
+                        "a trailing s adds a cluster barrier a tile, e.g. "
+                        "1,8,8s)")
     p.add_argument("--iters", type=int, default=50)
     return p.parse_args(argv)
 
@@ -168,12 +184,14 @@ def main(argv):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     kernels = {}
 
-    def kernel_for(row, tile, stages, hnd, mode):
-        spec = (row, tile, stages, hnd, mode)
+    def kernel_for(row, tile, stages, hnd, mode, cluster):
+        spec = (row, tile, stages, hnd, mode, cluster)
         if spec not in kernels:
+            size = int(cluster.rstrip("s"))
             defines = (f"#define ROW {row}\n#define TILE {tile}\n"
                        f"#define STAGES {stages}\n#define HND {hnd}\n"
-                       f"#define MODE {mode}\n")
+                       f"#define MODE {mode}\n#define CLUSTER {size}\n"
+                       f"#define CLUSTER_SYNC {int(cluster.endswith('s'))}\n")
             kernel = cp.RawKernel(defines + SOURCE, "gather",
                                   options=("-std=c++17", "-arch=sm_90a"),
                                   backend="nvrtc")
@@ -212,10 +230,10 @@ def main(argv):
           f"{args.kv_heads} KV heads L{args.length}, random block tables; "
           f"medians of {args.iters}")
     print()
-    print("| row B | layout | copies | tile keys | stages | blocks/SM | splits "
-          "| KiB in flight/SM | µs | TB/s | % copy |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    def run(row, layout, copies, tile, stages, k, v, cache_bytes):
+    print("| row B | layout | copies | cluster | tile keys | stages | blocks/SM "
+          "| splits | KiB in flight/SM | µs | TB/s | % copy |")
+    print("|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    def run(row, layout, copies, cluster, tile, stages, k, v, cache_bytes):
         stage_bytes = 2 * tile * row
         for blocks in ints(args.blocks_per_sm):
             # One wave: splits x heads x batch = blocks x SMs.
@@ -227,7 +245,7 @@ def main(argv):
             if (shared + 1024) * blocks > 227 * 1024:
                 continue
             kernel = kernel_for(row, tile, stages, int(layout == "hnd"),
-                                int(copies == "bulk"))
+                                int(copies == "bulk"), cluster)
             grid = (splits, args.kv_heads, args.batch)
             params = (cp.uint64(k.data_ptr()), cp.uint64(v.data_ptr()),
                       cp.uint64(table.data_ptr()), cp.int32(pages_per_seq),
@@ -237,7 +255,7 @@ def main(argv):
                                       shared_mem=shared))
             tbs = 2 * cache_bytes / us / 1e6
             flight = blocks * (stages - 1) * stage_bytes / 1024
-            print(f"| {row} | {layout} | {copies} | {tile} | {stages} "
+            print(f"| {row} | {layout} | {copies} | {cluster} | {tile} | {stages} "
                   f"| {blocks} | {splits} | {flight:.0f} | {us:.1f} "
                   f"| {tbs:.2f} | {100 * tbs / copy_tbs:.0f}% |", flush=True)
 
@@ -247,10 +265,11 @@ def main(argv):
         v = torch.randint(0, 255, (cache_bytes,), dtype=torch.uint8, device=device)
         for layout in args.layout.split(","):
             for copies in args.copies.split(","):
-                for tile in ints(args.tile_keys):
-                    for stages in ints(args.stages):
-                        run(row, layout, copies, tile, stages, k, v,
-                            cache_bytes)
+                for cluster in args.cluster.split(","):
+                    for tile in ints(args.tile_keys):
+                        for stages in ints(args.stages):
+                            run(row, layout, copies, cluster, tile, stages,
+                                k, v, cache_bytes)
         del k, v
         torch.cuda.empty_cache()
     return 0
