@@ -34,6 +34,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import sys
 from typing import Callable, Optional
 
@@ -235,8 +236,9 @@ def compile_options(backend: str) -> dict:
     "xqa-tiles" (auto, prompts on the decode kernel in query tiles),
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
-    a trailing "w" (e.g. "auto@0w") asks for a copy warp, a trailing "a"
-    (e.g. "auto@0a") for plans that score a tile ahead."""
+    "c<heads>" after them (e.g. "auto@0c8") for clusters of that many KV
+    heads' blocks, a trailing "w" (e.g. "auto@0w") for a copy warp, a
+    trailing "a" (e.g. "auto@0a") for plans that score a tile ahead."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
     if backend in ("prefill-mma-sync", "prefill-wgmma"):
@@ -244,14 +246,16 @@ def compile_options(backend: str) -> dict:
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
-        spec = backend.split("@", 1)[1]
-        scores_ahead = spec.endswith("a")
-        spec = spec.removesuffix("a")
-        copy_warp = spec.endswith("w")
-        keys, _, stages = spec.removesuffix("w").partition("s")
+        spec = re.fullmatch(r"(\d+)(?:s(\d+))?(?:c(\d+))?(w?)(a?)",
+                            backend.split("@", 1)[1])
+        if not spec:
+            raise ValueError(f"unknown benchmark column {backend!r}")
+        keys, stages, cluster, copy_warp, scores_ahead = spec.groups()
         options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
         if stages:
             options["xqa_stages"] = int(stages)
+        if cluster:
+            options["xqa_cluster_heads"] = int(cluster)
         if copy_warp:
             options["xqa_copy_warp"] = True
         if scores_ahead:

@@ -97,6 +97,13 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
     error = "xqa-stages must be 0 or 2 to 8, got " + std::to_string(stages);
     return failure();
   }
+  int64_t cluster = options.xqaClusterHeads;
+  if (cluster != 0 && cluster != 1 && cluster != 2 && cluster != 4 &&
+      cluster != 8) {
+    error = "xqa-cluster-heads must be 0, 1, 2, 4 or 8, got " +
+            std::to_string(cluster);
+    return failure();
+  }
 
   // The passes are built here, not parsed from a pipeline string, so that a
   // compiler embedding pattn needs no global pass registration.
@@ -123,6 +130,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.xqaStages = options.xqaStages;
   plan.xqaCopyWarp = options.xqaCopyWarp;
   plan.xqaScoresAhead = options.xqaScoresAhead;
+  plan.xqaClusterHeads = options.xqaClusterHeads;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

@@ -95,6 +95,8 @@ PROMPT_KERNELS = ("prefill", "prefill-mma-sync", "prefill-wgmma", "xqa")
 XQA_TILE_KEYS = (0, 16, 32, 64, 128)
 # The values of pattn-compile's --xqa-stages (0: the planner's).
 XQA_STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
+# The values of pattn-compile's --xqa-cluster-heads (0 and 1: none).
+XQA_CLUSTER_HEADS = (0, 1, 2, 4, 8)
 
 
 def _path_argument(value: PathLike, name: str, function: str) -> str:
@@ -636,7 +638,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             cache_dir: Optional[PathLike] = None,
             xqa_keys_per_tile: int = 0, xqa_stages: int = 0,
             xqa_copy_warp: bool = False,
-            xqa_scores_ahead: bool = False) -> str:
+            xqa_scores_ahead: bool = False,
+            xqa_cluster_heads: int = 0) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -670,7 +673,11 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     warp that copies the tiles and signals each ring stage with mbarriers);
     ``xqa_scores_ahead=True`` has the XQA decode plans of at most 8 rows
     compute each tile's scores one iteration ahead, under the previous
-    tile's softmax and P V (``#pattn.xqa_plan<scores_ahead = true>``).
+    tile's softmax and P V (``#pattn.xqa_plan<scores_ahead = true>``);
+    ``xqa_cluster_heads`` (2, 4 or 8; 0, the default: none) launches the
+    XQA decode blocks of that many consecutive KV heads as one thread-block
+    cluster that meets at a barrier each tile, where every chip is sm_90 or
+    later (``#pattn.xqa_plan<cluster_heads = C>``; for measuring).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -715,6 +722,16 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         raise _CompileArgumentError(
             f"xqa_stages must be one of {', '.join(map(str, XQA_STAGES))}, "
             f"got {xqa_stages}")
+    if (isinstance(xqa_cluster_heads, bool)
+            or not isinstance(xqa_cluster_heads, int)):
+        raise _CompileArgumentTypeError(
+            "pattn.compile: argument 'xqa_cluster_heads' must be an int, got "
+            f"{type(xqa_cluster_heads).__name__}")
+    if xqa_cluster_heads not in XQA_CLUSTER_HEADS:
+        raise _CompileArgumentError(
+            f"xqa_cluster_heads must be one of "
+            f"{', '.join(map(str, XQA_CLUSTER_HEADS))}, got "
+            f"{xqa_cluster_heads}")
     chip_list = _chip_list(chips)
     hardware_conversions = _flag_argument(hardware_conversions,
                                           "hardware_conversions")
@@ -744,6 +761,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append("--xqa-copy-warp")
     if xqa_scores_ahead:
         flags.append("--xqa-scores-ahead")
+    if xqa_cluster_heads > 1:
+        flags.append(f"--xqa-cluster-heads={xqa_cluster_heads}")
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -764,6 +783,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         key_options.append("--xqa-copy-warp")
     if xqa_scores_ahead:
         key_options.append("--xqa-scores-ahead")
+    if xqa_cluster_heads > 1:
+        key_options.append(f"--xqa-cluster-heads={xqa_cluster_heads}")
     variant = " ".join([chip_list] + key_options)
     if cache_dir is not None:
         cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")

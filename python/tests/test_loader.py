@@ -675,7 +675,8 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
     ("xqa_keys_per_tile", 128, "--xqa-keys-per-tile=128"),
     ("xqa_stages", 6, "--xqa-stages=6"),
     ("xqa_copy_warp", True, "--xqa-copy-warp"),
-    ("xqa_scores_ahead", True, "--xqa-scores-ahead")])
+    ("xqa_scores_ahead", True, "--xqa-scores-ahead"),
+    ("xqa_cluster_heads", 8, "--xqa-cluster-heads=8")])
 def test_compile_passes_the_xqa_plan_request(fake_compiler, tmp_path,
                                              monkeypatch, option, value, flag):
     compiler, log = fake_compiler
@@ -723,7 +724,12 @@ def test_compile_passes_tile_and_stages_together(fake_compiler, tmp_path):
     ("xqa_copy_warp", "yes", pattn.ArgumentTypeError),
     ("xqa_copy_warp", 2, pattn.ArgumentTypeError),
     ("xqa_scores_ahead", "yes", pattn.ArgumentTypeError),
-    ("xqa_scores_ahead", 2, pattn.ArgumentTypeError)])
+    ("xqa_scores_ahead", 2, pattn.ArgumentTypeError),
+    ("xqa_cluster_heads", 3, pattn.ArgumentError),
+    ("xqa_cluster_heads", 16, pattn.ArgumentError),
+    ("xqa_cluster_heads", -2, pattn.ArgumentError),
+    ("xqa_cluster_heads", "8", pattn.ArgumentTypeError),
+    ("xqa_cluster_heads", True, pattn.ArgumentTypeError)])
 def test_compile_rejects_a_bad_xqa_plan_request(fake_compiler, option, value,
                                                 error):
     compiler, log = fake_compiler

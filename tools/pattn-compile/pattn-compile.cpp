@@ -109,6 +109,11 @@ static cl::opt<bool> xqaScoresAhead(
     cl::desc("XQA decode plans of at most 8 rows that compute each tile's "
              "scores one iteration ahead, under the previous tile's softmax "
              "and P V (default: off)"));
+static cl::opt<int64_t> xqaClusterHeads(
+    "xqa-cluster-heads", cl::init(0), cl::cat(toolCategory),
+    cl::desc("XQA decode plans whose blocks of this many consecutive KV "
+             "heads (2, 4 or 8) form one thread-block cluster, where every "
+             "chip is sm_90 or later (0, the default: none)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -610,6 +615,7 @@ int main(int argc, char **argv) {
   options.xqaStages = xqaStages;
   options.xqaCopyWarp = xqaCopyWarp;
   options.xqaScoresAhead = xqaScoresAhead;
+  options.xqaClusterHeads = xqaClusterHeads;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

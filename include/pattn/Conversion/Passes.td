@@ -141,6 +141,13 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "XQA decode plans of at most 8 rows that compute each tile's "
            "scores one iteration ahead (#pattn.xqa_plan<scores_ahead = "
            "true>; for measuring against the default)">,
+    Option<"xqaClusterHeads", "xqa-cluster-heads", "int64_t",
+           /*default=*/"0",
+           "XQA decode plans whose blocks of this many consecutive KV heads "
+           "(2, 4 or 8, dividing the KV heads) form one thread-block cluster "
+           "that meets at a barrier each tile, so that a page's rows are "
+           "read together (#pattn.xqa_plan<cluster_heads = C>; where every "
+           "chip is sm_90 or later; 0: none; for measuring)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"prefill\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "

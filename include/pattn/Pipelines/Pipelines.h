@@ -62,6 +62,12 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("XQA decode plans of at most 8 rows that score each "
                      "tile one iteration ahead (for measuring)"),
       llvm::cl::init(false)};
+  Option<int64_t> xqaClusterHeads{
+      *this, "xqa-cluster-heads",
+      llvm::cl::desc("XQA decode plans whose blocks of this many KV heads "
+                     "form one thread-block cluster (0: none; for "
+                     "measuring)"),
+      llvm::cl::init(0)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

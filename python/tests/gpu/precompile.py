@@ -124,6 +124,15 @@ def main() -> int:
                 case.plan().module.text, chips=[args.chip],
                 backend=suite.BACKEND, xqa_scores_ahead=True),
                 suite.GRID + suite.NAMED))
+    # test_cluster_heads_matches_reference: clusters of two KV heads'
+    # blocks (sm_90 and up).
+    if (not args.only_mla and suite.BACKEND != "portable"
+            and suite.has_clusters(args.chip)):
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda case: pattn.compile(
+                case.plan().module.text, chips=[args.chip],
+                backend=suite.BACKEND, xqa_cluster_heads=2),
+                suite.GRID + suite.NAMED))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:

@@ -1048,6 +1048,31 @@ def test_scores_ahead_matches_reference(case, gpu_results):
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
 
+def has_clusters(chip: str) -> bool:
+    """Whether `chip` ("sm_90a") has thread-block clusters (sm_90 and up)."""
+    return int(chip.removeprefix("sm_").rstrip("a")) >= 90
+
+
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_cluster_heads_matches_reference(case, gpu_results):
+    """The XQA decode with the blocks of two consecutive KV heads as one
+    thread-block cluster that meets at a barrier each tile
+    (xqa_cluster_heads=2; decodes whose KV heads are even, the others
+    unchanged) on every decode case, against the float64 reference on the
+    same cache bytes and inputs."""
+    if BACKEND == "portable":
+        pytest.skip("cluster_heads is a tensor-core plan: run with "
+                    "PATTN_TEST_BACKEND=auto")
+    if not has_clusters(CHIP):
+        pytest.skip(f"{CHIP} has no thread-block clusters (sm_90 and up)")
+    run = case.run()
+    out = decode_compiled_with(run, case, xqa_cluster_heads=2)
+    assert_close(out, run.reference(), case.config.dtype, "cluster heads",
+                 gpu_results, ("cluster heads",), run.value_scale())
+    hidden = ~visible_tokens(run.plan)
+    assert not out[hidden].any(), "a row with no visible key is not zero"
+
+
 #: A build for a chip without fp8 conversion next to this one: two kernel
 #: modules (bit tricks; cvt.rn.f16x2.e4m3x2) and a host-side dispatch on the
 #: device's compute capability.

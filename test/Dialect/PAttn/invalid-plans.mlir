@@ -134,3 +134,23 @@ func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, 
 
 // expected-error @below {{scores_ahead needs rows 8, threads 128 and at least 3 stages (two landed tiles and one in flight), got rows 8, threads 160, stages 4}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, scores_ahead = true, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_heads 3 must be 1, 2, 4 or 8}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], cluster_heads = 3, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_heads 8 needs threads 128 and a decode (query_tile 0)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, cluster_heads = 8, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_heads 8 needs threads 128 and a decode (query_tile 0)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], query_tile = 8, cluster_heads = 8, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_heads 2 needs thread-block clusters, which target sm_89 lacks (sm_90 and up)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2, 2], cluster_heads = 2, targets = [sm_89, sm_90a]>}

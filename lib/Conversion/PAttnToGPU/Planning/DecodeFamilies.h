@@ -51,6 +51,9 @@ struct DecodePlanOptions {
   bool xqaCopyWarp = false;
   /// XQA decode plans that score a tile ahead (XqaPlanAttr's scores_ahead).
   bool xqaScoresAhead = false;
+  /// XQA decode plans whose blocks of this many KV heads form a cluster
+  /// (XqaPlanAttr's cluster_heads; 0 or 1: none).
+  int64_t xqaClusterHeads = 0;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

@@ -185,20 +185,19 @@ static int64_t xqaQueryTile(PagedAttentionOp op) {
 
 /// An XQA plan of `op` for `chips` with the given tiling; the schedule's
 /// split bounds are the defaults (DecodePlan.h).
-static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
-                               int64_t rows, int64_t tile, int64_t stages,
-                               int64_t keyWarps, int64_t valueWarps,
-                               int64_t split, int64_t sharedBytes,
-                               int64_t queryTile, bool copyWarp,
-                               bool scoresAhead = false) {
+static XqaPlanAttr
+makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips, int64_t rows,
+            int64_t tile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
+            int64_t split, int64_t sharedBytes, int64_t queryTile,
+            bool copyWarp, bool scoresAhead = false, int64_t clusterHeads = 1) {
   SmallVector<int64_t> resident;
   for (Chip chip : chips)
     resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip, copyWarp));
   int64_t threads = copyWarp ? kBlockThreads + 32 : kBlockThreads;
-  return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
-                          stages, keyWarps, valueWarps, split, sharedBytes,
-                          resident, threads, kXqaLeastTilesPerSplit,
-                          kXqaMostSplits, queryTile, scoresAhead, chips);
+  return XqaPlanAttr::get(
+      op.getContext(), xqaOperandType(op), rows, tile, stages, keyWarps,
+      valueWarps, split, sharedBytes, resident, threads, kXqaLeastTilesPerSplit,
+      kXqaMostSplits, queryTile, scoresAhead, clusterHeads, chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -227,6 +226,13 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     valueWarps *= 2;
   int64_t keyWarps = 4 / valueWarps;
   bool copyWarp = request.copyWarp && !queryTile;
+  int64_t clusterHeads = 1;
+  if (request.clusterHeads > 1 && !queryTile && !copyWarp &&
+      key.getKvHeads() % request.clusterHeads == 0 &&
+      llvm::all_of(chips, [](Chip chip) {
+        return getTargetDescription(chip).capability >= 90;
+      }))
+    clusterHeads = request.clusterHeads;
 
   int64_t sharedLimit = INT64_MAX;
   for (Chip chip : chips)
@@ -295,14 +301,15 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
     return makeXqaPlan(op, chips, rows, bestTile, bestStages, keyWarps,
                        valueWarps, split, bestBytes, queryTile, copyWarp,
-                       scoresAhead);
+                       scoresAhead, clusterHeads);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =
       layoutXqaShared(key, value, rows, minTile, 2, keyWarps, copyWarp);
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
   return makeXqaPlan(op, chips, rows, minTile, 2, keyWarps, valueWarps, split,
-                     layout.total, queryTile, copyWarp);
+                     layout.total, queryTile, copyWarp, /*scoresAhead=*/false,
+                     clusterHeads);
 }
 
 MlaRecordLayout describeMlaRecord(RecordType record) {

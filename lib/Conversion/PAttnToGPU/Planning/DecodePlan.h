@@ -98,6 +98,11 @@ struct XqaPlanRequest {
   /// Scores a tile ahead (XqaPlanAttr's scores_ahead) where the plan has
   /// rows = 8, no copy warp and a ring of at least 3 stages.
   bool scoresAhead = false;
+  /// The KV heads whose blocks form one thread-block cluster
+  /// (XqaPlanAttr's cluster_heads) where the plan is a decode without a
+  /// copy warp, the count divides the KV heads and every chip has
+  /// clusters; 0 or 1: none.
+  int64_t clusterHeads = 0;
 };
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared

@@ -65,6 +65,11 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   if (xqaStages != 0 && (xqaStages < 2 || xqaStages > 8))
     return fail() << "xqa-stages=" << int64_t(xqaStages)
                   << " must be 0 (the planner's choice) or 2 to 8";
+  int64_t cluster = xqaClusterHeads;
+  if (cluster != 0 && cluster != 1 && cluster != 2 && cluster != 4 &&
+      cluster != 8)
+    return fail() << "xqa-cluster-heads=" << cluster
+                  << " must be 0 or 1 (none), 2, 4 or 8";
   if (promptKernel != "xqa" && promptKernel != "prefill" &&
       promptKernel != "prefill-mma-sync" && promptKernel != "prefill-wgmma")
     return fail() << "prompt-kernel=" << promptKernel
@@ -133,11 +138,11 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
   int64_t group = static_cast<int64_t>(op.getNumHeads()) /
                   op.getKey().getType().getKvHeads();
   int64_t decodeTokens = ::pattn::splitDecodeTokens(group);
-  ::pattn::XqaPlanAttr decode =
-      ::pattn::planXqaDecode(op, targets, options.xqaMaxKeysPerSplit,
-                             {options.xqaKeysPerTile, options.xqaStages,
-                              options.xqaCopyWarp, options.xqaScoresAhead},
-                             decodeTokens);
+  ::pattn::XqaPlanAttr decode = ::pattn::planXqaDecode(
+      op, targets, options.xqaMaxKeysPerSplit,
+      {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp,
+       options.xqaScoresAhead, options.xqaClusterHeads},
+      decodeTokens);
   op.setDecodePlanAttr(decode);
   // The kernel, and why not wgmma where it is mma.sync.
   std::string kernel = "wgmma";
@@ -165,6 +170,7 @@ void PlanDecodePass::runOnOperation() {
   options.xqaStages = xqaStages;
   options.xqaCopyWarp = xqaCopyWarp;
   options.xqaScoresAhead = xqaScoresAhead;
+  options.xqaClusterHeads = xqaClusterHeads;
   options.prefill = promptKernel != "xqa";
   options.prefillWgmma =
       promptKernel == "prefill-mma-sync" ? ::pattn::PrefillWgmma::never

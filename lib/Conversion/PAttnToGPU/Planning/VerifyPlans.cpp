@@ -179,6 +179,22 @@ static LogicalResult verifySharedLayout(Operation *op, Attribute plan) {
   return success();
 }
 
+/// An XQA plan's clusters of cluster_heads KV heads' blocks must tile the
+/// op's KV heads: a cluster spans consecutive blocks of one sequence.
+static LogicalResult verifyClusterHeads(Operation *op, Attribute plan) {
+  auto paged = dyn_cast<PagedAttentionOp>(op);
+  auto xqa = dyn_cast<XqaPlanAttr>(plan);
+  if (!paged || !xqa)
+    return success();
+  int64_t kvHeads = paged.getKey().getType().getKvHeads();
+  if (kvHeads % xqa.getClusterHeads() != 0)
+    return op->emitOpError()
+           << "has an XQA plan of clusters of " << xqa.getClusterHeads()
+           << " KV heads' blocks, which do not divide its " << kvHeads
+           << " KV heads";
+  return success();
+}
+
 LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
                                        ArrayRef<Chip> chips) {
   WalkResult result =
@@ -199,11 +215,13 @@ LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
           Attribute plan = planFor(op, chip);
           if (failed(verifyPlanOnChip(op, plan, chip)) ||
               failed(verifyOperand(op, plan)) ||
-              failed(verifySharedLayout(op, plan)))
+              failed(verifySharedLayout(op, plan)) ||
+              failed(verifyClusterHeads(op, plan)))
             return WalkResult::interrupt();
           if (decode && (failed(verifyPlanOnChip(op, decode, chip)) ||
                          failed(verifyOperand(op, decode)) ||
-                         failed(verifySharedLayout(op, decode))))
+                         failed(verifySharedLayout(op, decode)) ||
+                         failed(verifyClusterHeads(op, decode))))
             return WalkResult::interrupt();
         }
         return WalkResult::advance();

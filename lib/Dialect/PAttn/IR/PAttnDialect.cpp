@@ -209,12 +209,14 @@ verifyOperandType(function_ref<InFlightDiagnostic()> emitError, Type operand) {
   return success();
 }
 
-LogicalResult XqaPlanAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, Type operand, int64_t rows,
-    int64_t keysPerTile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
-    int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
-    int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
-    int64_t queryTile, bool scoresAhead, ArrayRef<Chip> targets) {
+LogicalResult
+XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type operand,
+                    int64_t rows, int64_t keysPerTile, int64_t stages,
+                    int64_t keyWarps, int64_t valueWarps, int64_t keysPerSplit,
+                    int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
+                    int64_t threads, int64_t leastTilesPerSplit,
+                    int64_t mostSplits, int64_t queryTile, bool scoresAhead,
+                    int64_t clusterHeads, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
   if (rows != 8 && rows != 16 && rows != 32)
@@ -248,6 +250,19 @@ LogicalResult XqaPlanAttr::verify(
                           "flight), got rows "
                        << rows << ", threads " << threads << ", stages "
                        << stages;
+  if (clusterHeads != 1) {
+    if (clusterHeads != 2 && clusterHeads != 4 && clusterHeads != 8)
+      return emitError() << "cluster_heads " << clusterHeads
+                         << " must be 1, 2, 4 or 8";
+    if (threads != 128 || queryTile != 0)
+      return emitError() << "cluster_heads " << clusterHeads
+                         << " needs threads 128 and a decode (query_tile 0)";
+    for (Chip chip : targets)
+      if (computeCapability(chip) < 90)
+        return emitError() << "cluster_heads " << clusterHeads
+                           << " needs thread-block clusters, which target "
+                           << stringifyChip(chip) << " lacks (sm_90 and up)";
+  }
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

@@ -243,6 +243,15 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     then overlaps the softmax's shuffles and the P V mma of the previous
     one.
 
+    `cluster_heads` C > 1 (a decode planned with `xqa-cluster-heads=C`;
+    four warps, no query tiles, every target sm_90 or later; C divides the
+    KV heads) launches the blocks of C consecutive KV heads of a sequence
+    and split as one thread-block cluster (`nvvm.cluster_dim` = (1, C, 1)),
+    and the cluster meets at a barrier each tile. On NHD pages the KV heads
+    of a key are adjacent, so the cluster reads each page's rows together:
+    C x the row bytes of one head, where a block alone reads 64 bytes (D128
+    int4) of every 512.
+
     Example:
     ```mlir
     #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3,
@@ -261,6 +270,7 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
                         DefaultValuedParameter<"int64_t", "64">:$most_splits,
                         DefaultValuedParameter<"int64_t", "0">:$query_tile,
                         DefaultValuedParameter<"bool", "false">:$scores_ahead,
+                        DefaultValuedParameter<"int64_t", "1">:$cluster_heads,
                         PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

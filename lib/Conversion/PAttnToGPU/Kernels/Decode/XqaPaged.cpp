@@ -534,6 +534,13 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
   // registers within 65536 / (blocks x 128).
   resident = plan.getResidentBlocksOn(kernels.chips);
   setLaunchBounds(kernel, plan.getThreads(), resident);
+  if (plan.getClusterHeads() > 1) {
+    // The blocks of cluster_heads consecutive KV heads (blockIdx.y = sequence
+    // x KV heads + head) of a sequence and split: one cluster.
+    int32_t heads = int32_t(plan.getClusterHeads());
+    kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                    builder.getDenseI32ArrayAttr({1, heads, 1}));
+  }
   signature.bind(kernel);
   DecodeSignature::SequenceArgs sequence = signature.sequenceArgs();
   args.query = sequence.query;
@@ -662,6 +669,13 @@ XqaBuilder::TileIteration
 XqaBuilder::beginTile(CpAsyncRing &ring, Value iteration, int32_t newerPending,
                       Value i32Stages, ValueRange pages) {
   ring.land(newerPending);
+  if (plan.getClusterHeads() > 1) {
+    // The cluster's blocks copy their next tiles together: their KV heads'
+    // rows of each key are adjacent in a page (cluster_heads).
+    NVVM::ClusterArriveRelaxedOp::create(builder, kb.loc,
+                                         builder.getUnitAttr());
+    NVVM::ClusterWaitOp::create(builder, kb.loc, builder.getUnitAttr());
+  }
   TileIteration tile;
   tile.i32Tile = kb.toI32(iteration);
   tile.nextPages =
