@@ -151,6 +151,21 @@ def _chip_list(chips: Union[str, Iterable[str]]) -> str:
     return ",".join(names)
 
 
+def _choice_argument(value: object, name: str, choices: tuple) -> int:
+    """``value`` if it is an int among ``choices``; else a CompileError that
+    is an ArgumentTypeError (not an int) or an ArgumentError (not among
+    them), naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _CompileArgumentTypeError(
+            f"pattn.compile: argument '{name}' must be an int, got "
+            f"{type(value).__name__}")
+    if value not in choices:
+        raise _CompileArgumentError(
+            f"{name} must be one of {', '.join(map(str, choices))}, got "
+            f"{value}")
+    return value
+
+
 def _flag_argument(value: object, name: str) -> bool:
     if isinstance(value, bool) or (isinstance(value, int) and
                                    value in (0, 1)):
@@ -705,33 +720,11 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         raise _CompileArgumentError(
             f"unknown prompt_kernel {prompt_kernel!r:.60}; expected one of "
             f"{', '.join(PROMPT_KERNELS)}")
-    if (isinstance(xqa_keys_per_tile, bool)
-            or not isinstance(xqa_keys_per_tile, int)):
-        raise _CompileArgumentTypeError(
-            "pattn.compile: argument 'xqa_keys_per_tile' must be an int, got "
-            f"{type(xqa_keys_per_tile).__name__}")
-    if xqa_keys_per_tile not in XQA_TILE_KEYS:
-        raise _CompileArgumentError(
-            f"xqa_keys_per_tile must be one of "
-            f"{', '.join(map(str, XQA_TILE_KEYS))}, got {xqa_keys_per_tile}")
-    if isinstance(xqa_stages, bool) or not isinstance(xqa_stages, int):
-        raise _CompileArgumentTypeError(
-            "pattn.compile: argument 'xqa_stages' must be an int, got "
-            f"{type(xqa_stages).__name__}")
-    if xqa_stages not in XQA_STAGES:
-        raise _CompileArgumentError(
-            f"xqa_stages must be one of {', '.join(map(str, XQA_STAGES))}, "
-            f"got {xqa_stages}")
-    if (isinstance(xqa_cluster_heads, bool)
-            or not isinstance(xqa_cluster_heads, int)):
-        raise _CompileArgumentTypeError(
-            "pattn.compile: argument 'xqa_cluster_heads' must be an int, got "
-            f"{type(xqa_cluster_heads).__name__}")
-    if xqa_cluster_heads not in XQA_CLUSTER_HEADS:
-        raise _CompileArgumentError(
-            f"xqa_cluster_heads must be one of "
-            f"{', '.join(map(str, XQA_CLUSTER_HEADS))}, got "
-            f"{xqa_cluster_heads}")
+    for name, value, choices in (
+            ("xqa_keys_per_tile", xqa_keys_per_tile, XQA_TILE_KEYS),
+            ("xqa_stages", xqa_stages, XQA_STAGES),
+            ("xqa_cluster_heads", xqa_cluster_heads, XQA_CLUSTER_HEADS)):
+        _choice_argument(value, name, choices)
     chip_list = _chip_list(chips)
     hardware_conversions = _flag_argument(hardware_conversions,
                                           "hardware_conversions")
