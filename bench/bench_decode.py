@@ -237,7 +237,8 @@ def compile_options(backend: str) -> dict:
     "auto@<keys>" (auto, XQA plans asked for <keys>-key tiles; 0: the
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
     "c<heads>" after them (e.g. "auto@0c8") for clusters of that many KV
-    heads' blocks, a trailing "w" (e.g. "auto@0w") for a copy warp, a
+    heads' blocks, "m<splits>" (e.g. "auto@0m8") for that many splits as
+    one cluster that merges them (no merge launch), a trailing "w" (e.g. "auto@0w") for a copy warp, a
     trailing "a" (e.g. "auto@0a") for plans that score a tile ahead."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
@@ -246,16 +247,19 @@ def compile_options(backend: str) -> dict:
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
-        spec = re.fullmatch(r"(\d+)(?:s(\d+))?(?:c(\d+))?(w?)(a?)",
+        spec = re.fullmatch(r"(\d+)(?:s(\d+))?(?:c(\d+))?(?:m(\d+))?(w?)(a?)",
                             backend.split("@", 1)[1])
         if not spec:
             raise ValueError(f"unknown benchmark column {backend!r}")
-        keys, stages, cluster, copy_warp, scores_ahead = spec.groups()
+        (keys, stages, cluster, merging, copy_warp,
+         scores_ahead) = spec.groups()
         options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
         if stages:
             options["xqa_stages"] = int(stages)
         if cluster:
             options["xqa_cluster_heads"] = int(cluster)
+        if merging:
+            options["xqa_cluster_splits"] = int(merging)
         if copy_warp:
             options["xqa_copy_warp"] = True
         if scores_ahead:

@@ -97,13 +97,16 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
     error = "xqa-stages must be 0 or 2 to 8, got " + std::to_string(stages);
     return failure();
   }
-  int64_t cluster = options.xqaClusterHeads;
-  if (cluster != 0 && cluster != 1 && cluster != 2 && cluster != 4 &&
-      cluster != 8) {
-    error = "xqa-cluster-heads must be 0, 1, 2, 4 or 8, got " +
-            std::to_string(cluster);
-    return failure();
-  }
+  for (auto [name, cluster] :
+       {std::pair<const char *, int64_t>{"xqa-cluster-heads",
+                                         options.xqaClusterHeads},
+        {"xqa-cluster-splits", options.xqaClusterSplits}})
+    if (cluster != 0 && cluster != 1 && cluster != 2 && cluster != 4 &&
+        cluster != 8) {
+      error = std::string(name) + " must be 0, 1, 2, 4 or 8, got " +
+              std::to_string(cluster);
+      return failure();
+    }
 
   // The passes are built here, not parsed from a pipeline string, so that a
   // compiler embedding pattn needs no global pass registration.
@@ -131,6 +134,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.xqaCopyWarp = options.xqaCopyWarp;
   plan.xqaScoresAhead = options.xqaScoresAhead;
   plan.xqaClusterHeads = options.xqaClusterHeads;
+  plan.xqaClusterSplits = options.xqaClusterSplits;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

@@ -95,8 +95,9 @@ PROMPT_KERNELS = ("prefill", "prefill-mma-sync", "prefill-wgmma", "xqa")
 XQA_TILE_KEYS = (0, 16, 32, 64, 128)
 # The values of pattn-compile's --xqa-stages (0: the planner's).
 XQA_STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
-# The values of pattn-compile's --xqa-cluster-heads (0 and 1: none).
-XQA_CLUSTER_HEADS = (0, 1, 2, 4, 8)
+# The values of pattn-compile's --xqa-cluster-heads and --xqa-cluster-splits
+# (0 and 1: none).
+XQA_CLUSTERS = (0, 1, 2, 4, 8)
 
 
 def _path_argument(value: PathLike, name: str, function: str) -> str:
@@ -654,7 +655,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             xqa_keys_per_tile: int = 0, xqa_stages: int = 0,
             xqa_copy_warp: bool = False,
             xqa_scores_ahead: bool = False,
-            xqa_cluster_heads: int = 0) -> str:
+            xqa_cluster_heads: int = 0,
+            xqa_cluster_splits: int = 0) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -692,7 +694,12 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     ``xqa_cluster_heads`` (2, 4 or 8; 0, the default: none) launches the
     XQA decode blocks of that many consecutive KV heads as one thread-block
     cluster that meets at a barrier each tile, where every chip is sm_90 or
-    later (``#pattn.xqa_plan<cluster_heads = C>``; for measuring).
+    later (``#pattn.xqa_plan<cluster_heads = C>``; for measuring);
+    ``xqa_cluster_splits`` (2, 4 or 8; 0, the default: none) gives the XQA
+    decodes that many splits, launched as one thread-block cluster per
+    (sequence, KV head) that merges them into the output itself, with no
+    merge launch, where every chip is sm_90 or later and the op has no
+    guard (``#pattn.xqa_plan<cluster_splits = C>``; for measuring).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -723,7 +730,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     for name, value, choices in (
             ("xqa_keys_per_tile", xqa_keys_per_tile, XQA_TILE_KEYS),
             ("xqa_stages", xqa_stages, XQA_STAGES),
-            ("xqa_cluster_heads", xqa_cluster_heads, XQA_CLUSTER_HEADS)):
+            ("xqa_cluster_heads", xqa_cluster_heads, XQA_CLUSTERS),
+            ("xqa_cluster_splits", xqa_cluster_splits, XQA_CLUSTERS)):
         _choice_argument(value, name, choices)
     chip_list = _chip_list(chips)
     hardware_conversions = _flag_argument(hardware_conversions,
@@ -746,16 +754,22 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         flags.append("--fold=false")
     if prompt_kernel != "prefill":
         flags.append(f"--prompt-kernel={prompt_kernel}")
+    # The XQA plan requests, which the cache key names too (last, in this
+    # order).
+    xqa_flags = []
     if xqa_keys_per_tile:
-        flags.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
+        xqa_flags.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
     if xqa_stages:
-        flags.append(f"--xqa-stages={xqa_stages}")
+        xqa_flags.append(f"--xqa-stages={xqa_stages}")
     if xqa_copy_warp:
-        flags.append("--xqa-copy-warp")
+        xqa_flags.append("--xqa-copy-warp")
     if xqa_scores_ahead:
-        flags.append("--xqa-scores-ahead")
+        xqa_flags.append("--xqa-scores-ahead")
     if xqa_cluster_heads > 1:
-        flags.append(f"--xqa-cluster-heads={xqa_cluster_heads}")
+        xqa_flags.append(f"--xqa-cluster-heads={xqa_cluster_heads}")
+    if xqa_cluster_splits > 1:
+        xqa_flags.append(f"--xqa-cluster-splits={xqa_cluster_splits}")
+    flags += xqa_flags
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted
     # to portable before XQA passed the GPU suite) is never taken for
@@ -768,16 +782,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     # passed the GPU suite, and artifacts cached without naming it hold
     # xqa's prompt kernels.
     key_options.append(f"--prompt-kernel={prompt_kernel}")
-    if xqa_keys_per_tile:
-        key_options.append(f"--xqa-keys-per-tile={xqa_keys_per_tile}")
-    if xqa_stages:
-        key_options.append(f"--xqa-stages={xqa_stages}")
-    if xqa_copy_warp:
-        key_options.append("--xqa-copy-warp")
-    if xqa_scores_ahead:
-        key_options.append("--xqa-scores-ahead")
-    if xqa_cluster_heads > 1:
-        key_options.append(f"--xqa-cluster-heads={xqa_cluster_heads}")
+    key_options += xqa_flags
     variant = " ".join([chip_list] + key_options)
     if cache_dir is not None:
         cache_dir = _path_argument(cache_dir, "cache_dir", "pattn.compile")

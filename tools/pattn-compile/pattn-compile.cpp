@@ -114,6 +114,12 @@ static cl::opt<int64_t> xqaClusterHeads(
     cl::desc("XQA decode plans whose blocks of this many consecutive KV "
              "heads (2, 4 or 8) form one thread-block cluster, where every "
              "chip is sm_90 or later (0, the default: none)"));
+static cl::opt<int64_t> xqaClusterSplits(
+    "xqa-cluster-splits", cl::init(0), cl::cat(toolCategory),
+    cl::desc("XQA decode plans of this many splits (2, 4 or 8) that form "
+             "one thread-block cluster and merge themselves, with no merge "
+             "launch, where every chip is sm_90 or later and the op has no "
+             "guard (0, the default: none)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -616,6 +622,7 @@ int main(int argc, char **argv) {
   options.xqaCopyWarp = xqaCopyWarp;
   options.xqaScoresAhead = xqaScoresAhead;
   options.xqaClusterHeads = xqaClusterHeads;
+  options.xqaClusterSplits = xqaClusterSplits;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

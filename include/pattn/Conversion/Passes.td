@@ -148,6 +148,13 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "that meets at a barrier each tile, so that a page's rows are "
            "read together (#pattn.xqa_plan<cluster_heads = C>; where every "
            "chip is sm_90 or later; 0: none; for measuring)">,
+    Option<"xqaClusterSplits", "xqa-cluster-splits", "int64_t",
+           /*default=*/"0",
+           "XQA decode plans of this many splits (2, 4 or 8) that form one "
+           "thread-block cluster per (sequence, KV head) and merge their "
+           "partial results themselves, with no merge launch "
+           "(#pattn.xqa_plan<cluster_splits = C>; where every chip is sm_90 "
+           "or later and the op has no guard; 0: none; for measuring)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"prefill\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "

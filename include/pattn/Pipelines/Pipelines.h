@@ -68,6 +68,12 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                      "form one thread-block cluster (0: none; for "
                      "measuring)"),
       llvm::cl::init(0)};
+  Option<int64_t> xqaClusterSplits{
+      *this, "xqa-cluster-splits",
+      llvm::cl::desc("XQA decode plans of this many splits that form one "
+                     "thread-block cluster and merge themselves (0: none; "
+                     "for measuring)"),
+      llvm::cl::init(0)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

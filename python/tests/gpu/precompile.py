@@ -133,6 +133,12 @@ def main() -> int:
                 case.plan().module.text, chips=[args.chip],
                 backend=suite.BACKEND, xqa_cluster_heads=2),
                 suite.GRID + suite.NAMED))
+            # test_cluster_splits_match_reference: four splits a cluster
+            # that merges them.
+            list(pool.map(lambda case: pattn.compile(
+                case.plan().module.text, chips=[args.chip],
+                backend=suite.BACKEND, xqa_cluster_splits=4),
+                suite.GRID + suite.NAMED))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:

@@ -1073,6 +1073,27 @@ def test_cluster_heads_matches_reference(case, gpu_results):
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
 
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_cluster_splits_match_reference(case, gpu_results):
+    """The XQA decode with four splits a (sequence, KV head), launched as one
+    thread-block cluster that merges them into the output itself
+    (xqa_cluster_splits=4; no merge launch; decodes of guarded ops keep the
+    merge kernel) on every decode case, against the float64 reference on
+    the same cache bytes and inputs. Four splits of a short sequence leave
+    some empty: their blocks still meet the cluster and weigh nothing."""
+    if BACKEND == "portable":
+        pytest.skip("cluster_splits is a tensor-core plan: run with "
+                    "PATTN_TEST_BACKEND=auto")
+    if not has_clusters(CHIP):
+        pytest.skip(f"{CHIP} has no thread-block clusters (sm_90 and up)")
+    run = case.run()
+    out = decode_compiled_with(run, case, xqa_cluster_splits=4)
+    assert_close(out, run.reference(), case.config.dtype, "cluster splits",
+                 gpu_results, ("cluster splits",), run.value_scale())
+    hidden = ~visible_tokens(run.plan)
+    assert not out[hidden].any(), "a row with no visible key is not zero"
+
+
 #: A build for a chip without fp8 conversion next to this one: two kernel
 #: modules (bit tricks; cvt.rn.f16x2.e4m3x2) and a host-side dispatch on the
 #: device's compute capability.

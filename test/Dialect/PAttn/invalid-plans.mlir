@@ -154,3 +154,23 @@ func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 32,
 
 // expected-error @below {{cluster_heads 2 needs thread-block clusters, which target sm_89 lacks (sm_90 and up)}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2, 2], cluster_heads = 2, targets = [sm_89, sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_splits 16 must be 1, 2, 4 or 8}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], cluster_splits = 16, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_splits 8 needs threads 128 and a decode (query_tile 0)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, cluster_splits = 8, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_splits 4 needs thread-block clusters, which target sm_80 lacks (sm_90 and up)}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2, 2], cluster_splits = 4, targets = [sm_80, sm_90a]>}
+
+// -----
+
+// expected-error @below {{cluster_heads 2 and cluster_splits 4: a plan clusters KV heads or splits, not both}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], cluster_heads = 2, cluster_splits = 4, targets = [sm_90a]>}

@@ -83,6 +83,9 @@ public:
     /// to write the output itself, and launches no merge (a guarded pair's
     /// merge runs only where a workspace has rows, and skips one without).
     bool finishesUnsplit = false;
+    /// An XQA plan whose splits form one cluster that merges them
+    /// (cluster_splits): exactly this many splits, and no merge launch.
+    int64_t clusterSplits = 0;
   };
 
 private:

@@ -45,7 +45,11 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
         kb.mul(dim(loc, blockTable, 0), kb.index(grid.blocksPerSequence));
   else if (grid.blocksPerToken)
     blocksPerSplit = kb.mul(tokens, kb.index(grid.blocksPerToken));
-  if (grid.tileKeys) {
+  if (grid.clusterSplits) {
+    // A cluster of splits per (sequence, KV head), which merges them: the
+    // grid's x is the cluster.
+    splits = kb.index(grid.clusterSplits);
+  } else if (grid.tileKeys) {
     // The split count s minimizes the decode's time in tile-times:
     // waves(s) x (tiles per split(s) + 1), where a wave is the blocks
     // that every SM holds at once (SMs x resident blocks per SM, the
@@ -173,6 +177,9 @@ void HostRewriter::launchDecode(Location loc, int64_t valueDim,
                                 const DecodeWorkspace &workspace,
                                 const DecodeKernels &decode) {
   launchDecodeKernel(loc, workspace, decode);
+  // A decode whose clusters merge their splits has no merge kernel.
+  if (!decode.merge)
+    return;
   SmallVector<Value> mergeOperands(decode.mergeOperands);
   mergeOperands.append({workspace.partialOut, workspace.partialStats});
   if (!workspace.finishesUnsplit) {
@@ -246,6 +253,8 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
   };
   if (auto xqa = dyn_cast<XqaPlanAttr>(plan)) {
     pagedGrid(xqa);
+    if (xqa.getClusterSplits() > 1)
+      grid.clusterSplits = xqa.getClusterSplits();
   } else if (auto prefill = dyn_cast<PrefillPlanAttr>(plan)) {
     pagedGrid(prefill);
     grid.finishesUnsplit = true;

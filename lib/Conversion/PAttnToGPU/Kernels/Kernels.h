@@ -264,7 +264,8 @@ struct FusedFold {
 /// The split-KV decode kernels of an attention op: `decode` writes partial
 /// results for grid (splits, tokens * decodeBlocksPerToken), each block
 /// serving several heads of one KV head; `merge` combines them into the
-/// output for grid (tokens * heads).
+/// output for grid (tokens * heads), unless `decode` merges its splits
+/// itself (an XQA plan's cluster_splits; `merge` null).
 struct DecodeKernels {
   mlir::gpu::GPUFuncOp decode;
   mlir::gpu::GPUFuncOp merge;
@@ -296,14 +297,16 @@ struct SplitRows {
 
 /// A tensor-core family's kernels over paged caches (the XQA decode, the
 /// prefill): `buildDecode` builds the family's kernel (appending its host
-/// operands), then the portable split merge of the rows `rows` names;
+/// operands), then the portable split merge of the rows `rows` names
+/// (none without `withMerge`: the decode kernel merges its splits itself);
 /// `sharedBytes` of dynamic shared memory a block.
 DecodeKernels buildTensorCorePagedKernels(
     KernelModule &kernels, pattn::PagedAttentionOp op, const CacheBuffers &key,
     const CacheBuffers &value, int64_t sharedBytes, SplitRows rows,
     llvm::function_ref<
         mlir::gpu::GPUFuncOp(llvm::SmallVectorImpl<mlir::Value> &)>
-        buildDecode);
+        buildDecode,
+    bool withMerge = true);
 
 /// The tensor-core decode of an op planned for XQA (`plan`): grid (splits,
 /// batch * kv_heads), 128 threads, plan.shared_bytes of dynamic shared

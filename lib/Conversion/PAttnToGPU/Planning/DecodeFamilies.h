@@ -54,6 +54,9 @@ struct DecodePlanOptions {
   /// XQA decode plans whose blocks of this many KV heads form a cluster
   /// (XqaPlanAttr's cluster_heads; 0 or 1: none).
   int64_t xqaClusterHeads = 0;
+  /// XQA decode plans whose splits form a cluster that merges them
+  /// (XqaPlanAttr's cluster_splits; 0 or 1: none).
+  int64_t xqaClusterSplits = 0;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

@@ -183,21 +183,29 @@ static int64_t xqaQueryTile(PagedAttentionOp op) {
   return 32 / group;
 }
 
+/// The thread-block clusters of an XQA plan: of KV heads' blocks, or of a
+/// (sequence, KV head)'s splits (1: none).
+struct XqaClusters {
+  int64_t heads = 1, splits = 1;
+};
+
 /// An XQA plan of `op` for `chips` with the given tiling; the schedule's
 /// split bounds are the defaults (DecodePlan.h).
-static XqaPlanAttr
-makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips, int64_t rows,
-            int64_t tile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
-            int64_t split, int64_t sharedBytes, int64_t queryTile,
-            bool copyWarp, bool scoresAhead = false, int64_t clusterHeads = 1) {
+static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
+                               int64_t rows, int64_t tile, int64_t stages,
+                               int64_t keyWarps, int64_t valueWarps,
+                               int64_t split, int64_t sharedBytes,
+                               int64_t queryTile, bool copyWarp,
+                               bool scoresAhead, XqaClusters clusters) {
   SmallVector<int64_t> resident;
   for (Chip chip : chips)
     resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip, copyWarp));
   int64_t threads = copyWarp ? kBlockThreads + 32 : kBlockThreads;
-  return XqaPlanAttr::get(
-      op.getContext(), xqaOperandType(op), rows, tile, stages, keyWarps,
-      valueWarps, split, sharedBytes, resident, threads, kXqaLeastTilesPerSplit,
-      kXqaMostSplits, queryTile, scoresAhead, clusterHeads, chips);
+  return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
+                          stages, keyWarps, valueWarps, split, sharedBytes,
+                          resident, threads, kXqaLeastTilesPerSplit,
+                          kXqaMostSplits, queryTile, scoresAhead,
+                          clusters.heads, clusters.splits, chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -226,13 +234,20 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     valueWarps *= 2;
   int64_t keyWarps = 4 / valueWarps;
   bool copyWarp = request.copyWarp && !queryTile;
-  int64_t clusterHeads = 1;
-  if (request.clusterHeads > 1 && !queryTile && !copyWarp &&
-      key.getKvHeads() % request.clusterHeads == 0 &&
-      llvm::all_of(chips, [](Chip chip) {
+  XqaClusters clusters;
+  bool clustersFit =
+      !queryTile && !copyWarp && llvm::all_of(chips, [](Chip chip) {
         return getTargetDescription(chip).capability >= 90;
-      }))
-    clusterHeads = request.clusterHeads;
+      });
+  if (clustersFit && request.clusterHeads > 1 &&
+      key.getKvHeads() % request.clusterHeads == 0)
+    clusters.heads = request.clusterHeads;
+  // A cluster of splits merges its rows into the output itself: not where
+  // a guard may hand the op's rows to another op's merge, nor for a split
+  // prompt's decode side (its rows are the merge's compact token slots).
+  if (clustersFit && request.clusterSplits > 1 && clusters.heads == 1 &&
+      !op.getGuard() && !decodeTokens)
+    clusters.splits = request.clusterSplits;
 
   int64_t sharedLimit = INT64_MAX;
   for (Chip chip : chips)
@@ -301,7 +316,7 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
     int64_t split = std::max(bestTile, maxKeysPerSplit / bestTile * bestTile);
     return makeXqaPlan(op, chips, rows, bestTile, bestStages, keyWarps,
                        valueWarps, split, bestBytes, queryTile, copyWarp,
-                       scoresAhead, clusterHeads);
+                       scoresAhead, clusters);
   }
   // The smallest configuration: every eligible shape fits 99 KiB with it.
   XqaSharedLayout layout =
@@ -309,7 +324,7 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   int64_t split = std::max(minTile, maxKeysPerSplit / minTile * minTile);
   return makeXqaPlan(op, chips, rows, minTile, 2, keyWarps, valueWarps, split,
                      layout.total, queryTile, copyWarp, /*scoresAhead=*/false,
-                     clusterHeads);
+                     clusters);
 }
 
 MlaRecordLayout describeMlaRecord(RecordType record) {

@@ -103,6 +103,12 @@ struct XqaPlanRequest {
   /// copy warp, the count divides the KV heads and every chip has
   /// clusters; 0 or 1: none.
   int64_t clusterHeads = 0;
+  /// The splits of a (sequence, KV head) that form one thread-block
+  /// cluster and merge themselves (XqaPlanAttr's cluster_splits) where the
+  /// plan is a decode without a copy warp or a cluster of KV heads, of an
+  /// op without a guard and not a split prompt's decode side, and every
+  /// chip has clusters; 0 or 1: none.
+  int64_t clusterSplits = 0;
 };
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared

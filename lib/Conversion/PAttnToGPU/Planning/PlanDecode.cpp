@@ -65,11 +65,13 @@ LogicalResult PlanDecodePass::initialize(MLIRContext *context) {
   if (xqaStages != 0 && (xqaStages < 2 || xqaStages > 8))
     return fail() << "xqa-stages=" << int64_t(xqaStages)
                   << " must be 0 (the planner's choice) or 2 to 8";
-  int64_t cluster = xqaClusterHeads;
-  if (cluster != 0 && cluster != 1 && cluster != 2 && cluster != 4 &&
-      cluster != 8)
-    return fail() << "xqa-cluster-heads=" << cluster
-                  << " must be 0 or 1 (none), 2, 4 or 8";
+  for (auto [name, cluster] :
+       {std::pair<StringRef, int64_t>{"xqa-cluster-heads", xqaClusterHeads},
+        {"xqa-cluster-splits", xqaClusterSplits}})
+    if (cluster != 0 && cluster != 1 && cluster != 2 && cluster != 4 &&
+        cluster != 8)
+      return fail() << name << "=" << cluster
+                    << " must be 0 or 1 (none), 2, 4 or 8";
   if (promptKernel != "xqa" && promptKernel != "prefill" &&
       promptKernel != "prefill-mma-sync" && promptKernel != "prefill-wgmma")
     return fail() << "prompt-kernel=" << promptKernel
@@ -141,7 +143,8 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
   ::pattn::XqaPlanAttr decode = ::pattn::planXqaDecode(
       op, targets, options.xqaMaxKeysPerSplit,
       {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp,
-       options.xqaScoresAhead, options.xqaClusterHeads},
+       options.xqaScoresAhead, options.xqaClusterHeads,
+       options.xqaClusterSplits},
       decodeTokens);
   op.setDecodePlanAttr(decode);
   // The kernel, and why not wgmma where it is mma.sync.
@@ -171,6 +174,7 @@ void PlanDecodePass::runOnOperation() {
   options.xqaCopyWarp = xqaCopyWarp;
   options.xqaScoresAhead = xqaScoresAhead;
   options.xqaClusterHeads = xqaClusterHeads;
+  options.xqaClusterSplits = xqaClusterSplits;
   options.prefill = promptKernel != "xqa";
   options.prefillWgmma =
       promptKernel == "prefill-mma-sync" ? ::pattn::PrefillWgmma::never

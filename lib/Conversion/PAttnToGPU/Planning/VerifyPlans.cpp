@@ -180,8 +180,13 @@ static LogicalResult verifySharedLayout(Operation *op, Attribute plan) {
 }
 
 /// An XQA plan's clusters of cluster_heads KV heads' blocks must tile the
-/// op's KV heads: a cluster spans consecutive blocks of one sequence.
-static LogicalResult verifyClusterHeads(Operation *op, Attribute plan) {
+/// op's KV heads: a cluster spans consecutive blocks of one sequence. A
+/// cluster of splits (cluster_splits) writes the op's output itself, so the
+/// op has no guard (whose other op's merge would read its workspace) and
+/// the plan is not a split prompt's decode side (`decodeSide`: its rows are
+/// the merge's compact token slots).
+static LogicalResult verifyClusters(Operation *op, Attribute plan,
+                                    bool decodeSide) {
   auto paged = dyn_cast<PagedAttentionOp>(op);
   auto xqa = dyn_cast<XqaPlanAttr>(plan);
   if (!paged || !xqa)
@@ -192,6 +197,17 @@ static LogicalResult verifyClusterHeads(Operation *op, Attribute plan) {
            << "has an XQA plan of clusters of " << xqa.getClusterHeads()
            << " KV heads' blocks, which do not divide its " << kvHeads
            << " KV heads";
+  int64_t splits = xqa.getClusterSplits();
+  if (splits > 1 && paged.getGuard())
+    return op->emitOpError()
+           << "has an XQA plan whose clusters of " << splits
+           << " splits write its output, but it has a guard (the merge of "
+              "its guarded pair reads its workspace)";
+  if (splits > 1 && decodeSide)
+    return op->emitOpError()
+           << "has a decode plan whose clusters of " << splits
+           << " splits write its output, but a split prompt's decode side "
+              "leaves its rows to the merge";
   return success();
 }
 
@@ -216,12 +232,13 @@ LogicalResult pattn::verifyDecodePlans(func::FuncOp function,
           if (failed(verifyPlanOnChip(op, plan, chip)) ||
               failed(verifyOperand(op, plan)) ||
               failed(verifySharedLayout(op, plan)) ||
-              failed(verifyClusterHeads(op, plan)))
+              failed(verifyClusters(op, plan, /*decodeSide=*/false)))
             return WalkResult::interrupt();
-          if (decode && (failed(verifyPlanOnChip(op, decode, chip)) ||
-                         failed(verifyOperand(op, decode)) ||
-                         failed(verifySharedLayout(op, decode)) ||
-                         failed(verifyClusterHeads(op, decode))))
+          if (decode &&
+              (failed(verifyPlanOnChip(op, decode, chip)) ||
+               failed(verifyOperand(op, decode)) ||
+               failed(verifySharedLayout(op, decode)) ||
+               failed(verifyClusters(op, decode, /*decodeSide=*/true))))
             return WalkResult::interrupt();
         }
         return WalkResult::advance();

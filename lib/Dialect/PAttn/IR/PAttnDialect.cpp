@@ -209,14 +209,35 @@ verifyOperandType(function_ref<InFlightDiagnostic()> emitError, Type operand) {
   return success();
 }
 
-LogicalResult
-XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type operand,
-                    int64_t rows, int64_t keysPerTile, int64_t stages,
-                    int64_t keyWarps, int64_t valueWarps, int64_t keysPerSplit,
-                    int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
-                    int64_t threads, int64_t leastTilesPerSplit,
-                    int64_t mostSplits, int64_t queryTile, bool scoresAhead,
-                    int64_t clusterHeads, ArrayRef<Chip> targets) {
+/// An XQA plan's cluster of `size` blocks (`name`: cluster_heads or
+/// cluster_splits; 1: none): 2, 4 or 8 blocks of a decode's four warps, on
+/// targets that have thread-block clusters.
+static LogicalResult verifyCluster(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef name, int64_t size,
+                                   int64_t threads, int64_t queryTile,
+                                   ArrayRef<Chip> targets) {
+  if (size == 1)
+    return success();
+  if (size != 2 && size != 4 && size != 8)
+    return emitError() << name << " " << size << " must be 1, 2, 4 or 8";
+  if (threads != 128 || queryTile != 0)
+    return emitError() << name << " " << size
+                       << " needs threads 128 and a decode (query_tile 0)";
+  for (Chip chip : targets)
+    if (computeCapability(chip) < 90)
+      return emitError() << name << " " << size
+                         << " needs thread-block clusters, which target "
+                         << stringifyChip(chip) << " lacks (sm_90 and up)";
+  return success();
+}
+
+LogicalResult XqaPlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, Type operand, int64_t rows,
+    int64_t keysPerTile, int64_t stages, int64_t keyWarps, int64_t valueWarps,
+    int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
+    int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
+    int64_t queryTile, bool scoresAhead, int64_t clusterHeads,
+    int64_t clusterSplits, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
   if (rows != 8 && rows != 16 && rows != 32)
@@ -250,19 +271,16 @@ XqaPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, Type operand,
                           "flight), got rows "
                        << rows << ", threads " << threads << ", stages "
                        << stages;
-  if (clusterHeads != 1) {
-    if (clusterHeads != 2 && clusterHeads != 4 && clusterHeads != 8)
-      return emitError() << "cluster_heads " << clusterHeads
-                         << " must be 1, 2, 4 or 8";
-    if (threads != 128 || queryTile != 0)
-      return emitError() << "cluster_heads " << clusterHeads
-                         << " needs threads 128 and a decode (query_tile 0)";
-    for (Chip chip : targets)
-      if (computeCapability(chip) < 90)
-        return emitError() << "cluster_heads " << clusterHeads
-                           << " needs thread-block clusters, which target "
-                           << stringifyChip(chip) << " lacks (sm_90 and up)";
-  }
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t>{"cluster_heads", clusterHeads},
+        {"cluster_splits", clusterSplits}})
+    if (failed(
+            verifyCluster(emitError, name, size, threads, queryTile, targets)))
+      return failure();
+  if (clusterHeads != 1 && clusterSplits != 1)
+    return emitError() << "cluster_heads " << clusterHeads
+                       << " and cluster_splits " << clusterSplits
+                       << ": a plan clusters KV heads or splits, not both";
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

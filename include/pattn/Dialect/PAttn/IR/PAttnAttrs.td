@@ -252,6 +252,17 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     C x the row bytes of one head, where a block alone reads 64 bytes (D128
     int4) of every 512.
 
+    `cluster_splits` C > 1 (a decode planned with `xqa-cluster-splits=C`;
+    four warps, no query tiles, no cluster of KV heads, every target sm_90
+    or later; an op without a guard that is not a split prompt's decode
+    side) fixes the split count at C and launches the C splits of a
+    (sequence, KV head) as one thread-block cluster (`nvvm.cluster_dim` =
+    (C, 1, 1)). After writing its partial results each block meets the
+    others at a cluster barrier (release / acquire) and merges a share of
+    the (row, 128 channels) pieces of their rows with the merge kernel's
+    code, into the output: no merge launch, and the same bits as the merge
+    kernel over the same C splits.
+
     Example:
     ```mlir
     #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3,
@@ -271,6 +282,7 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
                         DefaultValuedParameter<"int64_t", "0">:$query_tile,
                         DefaultValuedParameter<"bool", "false">:$scores_ahead,
                         DefaultValuedParameter<"int64_t", "1">:$cluster_heads,
+                        DefaultValuedParameter<"int64_t", "1">:$cluster_splits,
                         PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

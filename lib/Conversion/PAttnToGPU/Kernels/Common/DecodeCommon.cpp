@@ -272,10 +272,13 @@ auto ::pattn::buildTensorCorePagedKernels(
     KernelModule &kernels, PagedAttentionOp op, const CacheBuffers &key,
     const CacheBuffers &value, int64_t sharedBytes, SplitRows rows,
     llvm::function_ref<gpu::GPUFuncOp(llvm::SmallVectorImpl<Value> &)>
-        buildDecode) -> DecodeKernels {
+        buildDecode,
+    bool withMerge) -> DecodeKernels {
   DecodeKernels result;
   result.decode = buildDecode(result.decodeOperands);
-  result.merge = buildPagedMergeKernel(kernels, op, result.mergeOperands, rows);
+  if (withMerge)
+    result.merge =
+        buildPagedMergeKernel(kernels, op, result.mergeOperands, rows);
   result.numHeads = static_cast<int64_t>(op.getNumHeads());
   result.valueDim = value.type.getHeadDim();
   result.blockSize = key.type.getBlockSize();

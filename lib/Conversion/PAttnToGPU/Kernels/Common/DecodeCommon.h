@@ -185,6 +185,29 @@ void storeOutput(KernelBuilder &kb, mlir::Value sum, mlir::Value inverse,
                  mlir::Value outScale, mlir::Value out, mlir::Value token,
                  mlir::Value head, mlir::Value kvHead, mlir::Value channel);
 
+/// The splits whose weights a row's merge stages in shared memory at a
+/// time (mergeWorkspaceRow's `weights` and `sums` hold this many f32).
+inline constexpr int64_t kMergeSplitsPerChunk = 256;
+
+/// One (row, kBlockThreads channels) piece of a split-KV workspace merged
+/// into the output: the merge kernel's block, and a share of an XQA
+/// cluster of splits (cluster_splits). Workspace row `tokenHead` of
+/// `splits` splits; thread `tid` merges `channel` into out[token, head].
+struct WorkspaceRowMerge {
+  mlir::Value weights, sums; ///< staged per chunk of splits (shared memory)
+  mlir::Value sinks, outScale, out; ///< the op's (null when absent)
+  mlir::Value partialOut, partialStats;
+  mlir::Value tid, tokenHead, channel, token, head, kvHead, splits;
+};
+
+/// Merges `m`'s piece with the block's `threads` threads (kBlockThreads,
+/// all of them, since it meets block barriers): the first splits' partial
+/// outputs prefetched, the maximum, the weighted sums in split order, the
+/// sink, out_scale and the output's single rounding (where `hasChannel`).
+void mergeWorkspaceRow(KernelBuilder &kb, const WorkspaceRowMerge &m,
+                       int64_t valueDim, mlir::Value threads,
+                       mlir::Value hasChannel);
+
 } // namespace pattn
 
 #endif // PATTN_LIB_CONVERSION_PATTNTOGPU_KERNELS_COMMON_DECODECOMMON_H

@@ -20,8 +20,6 @@ using namespace pattn;
 
 namespace {
 
-/// Splits whose weights a merge block stages in shared memory at a time.
-constexpr int64_t kMergeSplitsPerChunk = 256;
 /// Splits per iteration of the merge's channel sum: their loads are in
 /// flight together.
 constexpr int64_t kMergeUnroll = 8;
@@ -58,14 +56,12 @@ struct MergePair {
   bool directOutput;
 };
 
-/// The merge kernel's arguments and the block's coordinates.
-struct MergeKernel {
+/// The merge kernel's arguments and the block's coordinates (its piece:
+/// WorkspaceRowMerge).
+struct MergeKernel : WorkspaceRowMerge {
   gpu::GPUFuncOp func;
-  Value weights, sums;               ///< staged per chunk of splits
-  Value guard, sinks, outScale, out; ///< the op's (null when absent)
-  Value queryStart;                  ///< a split op's (else null)
-  Value partialOut, partialStats;    ///< the workspace
-  Value tid, tokenHead, channel, token, head, kvHead, splits;
+  Value guard;      ///< the op's (null when absent)
+  Value queryStart; ///< a split op's (else null)
   /// A pair's merge: whether the flag names the first op or the second,
   /// and the second op's workspace.
   Value first, second, secondOut, secondStats;
@@ -138,8 +134,8 @@ MergeKernel createMergeKernel(KernelModule &kernels, OpBuilder &builder,
 /// The largest split maximum (exact in any order): per thread, per warp
 /// (shuffles), then across the warps through shared memory; and the sink
 /// (null when the op has none), which the maximum includes.
-std::pair<Value, Value> mergeMaximum(KernelBuilder &kb, const MergeKernel &m,
-                                     Value threads) {
+std::pair<Value, Value>
+mergeMaximum(KernelBuilder &kb, const WorkspaceRowMerge &m, Value threads) {
   Value ownMax = kb.forLoop(
       m.tid, m.splits, threads, {negInf(kb)},
       [&](Value s, ValueRange c) -> SmallVector<Value> {
@@ -172,7 +168,7 @@ std::pair<Value, Value> mergeMaximum(KernelBuilder &kb, const MergeKernel &m,
 /// denominator and the channel's sum folded in split order (the same
 /// operations, in the same order, as one thread walking them), the first
 /// chunk's first splits from `prefetched`. Returns (denominator, sum).
-SmallVector<Value> mergeSplits(KernelBuilder &kb, const MergeKernel &m,
+SmallVector<Value> mergeSplits(KernelBuilder &kb, const WorkspaceRowMerge &m,
                                Value threads, Value globalMax,
                                ArrayRef<Value> prefetched, int64_t valueDim) {
   Value chunk = kb.index(kMergeSplitsPerChunk);
@@ -252,11 +248,9 @@ Value locateCompactRow(KernelBuilder &kb, MergeKernel &m, SplitRows rows) {
 
 } // namespace
 
-/// Merges the block's row from `m`'s workspace into the output: the
-/// prefetch of the first splits, the maximum, the weighted sums, the sink,
-/// out_scale and the output's single rounding.
-static void mergeRow(KernelBuilder &kb, const MergeKernel &m, int64_t valueDim,
-                     Value threads, Value hasChannel) {
+void pattn::mergeWorkspaceRow(KernelBuilder &kb, const WorkspaceRowMerge &m,
+                              int64_t valueDim, Value threads,
+                              Value hasChannel) {
   // Splits 0 ... kMergePrefetchedSplits - 1 of this thread's channel,
   // each loaded only where the split exists: with fewer splits (B4 L32K
   // f16 has 8, a B64 decode 2) clamped loads of the last split were
@@ -313,7 +307,7 @@ static void mergeWorkspaces(KernelBuilder &kb, const MergeKernel &m,
       own.partialOut = partialOut;
       own.partialStats = partialStats;
       own.splits = memref::DimOp::create(kb.b, kb.loc, own.partialStats, 0);
-      mergeRow(kb, own, valueDim, threads, hasChannel);
+      mergeWorkspaceRow(kb, own, valueDim, threads, hasChannel);
     });
   };
   mergeNamed(m.first, m.partialOut, m.partialStats);
@@ -344,7 +338,8 @@ static gpu::GPUFuncOp buildMerge(KernelModule &kernels, int64_t valueDim,
     Value owned = locateCompactRow(kb, m, rows);
     merges = kb.land(merges, owned);
   }
-  kb.ifThen(merges, [&] { mergeRow(kb, m, valueDim, threads, hasChannel); });
+  kb.ifThen(merges,
+            [&] { mergeWorkspaceRow(kb, m, valueDim, threads, hasChannel); });
   gpu::ReturnOp::create(builder, p.loc);
   return m.func;
 }

@@ -523,8 +523,10 @@ void XqaBuilder::computeFacts() {
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                                         XqaArguments &args) {
   Location loc = op.getLoc();
-  DecodeSignature signature =
-      pagedTensorCoreSignature(op, keyBuffers, valueBuffers, fold);
+  // A cluster of splits writes the output itself.
+  bool writesOutput = plan.getClusterSplits() > 1;
+  DecodeSignature signature = pagedTensorCoreSignature(
+      op, keyBuffers, valueBuffers, fold, writesOutput);
   hostOperands.assign(signature.hostOperands().begin(),
                       signature.hostOperands().end());
 
@@ -541,6 +543,12 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
     kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
                     builder.getDenseI32ArrayAttr({1, heads, 1}));
   }
+  if (writesOutput) {
+    // The cluster_splits splits (blockIdx.x) of a sequence and KV head.
+    int32_t splits = int32_t(plan.getClusterSplits());
+    kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                    builder.getDenseI32ArrayAttr({splits, 1, 1}));
+  }
   signature.bind(kernel);
   DecodeSignature::SequenceArgs sequence = signature.sequenceArgs();
   args.query = sequence.query;
@@ -550,6 +558,9 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
   args.partialOut = sequence.partialOut;
   args.partialStats = sequence.partialStats;
   args.guard = signature.arg(DecodeArg::Guard);
+  args.sinks = signature.arg(DecodeArg::Sinks);
+  args.outScale = signature.arg(DecodeArg::OutScale);
+  args.out = signature.arg(DecodeArg::Out);
   queryExponents = signature.arg(DecodeArg::QueryExponents);
   foldScales = signature.arg(DecodeArg::FoldScales);
 
@@ -826,6 +837,8 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     SmallVector<Value> state =
         scoresAhead ? runTilesScoringAhead(aheadPages) : runTiles(aheadPages);
     mergeKeyWarps(state, split, args.partialOut, args.partialStats);
+    if (plan.getClusterSplits() > 1)
+      mergeSplitsInCluster(args, split);
   });
   gpu::ReturnOp::create(builder, op.getLoc());
   return kernel;
@@ -843,7 +856,8 @@ auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
       kernels, op, key, value, plan.getSharedBytes(), rows,
       [&](llvm::SmallVectorImpl<Value> &operands) {
         return xqa.build(operands);
-      });
+      },
+      /*withMerge=*/plan.getClusterSplits() == 1);
   result.blockThreads = plan.getThreads(); // 160 with a copy warp
   return result;
 }

@@ -34,6 +34,9 @@ using XqaSide = PagedSide;
 /// The kernel arguments that build hands on to its steps.
 struct XqaArguments {
   mlir::Value query, seqLens, queryStart, guard, partialOut, partialStats;
+  /// A plan of cluster_splits: the op's sinks, out_scale and output (null
+  /// where absent), which the cluster's merge writes.
+  mlir::Value sinks, outScale, out;
 };
 
 class XqaBuilder {
@@ -257,6 +260,10 @@ private:
   /// partial output and statistics.
   void mergeKeyWarps(llvm::ArrayRef<mlir::Value> state, mlir::Value split,
                      mlir::Value partialOut, mlir::Value partialStats);
+  /// cluster_splits: after every block of the cluster wrote its split's
+  /// partial results, block `split` merges its share of the sequence's
+  /// rows into the output (XqaClusterMerge.cpp).
+  void mergeSplitsInCluster(const XqaArguments &args, mlir::Value split);
   void loadQueryTile(mlir::Value query);
   /// The block's tiles into the ring (set by prepareCopies).
   std::optional<PagedTileCopies> copies;
