@@ -124,21 +124,16 @@ def main() -> int:
                 case.plan().module.text, chips=[args.chip],
                 backend=suite.BACKEND, xqa_scores_ahead=True),
                 suite.GRID + suite.NAMED))
-    # test_cluster_heads_matches_reference: clusters of two KV heads'
-    # blocks (sm_90 and up).
+    # test_clusters_match_reference: the plans of thread-block clusters
+    # (sm_90 and up).
     if (not args.only_mla and suite.BACKEND != "portable"
             and suite.has_clusters(args.chip)):
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda case: pattn.compile(
-                case.plan().module.text, chips=[args.chip],
-                backend=suite.BACKEND, xqa_cluster_heads=2),
-                suite.GRID + suite.NAMED))
-            # test_cluster_splits_match_reference: four splits a cluster
-            # that merges them.
-            list(pool.map(lambda case: pattn.compile(
-                case.plan().module.text, chips=[args.chip],
-                backend=suite.BACKEND, xqa_cluster_splits=4),
-                suite.GRID + suite.NAMED))
+            list(pool.map(lambda job: pattn.compile(
+                job[0].plan().module.text, chips=[args.chip],
+                backend=suite.BACKEND, **job[1]),
+                [(case, options) for case in suite.GRID + suite.NAMED
+                 for options in suite.CLUSTER_PLANS.values()]))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:

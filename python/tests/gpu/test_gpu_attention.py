@@ -1053,43 +1053,32 @@ def has_clusters(chip: str) -> bool:
     return int(chip.removeprefix("sm_").rstrip("a")) >= 90
 
 
+#: The XQA plans of thread-block clusters (sm_90 and up): the blocks of two
+#: consecutive KV heads meeting at a barrier each tile (decodes whose KV
+#: heads are even; the others unchanged), and four splits a (sequence, KV
+#: head) that merge themselves into the output with no merge launch
+#: (decodes of guarded ops keep the merge kernel; four splits of a short
+#: sequence leave some empty, whose blocks still meet the cluster and weigh
+#: nothing).
+CLUSTER_PLANS = {"heads": {"xqa_cluster_heads": 2},
+                 "splits": {"xqa_cluster_splits": 4}}
+
+
+@pytest.mark.parametrize("clusters", CLUSTER_PLANS)
 @pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
-def test_cluster_heads_matches_reference(case, gpu_results):
-    """The XQA decode with the blocks of two consecutive KV heads as one
-    thread-block cluster that meets at a barrier each tile
-    (xqa_cluster_heads=2; decodes whose KV heads are even, the others
-    unchanged) on every decode case, against the float64 reference on the
-    same cache bytes and inputs."""
+def test_clusters_match_reference(case, clusters, gpu_results):
+    """Each XQA plan of CLUSTER_PLANS on every decode case, against the
+    float64 reference on the same cache bytes and inputs."""
     if BACKEND == "portable":
-        pytest.skip("cluster_heads is a tensor-core plan: run with "
+        pytest.skip("clusters are tensor-core plans: run with "
                     "PATTN_TEST_BACKEND=auto")
     if not has_clusters(CHIP):
         pytest.skip(f"{CHIP} has no thread-block clusters (sm_90 and up)")
     run = case.run()
-    out = decode_compiled_with(run, case, xqa_cluster_heads=2)
-    assert_close(out, run.reference(), case.config.dtype, "cluster heads",
-                 gpu_results, ("cluster heads",), run.value_scale())
-    hidden = ~visible_tokens(run.plan)
-    assert not out[hidden].any(), "a row with no visible key is not zero"
-
-
-@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
-def test_cluster_splits_match_reference(case, gpu_results):
-    """The XQA decode with four splits a (sequence, KV head), launched as one
-    thread-block cluster that merges them into the output itself
-    (xqa_cluster_splits=4; no merge launch; decodes of guarded ops keep the
-    merge kernel) on every decode case, against the float64 reference on
-    the same cache bytes and inputs. Four splits of a short sequence leave
-    some empty: their blocks still meet the cluster and weigh nothing."""
-    if BACKEND == "portable":
-        pytest.skip("cluster_splits is a tensor-core plan: run with "
-                    "PATTN_TEST_BACKEND=auto")
-    if not has_clusters(CHIP):
-        pytest.skip(f"{CHIP} has no thread-block clusters (sm_90 and up)")
-    run = case.run()
-    out = decode_compiled_with(run, case, xqa_cluster_splits=4)
-    assert_close(out, run.reference(), case.config.dtype, "cluster splits",
-                 gpu_results, ("cluster splits",), run.value_scale())
+    out = decode_compiled_with(run, case, **CLUSTER_PLANS[clusters])
+    label = f"cluster {clusters}"
+    assert_close(out, run.reference(), case.config.dtype, label,
+                 gpu_results, (label,), run.value_scale())
     hidden = ~visible_tokens(run.plan)
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
