@@ -238,7 +238,8 @@ def compile_options(backend: str) -> dict:
     planner's), or "auto@<keys>s<stages>" (and for a ring of <stages>);
     "c<heads>" after them (e.g. "auto@0c8") for clusters of that many KV
     heads' blocks, "m<splits>" (e.g. "auto@0m8") for that many splits as
-    one cluster that merges them (no merge launch), a trailing "w" (e.g. "auto@0w") for a copy warp, a
+    one cluster that merges them (no merge launch), "u" (e.g. "auto@0u")
+    for a lone split that merges its own rows, a trailing "w" (e.g. "auto@0w") for a copy warp, a
     trailing "a" (e.g. "auto@0a") for plans that score a tile ahead."""
     if backend == "prefill":
         return {"backend": "auto", "prompt_kernel": "prefill"}
@@ -247,11 +248,12 @@ def compile_options(backend: str) -> dict:
     if backend == "xqa-tiles":
         return {"backend": "auto", "prompt_kernel": "xqa"}
     if backend.startswith("auto@"):
-        spec = re.fullmatch(r"(\d+)(?:s(\d+))?(?:c(\d+))?(?:m(\d+))?(w?)(a?)",
+        spec = re.fullmatch(
+            r"(\d+)(?:s(\d+))?(?:c(\d+))?(?:m(\d+))?(u?)(w?)(a?)",
                             backend.split("@", 1)[1])
         if not spec:
             raise ValueError(f"unknown benchmark column {backend!r}")
-        (keys, stages, cluster, merging, copy_warp,
+        (keys, stages, cluster, merging, merges_unsplit, copy_warp,
          scores_ahead) = spec.groups()
         options = {"backend": "auto", "xqa_keys_per_tile": int(keys)}
         if stages:
@@ -260,6 +262,8 @@ def compile_options(backend: str) -> dict:
             options["xqa_cluster_heads"] = int(cluster)
         if merging:
             options["xqa_cluster_splits"] = int(merging)
+        if merges_unsplit:
+            options["xqa_merge_unsplit"] = True
         if copy_warp:
             options["xqa_copy_warp"] = True
         if scores_ahead:

@@ -135,6 +135,7 @@ auto ::pattn::buildPAttnToGPUPipeline(OpPassManager &pm,
   plan.xqaScoresAhead = options.xqaScoresAhead;
   plan.xqaClusterHeads = options.xqaClusterHeads;
   plan.xqaClusterSplits = options.xqaClusterSplits;
+  plan.xqaMergeUnsplit = options.xqaMergeUnsplit;
   pm.addPass(createPAttnPlanDecode(plan));
   ConvertPAttnToGPUOptions convert;
   convert.chips = chipNames;

@@ -656,7 +656,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
             xqa_copy_warp: bool = False,
             xqa_scores_ahead: bool = False,
             xqa_cluster_heads: int = 0,
-            xqa_cluster_splits: int = 0) -> str:
+            xqa_cluster_splits: int = 0,
+            xqa_merge_unsplit: bool = False) -> str:
     """Compiles ``source`` for ``chips`` into a shared-library artifact.
 
     ``source`` is MLIR text, the path of a ``.mlir`` file or a
@@ -699,7 +700,11 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     decodes that many splits, launched as one thread-block cluster per
     (sequence, KV head) that merges them into the output itself, with no
     merge launch, where every chip is sm_90 or later and the op has no
-    guard (``#pattn.xqa_plan<cluster_splits = C>``; for measuring).
+    guard (``#pattn.xqa_plan<cluster_splits = C>``; for measuring);
+    ``xqa_merge_unsplit=True`` has an XQA decode's block merge its own rows
+    into the output where the host picks one split, with no merge launch,
+    for ops without a guard (``#pattn.xqa_plan<merges_unsplit = true>``;
+    for measuring).
 
     Misuse (a source that is neither text nor a path, a chip that is not a
     string, a flag that is not a bool, an unknown keyword) raises a
@@ -739,6 +744,7 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
     fold = _flag_argument(fold, "fold")
     xqa_copy_warp = _flag_argument(xqa_copy_warp, "xqa_copy_warp")
     xqa_scores_ahead = _flag_argument(xqa_scores_ahead, "xqa_scores_ahead")
+    xqa_merge_unsplit = _flag_argument(xqa_merge_unsplit, "xqa_merge_unsplit")
     if output is not None:
         output = _path_argument(output, "output", "pattn.compile")
     if compiler is not None:
@@ -769,6 +775,8 @@ def compile(source: Union[PathLike, "pattn.ir.Module"],
         xqa_flags.append(f"--xqa-cluster-heads={xqa_cluster_heads}")
     if xqa_cluster_splits > 1:
         xqa_flags.append(f"--xqa-cluster-splits={xqa_cluster_splits}")
+    if xqa_merge_unsplit:
+        xqa_flags.append("--xqa-merge-unsplit")
     flags += xqa_flags
     # The cache key names the backend and the fold even at their defaults,
     # so that an artifact cached under one default (pattn-compile defaulted

@@ -49,6 +49,11 @@ def bench():
                       "xqa_scores_ahead": True}),
     ("auto@0m8", {"backend": "auto", "xqa_keys_per_tile": 0,
                   "xqa_cluster_splits": 8}),
+    ("auto@0u", {"backend": "auto", "xqa_keys_per_tile": 0,
+                 "xqa_merge_unsplit": True}),
+    ("auto@0s4uw", {"backend": "auto", "xqa_keys_per_tile": 0,
+                    "xqa_stages": 4, "xqa_merge_unsplit": True,
+                    "xqa_copy_warp": True}),
     ("auto@64s4m2a", {"backend": "auto", "xqa_keys_per_tile": 64,
                       "xqa_stages": 4, "xqa_cluster_splits": 2,
                       "xqa_scores_ahead": True})])
@@ -57,7 +62,7 @@ def test_column_compile_options(bench, column, options):
 
 
 @pytest.mark.parametrize("column", ["auto@", "auto@x", "auto@0c", "auto@0q",
-                                    "auto@0m", "auto@0m8c2"])
+                                    "auto@0m", "auto@0m8c2", "auto@0u8"])
 def test_unknown_column_is_an_error(bench, column):
     with pytest.raises(ValueError, match="unknown benchmark column"):
         bench.compile_options(column)

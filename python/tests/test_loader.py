@@ -677,7 +677,8 @@ def test_compile_passes_the_prompt_kernel(fake_compiler, tmp_path,
     ("xqa_copy_warp", True, "--xqa-copy-warp"),
     ("xqa_scores_ahead", True, "--xqa-scores-ahead"),
     ("xqa_cluster_heads", 8, "--xqa-cluster-heads=8"),
-    ("xqa_cluster_splits", 4, "--xqa-cluster-splits=4")])
+    ("xqa_cluster_splits", 4, "--xqa-cluster-splits=4"),
+    ("xqa_merge_unsplit", True, "--xqa-merge-unsplit")])
 def test_compile_passes_the_xqa_plan_request(fake_compiler, tmp_path,
                                              monkeypatch, option, value, flag):
     compiler, log = fake_compiler
@@ -733,7 +734,9 @@ def test_compile_passes_tile_and_stages_together(fake_compiler, tmp_path):
     ("xqa_cluster_heads", True, pattn.ArgumentTypeError),
     ("xqa_cluster_splits", 6, pattn.ArgumentError),
     ("xqa_cluster_splits", 16, pattn.ArgumentError),
-    ("xqa_cluster_splits", "8", pattn.ArgumentTypeError)])
+    ("xqa_cluster_splits", "8", pattn.ArgumentTypeError),
+    ("xqa_merge_unsplit", "yes", pattn.ArgumentTypeError),
+    ("xqa_merge_unsplit", 2, pattn.ArgumentTypeError)])
 def test_compile_rejects_a_bad_xqa_plan_request(fake_compiler, option, value,
                                                 error):
     compiler, log = fake_compiler

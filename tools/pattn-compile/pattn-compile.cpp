@@ -120,6 +120,11 @@ static cl::opt<int64_t> xqaClusterSplits(
              "one thread-block cluster and merge themselves, with no merge "
              "launch, where every chip is sm_90 or later and the op has no "
              "guard (0, the default: none)"));
+static cl::opt<bool> xqaMergeUnsplit(
+    "xqa-merge-unsplit", cl::init(false), cl::cat(toolCategory),
+    cl::desc("XQA decode plans whose block merges its own rows where the "
+             "host picks one split, with no merge launch, for ops without a "
+             "guard (default: off)"));
 static cl::opt<bool> hardwareConversions(
     "hardware-conversions", cl::init(true), cl::cat(toolCategory),
     cl::desc("Use the chips' conversion instructions where the target table "
@@ -623,6 +628,7 @@ int main(int argc, char **argv) {
   options.xqaScoresAhead = xqaScoresAhead;
   options.xqaClusterHeads = xqaClusterHeads;
   options.xqaClusterSplits = xqaClusterSplits;
+  options.xqaMergeUnsplit = xqaMergeUnsplit;
   options.fold = fold;
   PassManager pm(&context);
   if (failed(emit == "mlir"

@@ -155,6 +155,12 @@ def PAttnPlanDecode : Pass<"pattn-plan-decode"> {
            "partial results themselves, with no merge launch "
            "(#pattn.xqa_plan<cluster_splits = C>; where every chip is sm_90 "
            "or later and the op has no guard; 0: none; for measuring)">,
+    Option<"xqaMergeUnsplit", "xqa-merge-unsplit", "bool",
+           /*default=*/"false",
+           "XQA decode plans whose block merges its own rows where the host "
+           "picks one split, with no merge launch "
+           "(#pattn.xqa_plan<merges_unsplit = true>; ops without a guard; "
+           "for measuring)">,
     Option<"promptKernel", "prompt-kernel", "std::string",
            /*default=*/"\"prefill\"",
            "The tensor-core kernel of a prompt (max_query_len > 8): prefill "

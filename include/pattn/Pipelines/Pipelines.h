@@ -74,6 +74,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                      "thread-block cluster and merge themselves (0: none; "
                      "for measuring)"),
       llvm::cl::init(0)};
+  Option<bool> xqaMergeUnsplit{
+      *this, "xqa-merge-unsplit",
+      llvm::cl::desc("XQA decode plans whose block merges its own rows "
+                     "where the host picks one split (for measuring)"),
+      llvm::cl::init(false)};
   Option<bool> hardwareConversions{
       *this, "hardware-conversions",
       llvm::cl::desc("Use the chips' conversion instructions where the target "

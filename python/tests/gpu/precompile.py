@@ -124,16 +124,16 @@ def main() -> int:
                 case.plan().module.text, chips=[args.chip],
                 backend=suite.BACKEND, xqa_scores_ahead=True),
                 suite.GRID + suite.NAMED))
-    # test_clusters_match_reference: the plans of thread-block clusters
-    # (sm_90 and up).
-    if (not args.only_mla and suite.BACKEND != "portable"
-            and suite.has_clusters(args.chip)):
+    # test_xqa_plan_variants_match_reference: the variants this chip runs.
+    if not args.only_mla and suite.BACKEND != "portable":
+        variants = [options for name, options in suite.XQA_PLAN_VARIANTS.items()
+                    if suite.runs_variant(name, args.chip)]
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda job: pattn.compile(
                 job[0].plan().module.text, chips=[args.chip],
                 backend=suite.BACKEND, **job[1]),
                 [(case, options) for case in suite.GRID + suite.NAMED
-                 for options in suite.CLUSTER_PLANS.values()]))
+                 for options in variants]))
     # test_mla_mma_sync_kernel_matches_reference: the mma.sync kernel.
     if args.chip == "sm_90a" and suite.BACKEND != "portable":
         for config in suite.MLA_XQA_CASES:

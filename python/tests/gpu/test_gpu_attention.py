@@ -1053,30 +1053,38 @@ def has_clusters(chip: str) -> bool:
     return int(chip.removeprefix("sm_").rstrip("a")) >= 90
 
 
-#: The XQA plans of thread-block clusters (sm_90 and up): the blocks of two
+#: XQA plan variants: thread-block clusters (sm_90 and up) of the blocks of two
 #: consecutive KV heads meeting at a barrier each tile (decodes whose KV
 #: heads are even; the others unchanged), and four splits a (sequence, KV
 #: head) that merge themselves into the output with no merge launch
 #: (decodes of guarded ops keep the merge kernel; four splits of a short
 #: sequence leave some empty, whose blocks still meet the cluster and weigh
-#: nothing).
-CLUSTER_PLANS = {"heads": {"xqa_cluster_heads": 2},
-                 "splits": {"xqa_cluster_splits": 4}}
+#: nothing). And a plan without clusters whose lone split (the host's
+#: choice for the suite's short sequences) merges its own rows.
+XQA_PLAN_VARIANTS = {"cluster heads": {"xqa_cluster_heads": 2},
+                     "cluster splits": {"xqa_cluster_splits": 4},
+                     "merge unsplit": {"xqa_merge_unsplit": True}}
 
 
-@pytest.mark.parametrize("clusters", CLUSTER_PLANS)
+def runs_variant(variant: str, chip: str) -> bool:
+    """Whether XQA_PLAN_VARIANTS[variant] runs on `chip` ("sm_90a"):
+    clusters need sm_90 and up."""
+    return not variant.startswith("cluster") or has_clusters(chip)
+
+
+@pytest.mark.parametrize("variant", XQA_PLAN_VARIANTS)
 @pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
-def test_clusters_match_reference(case, clusters, gpu_results):
-    """Each XQA plan of CLUSTER_PLANS on every decode case, against the
-    float64 reference on the same cache bytes and inputs."""
+def test_xqa_plan_variants_match_reference(case, variant, gpu_results):
+    """Each XQA plan variant on every decode case, against the float64
+    reference on the same cache bytes and inputs."""
     if BACKEND == "portable":
-        pytest.skip("clusters are tensor-core plans: run with "
+        pytest.skip("XQA plan variants are tensor-core plans: run with "
                     "PATTN_TEST_BACKEND=auto")
-    if not has_clusters(CHIP):
+    if not runs_variant(variant, CHIP):
         pytest.skip(f"{CHIP} has no thread-block clusters (sm_90 and up)")
     run = case.run()
-    out = decode_compiled_with(run, case, **CLUSTER_PLANS[clusters])
-    label = f"cluster {clusters}"
+    out = decode_compiled_with(run, case, **XQA_PLAN_VARIANTS[variant])
+    label = variant
     assert_close(out, run.reference(), case.config.dtype, label,
                  gpu_results, (label,), run.value_scale())
     hidden = ~visible_tokens(run.plan)

@@ -174,3 +174,8 @@ func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, 
 
 // expected-error @below {{cluster_heads 2 and cluster_splits 4: a plan clusters KV heads or splits, not both}}
 func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], cluster_heads = 2, cluster_splits = 4, targets = [sm_90a]>}
+
+// -----
+
+// expected-error @below {{merges_unsplit needs threads 128 and a decode (query_tile 0), got threads 160, query_tile 0}}
+func.func private @f() attributes {a = #pattn.xqa_plan<operand = f16, rows = 8, keys_per_tile = 64, stages = 4, key_warps = 4, value_warps = 1, keys_per_split = 4096, shared_bytes = 1024, resident_blocks = [2], threads = 160, merges_unsplit = true, targets = [sm_90a]>}

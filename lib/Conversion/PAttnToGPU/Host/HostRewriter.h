@@ -86,6 +86,10 @@ public:
     /// An XQA plan whose splits form one cluster that merges them
     /// (cluster_splits): exactly this many splits, and no merge launch.
     int64_t clusterSplits = 0;
+    /// An XQA plan of merges_unsplit: with one split the kernel merges its
+    /// rows from the workspace itself, and the merge launches only with
+    /// several splits.
+    bool mergesUnsplit = false;
   };
 
 private:
@@ -155,7 +159,8 @@ private:
     /// A prompt's query tiles (a bound: sequences' partial tiles included)
     /// and KV heads, for a paged XQA prompt plan; null otherwise.
     mlir::Value promptTiles, kvHeads;
-    /// DecodeGrid::finishesUnsplit: the merge runs only with several splits.
+    /// DecodeGrid::finishesUnsplit or mergesUnsplit: the merge runs only
+    /// with several splits.
     bool finishesUnsplit = false;
   };
   DecodeWorkspace allocateWorkspace(mlir::Location loc, mlir::Value tokens,

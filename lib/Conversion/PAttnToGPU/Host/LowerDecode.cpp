@@ -136,7 +136,7 @@ HostRewriter::allocateWorkspace(Location loc, Value tokens, Value blockTable,
           grid.rowsOnX,
           promptTiles,
           kvHeads,
-          grid.finishesUnsplit};
+          grid.finishesUnsplit || grid.mergesUnsplit};
 }
 
 void HostRewriter::launchDecodeKernel(Location loc,
@@ -255,6 +255,7 @@ static HostRewriter::DecodeGrid gridOfPlan(Attribute plan, ArrayRef<Chip> chips,
     pagedGrid(xqa);
     if (xqa.getClusterSplits() > 1)
       grid.clusterSplits = xqa.getClusterSplits();
+    grid.mergesUnsplit = xqa.getMergesUnsplit();
   } else if (auto prefill = dyn_cast<PrefillPlanAttr>(plan)) {
     pagedGrid(prefill);
     grid.finishesUnsplit = true;

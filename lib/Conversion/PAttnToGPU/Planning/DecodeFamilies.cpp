@@ -166,11 +166,11 @@ static SmallVector<std::string> xqaPagedRejections(Operation *op,
 
 static Attribute planXqaPaged(Operation *op, ArrayRef<Chip> targets,
                               const DecodePlanOptions &options) {
-  return planXqaDecode(cast<PagedAttentionOp>(op), targets,
-                       options.xqaMaxKeysPerSplit,
-                       {options.xqaKeysPerTile, options.xqaStages,
-                        options.xqaCopyWarp, options.xqaScoresAhead,
-                        options.xqaClusterHeads, options.xqaClusterSplits});
+  return planXqaDecode(
+      cast<PagedAttentionOp>(op), targets, options.xqaMaxKeysPerSplit,
+      {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp,
+       options.xqaScoresAhead, options.xqaClusterHeads,
+       options.xqaClusterSplits, options.xqaMergeUnsplit});
 }
 
 static bool ownsXqaPaged(Attribute plan) { return isa<XqaPlanAttr>(plan); }

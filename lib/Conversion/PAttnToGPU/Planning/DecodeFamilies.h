@@ -57,6 +57,9 @@ struct DecodePlanOptions {
   /// XQA decode plans whose splits form a cluster that merges them
   /// (XqaPlanAttr's cluster_splits; 0 or 1: none).
   int64_t xqaClusterSplits = 0;
+  /// XQA decode plans whose lone split merges its own rows (XqaPlanAttr's
+  /// merges_unsplit).
+  bool xqaMergeUnsplit = false;
   /// The tensor-core kernel of a prompt: XQA's query tiles (false) or the
   /// prefill family (true), where it serves the op.
   bool prefill = false;

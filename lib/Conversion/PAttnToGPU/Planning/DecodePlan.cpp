@@ -183,10 +183,12 @@ static int64_t xqaQueryTile(PagedAttentionOp op) {
   return 32 / group;
 }
 
-/// The thread-block clusters of an XQA plan: of KV heads' blocks, or of a
-/// (sequence, KV head)'s splits (1: none).
+/// How an XQA plan's blocks group and merge: thread-block clusters of KV
+/// heads' blocks or of a (sequence, KV head)'s splits (1: none), and
+/// whether a lone split merges its own rows.
 struct XqaClusters {
   int64_t heads = 1, splits = 1;
+  bool mergesUnsplit = false;
 };
 
 /// An XQA plan of `op` for `chips` with the given tiling; the schedule's
@@ -201,11 +203,11 @@ static XqaPlanAttr makeXqaPlan(PagedAttentionOp op, ArrayRef<Chip> chips,
   for (Chip chip : chips)
     resident.push_back(xqaPlannedBlocks(rows, sharedBytes, chip, copyWarp));
   int64_t threads = copyWarp ? kBlockThreads + 32 : kBlockThreads;
-  return XqaPlanAttr::get(op.getContext(), xqaOperandType(op), rows, tile,
-                          stages, keyWarps, valueWarps, split, sharedBytes,
-                          resident, threads, kXqaLeastTilesPerSplit,
-                          kXqaMostSplits, queryTile, scoresAhead,
-                          clusters.heads, clusters.splits, chips);
+  return XqaPlanAttr::get(
+      op.getContext(), xqaOperandType(op), rows, tile, stages, keyWarps,
+      valueWarps, split, sharedBytes, resident, threads, kXqaLeastTilesPerSplit,
+      kXqaMostSplits, queryTile, scoresAhead, clusters.heads, clusters.splits,
+      clusters.mergesUnsplit, chips);
 }
 
 XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
@@ -245,9 +247,11 @@ XqaPlanAttr planXqaDecode(PagedAttentionOp op, ArrayRef<Chip> chips,
   // A cluster of splits merges its rows into the output itself: not where
   // a guard may hand the op's rows to another op's merge, nor for a split
   // prompt's decode side (its rows are the merge's compact token slots).
+  bool ownsOutput = !queryTile && !copyWarp && !op.getGuard() && !decodeTokens;
   if (clustersFit && request.clusterSplits > 1 && clusters.heads == 1 &&
-      !op.getGuard() && !decodeTokens)
+      ownsOutput)
     clusters.splits = request.clusterSplits;
+  clusters.mergesUnsplit = request.mergesUnsplit && ownsOutput;
 
   int64_t sharedLimit = INT64_MAX;
   for (Chip chip : chips)

@@ -109,6 +109,11 @@ struct XqaPlanRequest {
   /// op without a guard and not a split prompt's decode side, and every
   /// chip has clusters; 0 or 1: none.
   int64_t clusterSplits = 0;
+  /// A block that merges its own rows where the host picks one split
+  /// (XqaPlanAttr's merges_unsplit) where the plan is a decode without a
+  /// copy warp, of an op without a guard and not a split prompt's decode
+  /// side.
+  bool mergesUnsplit = false;
 };
 
 /// The XQA plan of `op` for every chip of `chips` (the smallest shared

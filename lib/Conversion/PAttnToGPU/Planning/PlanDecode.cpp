@@ -144,7 +144,7 @@ planPromptOnPrefill(PagedAttentionOp op, ArrayRef<::pattn::Chip> targets,
       op, targets, options.xqaMaxKeysPerSplit,
       {options.xqaKeysPerTile, options.xqaStages, options.xqaCopyWarp,
        options.xqaScoresAhead, options.xqaClusterHeads,
-       options.xqaClusterSplits},
+       options.xqaClusterSplits, options.xqaMergeUnsplit},
       decodeTokens);
   op.setDecodePlanAttr(decode);
   // The kernel, and why not wgmma where it is mma.sync.
@@ -175,6 +175,7 @@ void PlanDecodePass::runOnOperation() {
   options.xqaScoresAhead = xqaScoresAhead;
   options.xqaClusterHeads = xqaClusterHeads;
   options.xqaClusterSplits = xqaClusterSplits;
+  options.xqaMergeUnsplit = xqaMergeUnsplit;
   options.prefill = promptKernel != "xqa";
   options.prefillWgmma =
       promptKernel == "prefill-mma-sync" ? ::pattn::PrefillWgmma::never

@@ -181,8 +181,9 @@ static LogicalResult verifySharedLayout(Operation *op, Attribute plan) {
 
 /// An XQA plan's clusters of cluster_heads KV heads' blocks must tile the
 /// op's KV heads: a cluster spans consecutive blocks of one sequence. A
-/// cluster of splits (cluster_splits) writes the op's output itself, so the
-/// op has no guard (whose other op's merge would read its workspace) and
+/// cluster of splits (cluster_splits), or a lone split that merges its own
+/// rows (merges_unsplit), writes the op's output itself, so the op has no
+/// guard (whose other op's merge would read its workspace) and
 /// the plan is not a split prompt's decode side (`decodeSide`: its rows are
 /// the merge's compact token slots).
 static LogicalResult verifyClusters(Operation *op, Attribute plan,
@@ -197,17 +198,24 @@ static LogicalResult verifyClusters(Operation *op, Attribute plan,
            << "has an XQA plan of clusters of " << xqa.getClusterHeads()
            << " KV heads' blocks, which do not divide its " << kvHeads
            << " KV heads";
-  int64_t splits = xqa.getClusterSplits();
-  if (splits > 1 && paged.getGuard())
+  // A plan whose blocks merge their rows into the output themselves.
+  std::string writer;
+  if (int64_t splits = xqa.getClusterSplits(); splits > 1)
+    writer = "whose clusters of " + std::to_string(splits) + " splits write";
+  else if (xqa.getMergesUnsplit())
+    writer = "whose lone split (merges_unsplit) writes";
+  if (writer.empty())
+    return success();
+  if (paged.getGuard())
     return op->emitOpError()
-           << "has an XQA plan whose clusters of " << splits
-           << " splits write its output, but it has a guard (the merge of "
-              "its guarded pair reads its workspace)";
-  if (splits > 1 && decodeSide)
+           << "has an XQA plan " << writer
+           << " its output, but it has a guard (the merge of its guarded "
+              "pair reads its workspace)";
+  if (decodeSide)
     return op->emitOpError()
-           << "has a decode plan whose clusters of " << splits
-           << " splits write its output, but a split prompt's decode side "
-              "leaves its rows to the merge";
+           << "has a decode plan " << writer
+           << " its output, but a split prompt's decode side leaves its rows "
+              "to the merge";
   return success();
 }
 

@@ -237,7 +237,7 @@ LogicalResult XqaPlanAttr::verify(
     int64_t keysPerSplit, int64_t sharedBytes, ArrayRef<int64_t> residentBlocks,
     int64_t threads, int64_t leastTilesPerSplit, int64_t mostSplits,
     int64_t queryTile, bool scoresAhead, int64_t clusterHeads,
-    int64_t clusterSplits, ArrayRef<Chip> targets) {
+    int64_t clusterSplits, bool mergesUnsplit, ArrayRef<Chip> targets) {
   if (failed(verifyOperandType(emitError, operand)))
     return failure();
   if (rows != 8 && rows != 16 && rows != 32)
@@ -281,6 +281,10 @@ LogicalResult XqaPlanAttr::verify(
     return emitError() << "cluster_heads " << clusterHeads
                        << " and cluster_splits " << clusterSplits
                        << ": a plan clusters KV heads or splits, not both";
+  if (mergesUnsplit && (threads != 128 || queryTile != 0))
+    return emitError() << "merges_unsplit needs threads 128 and a decode "
+                          "(query_tile 0), got threads "
+                       << threads << ", query_tile " << queryTile;
   return verifySchedule(emitError, residentBlocks, leastTilesPerSplit,
                         mostSplits, targets);
 }

@@ -3,6 +3,7 @@
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a xqa-cluster-splits=8 xqa-copy-warp=true" 2>/dev/null | FileCheck %s --check-prefix=WARP
 // RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a xqa-cluster-splits=8 xqa-cluster-heads=8" 2>/dev/null | FileCheck %s --check-prefix=HEADS
 // RUN: not pattn-opt %s --pattn-plan-decode="chips=sm_90a xqa-cluster-splits=16" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: pattn-opt %s --pattn-select-backend=chips=sm_90a --pattn-plan-decode="chips=sm_90a xqa-merge-unsplit=true" 2>/dev/null | FileCheck %s --check-prefix=UNSPLIT
 
 // XQA decode plans whose C splits of a (sequence, KV head) form one
 // cluster that merges them into the output (xqa-cluster-splits; the
@@ -33,6 +34,13 @@
 // HEADS-NOT: cluster_splits
 //
 // BAD: xqa-cluster-splits=16 must be 0 or 1 (none), 2, 4 or 8
+//
+// A lone split that merges its own rows (xqa-merge-unsplit) has the same
+// rules but for the clusters: the plain decode takes it, the guarded op
+// and the prompt's plans do not.
+// UNSPLIT: #pattn.xqa_plan<operand = f16, rows = 8, {{[^>]*}}resident_blocks = [3], merges_unsplit = true, targets = [sm_90a]>
+// UNSPLIT: guard_value = 1 : i32, {{.*}}#pattn.xqa_plan<operand = f16, rows = 8, {{[^>]*}}resident_blocks = [3], targets = [sm_90a]>
+// UNSPLIT-NOT: merges_unsplit
 
 // i8 K and V, 8 KV heads.
 !i8 = !pattn.cache<block_size = 16, kv_heads = 8, head_dim = 128, encoding = i8, scale = tensor>

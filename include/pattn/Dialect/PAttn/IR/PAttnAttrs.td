@@ -263,6 +263,13 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
     code, into the output: no merge launch, and the same bits as the merge
     kernel over the same C splits.
 
+    `merges_unsplit = true` (a decode planned with `xqa-merge-unsplit`;
+    four warps, no query tiles, an op without a guard that is not a split
+    prompt's decode side) keeps the host's split count, but where the host
+    picks one split (B64 L4K, say) the block merges its own rows from the
+    workspace into the output after a block barrier, with the merge
+    kernel's code, and the host launches no merge.
+
     Example:
     ```mlir
     #pattn.xqa_plan<operand = f16, rows = 16, keys_per_tile = 64, stages = 3,
@@ -283,6 +290,7 @@ def PAttn_XqaPlanAttr : AttrDef<PAttn_Dialect, "XqaPlan"> {
                         DefaultValuedParameter<"bool", "false">:$scores_ahead,
                         DefaultValuedParameter<"int64_t", "1">:$cluster_heads,
                         DefaultValuedParameter<"int64_t", "1">:$cluster_splits,
+                        DefaultValuedParameter<"bool", "false">:$merges_unsplit,
                         PAttn_ChipListParameter:$targets);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -523,8 +523,8 @@ void XqaBuilder::computeFacts() {
 gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
                                         XqaArguments &args) {
   Location loc = op.getLoc();
-  // A cluster of splits writes the output itself.
-  bool writesOutput = plan.getClusterSplits() > 1;
+  // A cluster of splits, or a lone split, writes the output itself.
+  bool writesOutput = plan.getClusterSplits() > 1 || plan.getMergesUnsplit();
   DecodeSignature signature = pagedTensorCoreSignature(
       op, keyBuffers, valueBuffers, fold, writesOutput);
   hostOperands.assign(signature.hostOperands().begin(),
@@ -543,7 +543,7 @@ gpu::GPUFuncOp XqaBuilder::createKernel(SmallVectorImpl<Value> &hostOperands,
     kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
                     builder.getDenseI32ArrayAttr({1, heads, 1}));
   }
-  if (writesOutput) {
+  if (plan.getClusterSplits() > 1) {
     // The cluster_splits splits (blockIdx.x) of a sequence and KV head.
     int32_t splits = int32_t(plan.getClusterSplits());
     kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
@@ -837,8 +837,7 @@ gpu::GPUFuncOp XqaBuilder::build(SmallVectorImpl<Value> &hostOperands) {
     SmallVector<Value> state =
         scoresAhead ? runTilesScoringAhead(aheadPages) : runTiles(aheadPages);
     mergeKeyWarps(state, split, args.partialOut, args.partialStats);
-    if (plan.getClusterSplits() > 1)
-      mergeSplitsInCluster(args, split);
+    mergeOwnSplits(args, split);
   });
   gpu::ReturnOp::create(builder, op.getLoc());
   return kernel;
@@ -858,6 +857,7 @@ auto ::pattn::buildXqaDecodeKernels(KernelModule &kernels, PagedAttentionOp op,
         return xqa.build(operands);
       },
       /*withMerge=*/plan.getClusterSplits() == 1);
+  // (merges_unsplit keeps the merge kernel for several splits.)
   result.blockThreads = plan.getThreads(); // 160 with a copy warp
   return result;
 }

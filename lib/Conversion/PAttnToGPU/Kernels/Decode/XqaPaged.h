@@ -34,8 +34,8 @@ using XqaSide = PagedSide;
 /// The kernel arguments that build hands on to its steps.
 struct XqaArguments {
   mlir::Value query, seqLens, queryStart, guard, partialOut, partialStats;
-  /// A plan of cluster_splits: the op's sinks, out_scale and output (null
-  /// where absent), which the cluster's merge writes.
+  /// A plan of cluster_splits or merges_unsplit: the op's sinks, out_scale
+  /// and output (null where absent), which the blocks' merge writes.
   mlir::Value sinks, outScale, out;
 };
 
@@ -262,8 +262,14 @@ private:
                      mlir::Value partialOut, mlir::Value partialStats);
   /// cluster_splits: after every block of the cluster wrote its split's
   /// partial results, block `split` merges its share of the sequence's
-  /// rows into the output (XqaClusterMerge.cpp).
-  void mergeSplitsInCluster(const XqaArguments &args, mlir::Value split);
+  /// rows into the output; merges_unsplit: a lone split's block merges all
+  /// of them (XqaSplitMerge.cpp).
+  void mergeOwnSplits(const XqaArguments &args, mlir::Value split);
+  /// Pieces split, split + splits, ... (a piece: a row's kBlockThreads
+  /// channels) of the sequence's rows, merged from the workspace's `splits`
+  /// splits into the output.
+  void mergeRowPieces(const XqaArguments &args, mlir::Value split,
+                      int64_t splits);
   void loadQueryTile(mlir::Value query);
   /// The block's tiles into the ring (set by prepareCopies).
   std::optional<PagedTileCopies> copies;
