@@ -1091,6 +1091,26 @@ def test_xqa_plan_variants_match_reference(case, variant, gpu_results):
     assert not out[hidden].any(), "a row with no visible key is not zero"
 
 
+@pytest.mark.parametrize("case", GRID + NAMED, ids=_ids)
+def test_merge_unsplit_gives_the_merge_kernels_bits(case):
+    """The merge-unsplit plan against the default plan on the same cache
+    bytes and inputs: where the host picks one split the block merges its
+    rows with the merge kernel's own code (mergeWorkspaceRow), and with
+    several splits both launch the merge kernel, so every output element
+    has the same bits."""
+    if BACKEND == "portable":
+        pytest.skip("merges_unsplit is a tensor-core plan: run with "
+                    "PATTN_TEST_BACKEND=auto")
+    run = case.run()
+    want = run.decode()
+    got = decode_compiled_with(run, case, xqa_merge_unsplit=True)
+    differ = np.argwhere((got != want) | (np.signbit(got) != np.signbit(want)))
+    assert differ.size == 0, (
+        f"{len(differ)} outputs differ from the merge kernel's, first at "
+        f"{tuple(differ[0])}: {got[tuple(differ[0])]!r} vs "
+        f"{want[tuple(differ[0])]!r}")
+
+
 #: A build for a chip without fp8 conversion next to this one: two kernel
 #: modules (bit tricks; cvt.rn.f16x2.e4m3x2) and a host-side dispatch on the
 #: device's compute capability.
